@@ -1,0 +1,152 @@
+/**
+ * Configuration of the decoder-only transformer family (the Qwen2/Llama shape): RMSNorm, RoPE,
+ * grouped-query attention, SwiGLU MLP, tied or untied embeddings.
+ *
+ * Parameter names are hierarchical and checkpoint-stable (see `parameterShapes`):
+ *   embed.weight                    [V, C]
+ *   layers.{i}.attn_norm.weight     [C]
+ *   layers.{i}.attn.q.weight        [H*D, C]      (+ .bias [H*D] when attentionBias)
+ *   layers.{i}.attn.k.weight        [Hkv*D, C]    (+ .bias [Hkv*D] when attentionBias)
+ *   layers.{i}.attn.v.weight        [Hkv*D, C]    (+ .bias [Hkv*D] when attentionBias)
+ *   layers.{i}.attn.o.weight        [C, H*D]
+ *   layers.{i}.mlp_norm.weight      [C]
+ *   layers.{i}.mlp.gate.weight      [F, C]
+ *   layers.{i}.mlp.up.weight        [F, C]
+ *   layers.{i}.mlp.down.weight      [C, F]
+ *   norm.weight                     [C]
+ *   lm_head.weight                  [V, C]        (absent when tieEmbeddings)
+ * Linear weights are stored [out, in] as in PyTorch/Hugging Face, so checkpoints map 1:1.
+ */
+import { z } from 'zod';
+
+export const modelConfigSchema = z
+  .object({
+    /** Vocabulary size V (rows of the embedding matrix). */
+    vocabSize: z.number().int().positive(),
+    /** Model width C (hidden size). */
+    hiddenSize: z.number().int().positive(),
+    /** Number of transformer blocks L. */
+    numLayers: z.number().int().positive(),
+    /** Number of query heads H. Must divide hiddenSize unless headDim is given. */
+    numHeads: z.number().int().positive(),
+    /** Number of key/value heads Hkv (grouped-query attention). Must divide numHeads. Defaults to numHeads. */
+    numKvHeads: z.number().int().positive().optional(),
+    /** Per-head dimension D. Defaults to hiddenSize / numHeads. Must be even (RoPE rotates pairs). */
+    headDim: z.number().int().positive().optional(),
+    /** Hidden size F of the SwiGLU MLP. */
+    intermediateSize: z.number().int().positive(),
+    /** RoPE base frequency θ. */
+    ropeTheta: z.number().positive().default(10000),
+    /** RMSNorm epsilon. */
+    rmsNormEps: z.number().positive().default(1e-6),
+    /** Whether the output head shares the embedding matrix. */
+    tieEmbeddings: z.boolean().default(true),
+    /** Whether q/k/v projections carry a bias (Qwen2 does, Llama does not). */
+    attentionBias: z.boolean().default(false),
+    /** Longest sequence (prompt + response) the model is used with; sizes KV caches. */
+    maxSequenceLength: z.number().int().positive().default(512),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    const kv = c.numKvHeads ?? c.numHeads;
+    if (c.headDim === undefined && c.hiddenSize % c.numHeads !== 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['numHeads'],
+        message: `numHeads (${c.numHeads}) must divide hiddenSize (${c.hiddenSize}), or headDim must be given`,
+      });
+    }
+    if (c.numHeads % kv !== 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['numKvHeads'],
+        message: `numKvHeads (${kv}) must divide numHeads (${c.numHeads})`,
+      });
+    }
+    const d = c.headDim ?? Math.floor(c.hiddenSize / c.numHeads);
+    if (d % 2 !== 0) {
+      ctx.addIssue({ code: 'custom', path: ['headDim'], message: `head dimension (${d}) must be even for RoPE` });
+    }
+  });
+
+export type ModelConfigInput = z.input<typeof modelConfigSchema>;
+export type ModelConfig = z.output<typeof modelConfigSchema>;
+
+/** Derived sizes used throughout the model code. */
+export interface ModelDims {
+  readonly V: number;
+  readonly C: number;
+  readonly L: number;
+  readonly H: number;
+  readonly Hkv: number;
+  readonly D: number;
+  readonly F: number;
+}
+
+export function modelDims(c: ModelConfig): ModelDims {
+  return {
+    V: c.vocabSize,
+    C: c.hiddenSize,
+    L: c.numLayers,
+    H: c.numHeads,
+    Hkv: c.numKvHeads ?? c.numHeads,
+    D: c.headDim ?? c.hiddenSize / c.numHeads,
+    F: c.intermediateSize,
+  };
+}
+
+/** Parses a model config, throwing an error that names every offending field. */
+export function parseModelConfig(input: unknown, source = 'model config'): ModelConfig {
+  const r = modelConfigSchema.safeParse(input);
+  if (r.success) return r.data;
+  const lines = r.error.issues.map((i) => `  ${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`);
+  throw new Error(`invalid ${source}:\n${lines.join('\n')}`);
+}
+
+/** The projections a LoRA adapter may target, named as in the parameter table above. */
+export const loraTargets = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
+export type LoraTarget = (typeof loraTargets)[number];
+
+/** Every parameter of the model with its shape, in a stable order (the checkpoint order). */
+export function parameterShapes(c: ModelConfig): Array<[name: string, shape: number[]]> {
+  const { V, C, L, H, Hkv, D, F } = modelDims(c);
+  const out: Array<[string, number[]]> = [['embed.weight', [V, C]]];
+  for (let i = 0; i < L; i++) {
+    const p = `layers.${i}`;
+    out.push([`${p}.attn_norm.weight`, [C]]);
+    out.push([`${p}.attn.q.weight`, [H * D, C]]);
+    if (c.attentionBias) out.push([`${p}.attn.q.bias`, [H * D]]);
+    out.push([`${p}.attn.k.weight`, [Hkv * D, C]]);
+    if (c.attentionBias) out.push([`${p}.attn.k.bias`, [Hkv * D]]);
+    out.push([`${p}.attn.v.weight`, [Hkv * D, C]]);
+    if (c.attentionBias) out.push([`${p}.attn.v.bias`, [Hkv * D]]);
+    out.push([`${p}.attn.o.weight`, [C, H * D]]);
+    out.push([`${p}.mlp_norm.weight`, [C]]);
+    out.push([`${p}.mlp.gate.weight`, [F, C]]);
+    out.push([`${p}.mlp.up.weight`, [F, C]]);
+    out.push([`${p}.mlp.down.weight`, [C, F]]);
+  }
+  out.push(['norm.weight', [C]]);
+  if (!c.tieEmbeddings) out.push(['lm_head.weight', [V, C]]);
+  return out;
+}
+
+/** The (in, out) sizes of a projection, for LoRA A [r, in] and B [out, r]. */
+export function projectionSize(c: ModelConfig, target: LoraTarget): { in: number; out: number } {
+  const { C, H, Hkv, D, F } = modelDims(c);
+  switch (target) {
+    case 'q': return { in: C, out: H * D };
+    case 'k': return { in: C, out: Hkv * D };
+    case 'v': return { in: C, out: Hkv * D };
+    case 'o': return { in: H * D, out: C };
+    case 'gate': return { in: C, out: F };
+    case 'up': return { in: C, out: F };
+    case 'down': return { in: F, out: C };
+  }
+}
+
+/** Parameter name prefix of a projection in layer i (`layers.3.attn.q`). */
+export function projectionName(layer: number, target: LoraTarget): string {
+  const group = target === 'gate' || target === 'up' || target === 'down' ? 'mlp' : 'attn';
+  return `layers.${layer}.${group}.${target}`;
+}
