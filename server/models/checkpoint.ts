@@ -1,0 +1,125 @@
+/**
+ * Model checkpoint folders:
+ *   config.json         the model config (every field written out, defaults included)
+ *   model.safetensors   the parameters, named as in `parameterShapes`, float32
+ *
+ * Loading validates the weights against the config: every expected parameter present with its
+ * exact shape and nothing else. Each file is replaced atomically; the weights are written before the
+ * config, so a crash between the two leaves either the previous checkpoint or a mismatch that
+ * loading reports, never a silently mixed model.
+ */
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { modelConfigSchema, parameterShapes, parseModelConfig } from './model-config.ts';
+import type { ModelConfig, ModelConfigInput } from './model-config.ts';
+import { readJsonFile, writeJsonFile } from './json-file.ts';
+import { readSafetensorsFile, writeSafetensorsFile } from './safetensors.ts';
+import type { SafetensorsInput, SafetensorsReadOptions } from './safetensors.ts';
+
+export const CHECKPOINT_CONFIG_FILE = 'config.json';
+export const CHECKPOINT_WEIGHTS_FILE = 'model.safetensors';
+
+/** Expected tensors: name and shape, in canonical order. */
+export type ExpectedShapes = ReadonlyArray<readonly [name: string, shape: readonly number[]]>;
+
+export interface Checkpoint {
+  config: ModelConfig;
+  /** Parameters in `parameterShapes` order. */
+  params: Map<string, Float32Array>;
+  /** The safetensors `__metadata__` of the weights file. */
+  metadata: Record<string, string>;
+}
+
+/** A problem list is capped so a wholly wrong file (say, another architecture) gives a readable error. */
+const MAX_LISTED = 20;
+
+const fmtShape = (s: readonly number[]): string => `[${s.join(', ')}]`;
+const sameShape = (a: readonly number[], b: readonly number[]): boolean =>
+  a.length === b.length && a.every((d, i) => d === b[i]);
+
+function fail(source: string, what: string, problems: string[]): never {
+  const shown = problems.slice(0, MAX_LISTED).map((p) => `  ${p}`);
+  if (problems.length > MAX_LISTED) shown.push(`  … and ${problems.length - MAX_LISTED} more`);
+  throw new Error(`${source}: ${what}:\n${shown.join('\n')}`);
+}
+
+/**
+ * Checks tensors read from `source` against the expected names and shapes and returns their data
+ * in the expected order. Every missing, mis-shaped and unexpected tensor is listed in one error.
+ */
+export function matchTensors(
+  expected: ExpectedShapes,
+  tensors: ReadonlyMap<string, { readonly shape: readonly number[]; readonly data: Float32Array }>,
+  source: string,
+): Map<string, Float32Array> {
+  const problems: string[] = [];
+  const out = new Map<string, Float32Array>();
+  const known = new Set<string>();
+  for (const [name, shape] of expected) {
+    known.add(name);
+    const t = tensors.get(name);
+    if (!t) problems.push(`missing tensor '${name}' (expected shape ${fmtShape(shape)})`);
+    else if (!sameShape(t.shape, shape)) problems.push(`tensor '${name}' has shape ${fmtShape(t.shape)}, expected ${fmtShape(shape)}`);
+    else out.set(name, t.data);
+  }
+  for (const [name, t] of tensors) {
+    if (!known.has(name)) problems.push(`unexpected tensor '${name}' (shape ${fmtShape(t.shape)})`);
+  }
+  if (problems.length > 0) fail(source, 'tensors do not match the model config', problems);
+  return out;
+}
+
+/**
+ * Pairs flat parameter arrays with their expected shapes for writing, checking that every
+ * expected parameter is there with the right number of elements and nothing else is.
+ */
+export function shapeParameters(
+  expected: ExpectedShapes,
+  params: ReadonlyMap<string, Float32Array>,
+  source: string,
+): Map<string, SafetensorsInput> {
+  const problems: string[] = [];
+  const out = new Map<string, SafetensorsInput>();
+  const known = new Set<string>();
+  for (const [name, shape] of expected) {
+    known.add(name);
+    const data = params.get(name);
+    const n = shape.reduce((a, b) => a * b, 1);
+    if (!data) problems.push(`missing parameter '${name}' (expected shape ${fmtShape(shape)})`);
+    else if (data.length !== n) problems.push(`parameter '${name}' has ${data.length} elements, expected ${n} for shape ${fmtShape(shape)}`);
+    else out.set(name, { shape, data });
+  }
+  for (const [name, data] of params) {
+    if (!known.has(name)) problems.push(`unexpected parameter '${name}' (${data.length} elements)`);
+  }
+  if (problems.length > 0) fail(source, 'parameters do not match the model config', problems);
+  return out;
+}
+
+export interface SaveCheckpointOptions {
+  /** String metadata stored in the safetensors header (e.g. run id, step). */
+  metadata?: Readonly<Record<string, string>>;
+}
+
+/** Writes `config.json` and `model.safetensors` into `dir` (created if needed). */
+export async function saveCheckpoint(
+  dir: string,
+  config: ModelConfigInput,
+  params: ReadonlyMap<string, Float32Array>,
+  options: SaveCheckpointOptions = {},
+): Promise<void> {
+  const resolved = parseModelConfig(config, 'model config to save');
+  const tensors = shapeParameters(parameterShapes(resolved), params, `checkpoint ${dir}`);
+  await mkdir(dir, { recursive: true });
+  await writeSafetensorsFile(join(dir, CHECKPOINT_WEIGHTS_FILE), tensors, options.metadata);
+  await writeJsonFile(join(dir, CHECKPOINT_CONFIG_FILE), resolved);
+}
+
+/** Reads a checkpoint folder written by `saveCheckpoint`, validating weights against the config. */
+export async function loadCheckpoint(dir: string, options?: SafetensorsReadOptions): Promise<Checkpoint> {
+  const config = await readJsonFile(join(dir, CHECKPOINT_CONFIG_FILE), modelConfigSchema);
+  const weightsPath = join(dir, CHECKPOINT_WEIGHTS_FILE);
+  const { tensors, metadata } = await readSafetensorsFile(weightsPath, options);
+  const params = matchTensors(parameterShapes(config), tensors, weightsPath);
+  return { config, params, metadata };
+}
