@@ -1,0 +1,268 @@
+/**
+ * Deterministic ONNX emission: IR nodes → ModelProto bytes (opset 17, IR version 8).
+ *
+ * Names are stable: graph inputs keep their declared names, outputs the names the caller gives,
+ * intermediates are numbered by their position in a topological order that depends only on the
+ * graph's structure, and constants become initializers numbered the same way. The same graph
+ * therefore always gives the same bytes, and a diff of two emissions is a diff of two graphs.
+ */
+import { formatShape, type Dim, type Shape } from './dims.ts';
+import { GraphError, describe, topoSort, type Node } from './ir.ts';
+import { attrInts, normAxis, type DType, type Op } from './ops.ts';
+import { ProtoWriter } from './protobuf-writer.ts';
+import { verify } from './verify.ts';
+
+export const OPSET = 17;
+const IR_VERSION = 8;
+
+const onnxType: Record<DType, number> = { float32: 1, int64: 7, bool: 9, float64: 11 };
+
+interface OnnxNode {
+  opType: string;
+  inputs: string[];
+  outputs: string[];
+  attrs: Array<[string, number | number[] | 'ints']>;
+}
+
+interface Initializer {
+  name: string;
+  dtype: DType;
+  dims: number[];
+  values: readonly number[];
+}
+
+interface Emitter {
+  /** Name of an emitted value. */
+  name(n: Node): string;
+  /** Name of an int64 initializer holding `values` (deduplicated). */
+  ints(values: readonly number[], dims?: number[]): string;
+  /** Name of Shape(n), emitted once per node. */
+  shapeOf(n: Node): string;
+  push(node: OnnxNode): void;
+}
+
+type Lower = (n: Node, e: Emitter, out: string) => void;
+
+const simple = (opType: string): Lower => (n, e, out) => e.push({ opType, inputs: n.inputs.map((i) => e.name(i)), outputs: [out], attrs: [] });
+
+/** ONNX Reshape target: known sizes, 0 = "same as input dim i", -1 = "the rest" (at most one). */
+function reshapeCodes(n: Node): number[] {
+  const src = n.inputs[0]!.shape;
+  const codes = n.shape.map((d: Dim, i) => (typeof d === 'number' ? d : d === src[i] ? 0 : -1));
+  if (codes.filter((c) => c === -1).length > 1 || codes.some((c, i) => c === 0 && n.shape[i] !== src[i])) {
+    throw new GraphError(
+      `reshape ${describe(n)} from ${formatShape(src)} cannot be expressed statically (several unknown dims); use reshapeLike`,
+      'reshape',
+      n.id,
+    );
+  }
+  return codes;
+}
+
+const lowerings = {
+  input: () => {},
+  constant: () => {},
+  add: simple('Add'),
+  sub: simple('Sub'),
+  mul: simple('Mul'),
+  div: simple('Div'),
+  min: simple('Min'),
+  max: simple('Max'),
+  neg: simple('Neg'),
+  exp: simple('Exp'),
+  log: simple('Log'),
+  sqrt: simple('Sqrt'),
+  reciprocal: simple('Reciprocal'),
+  sigmoid: simple('Sigmoid'),
+  tanh: simple('Tanh'),
+  cos: simple('Cos'),
+  sin: simple('Sin'),
+  matmul: simple('MatMul'),
+  transpose: (n, e, out) => e.push({ opType: 'Transpose', inputs: [e.name(n.inputs[0]!)], outputs: [out], attrs: [['perm', attrInts(n.attrs, 'perm')]] }),
+  reshape: (n, e, out) => e.push({ opType: 'Reshape', inputs: [e.name(n.inputs[0]!), e.ints(reshapeCodes(n))], outputs: [out], attrs: [] }),
+  reshapeLike: (n, e, out) => e.push({ opType: 'Reshape', inputs: [e.name(n.inputs[0]!), e.shapeOf(n.inputs[1]!)], outputs: [out], attrs: [] }),
+  expandLike: (n, e, out) => e.push({ opType: 'Expand', inputs: [e.name(n.inputs[0]!), e.shapeOf(n.inputs[1]!)], outputs: [out], attrs: [] }),
+  unsqueeze: (n, e, out) => e.push({ opType: 'Unsqueeze', inputs: [e.name(n.inputs[0]!), e.ints(attrInts(n.attrs, 'axes'))], outputs: [out], attrs: [] }),
+  squeeze: (n, e, out) => e.push({ opType: 'Squeeze', inputs: [e.name(n.inputs[0]!), e.ints(attrInts(n.attrs, 'axes'))], outputs: [out], attrs: [] }),
+  reduceSum: (n, e, out) =>
+    e.push({ opType: 'ReduceSum', inputs: [e.name(n.inputs[0]!), e.ints(attrInts(n.attrs, 'axes'))], outputs: [out], attrs: [['keepdims', n.attrs['keepdims'] as number]] }),
+  // Opset 17 ReduceMax still takes axes as an attribute (it moved to an input in opset 18).
+  reduceMax: (n, e, out) =>
+    e.push({ opType: 'ReduceMax', inputs: [e.name(n.inputs[0]!)], outputs: [out], attrs: [['axes', attrInts(n.attrs, 'axes')], ['keepdims', n.attrs['keepdims'] as number]] }),
+  softmax: (n, e, out) => e.push({ opType: 'Softmax', inputs: [e.name(n.inputs[0]!)], outputs: [out], attrs: [['axis', n.attrs['axis'] as number]] }),
+  logSoftmax: (n, e, out) => e.push({ opType: 'LogSoftmax', inputs: [e.name(n.inputs[0]!)], outputs: [out], attrs: [['axis', n.attrs['axis'] as number]] }),
+  concat: (n, e, out) => e.push({ opType: 'Concat', inputs: n.inputs.map((i) => e.name(i)), outputs: [out], attrs: [['axis', n.attrs['axis'] as number]] }),
+  slice: (n, e, out) =>
+    e.push({
+      opType: 'Slice',
+      inputs: [e.name(n.inputs[0]!), e.ints([n.attrs['start'] as number]), e.ints([n.attrs['end'] as number]), e.ints([n.attrs['axis'] as number])],
+      outputs: [out],
+      attrs: [],
+    }),
+  pad: (n, e, out) => {
+    const rank = n.shape.length;
+    const axis = normAxis(n.attrs['axis'] as number, rank);
+    const pads = new Array<number>(2 * rank).fill(0);
+    pads[axis] = n.attrs['before'] as number;
+    pads[rank + axis] = n.attrs['after'] as number;
+    e.push({ opType: 'Pad', inputs: [e.name(n.inputs[0]!), e.ints(pads)], outputs: [out], attrs: [] });
+  },
+  gather: (n, e, out) => e.push({ opType: 'Gather', inputs: n.inputs.map((i) => e.name(i)), outputs: [out], attrs: [['axis', n.attrs['axis'] as number]] }),
+  where: simple('Where'),
+  equal: simple('Equal'),
+  less: simple('Less'),
+  greater: simple('Greater'),
+  and: simple('And'),
+  cast: (n, e, out) => e.push({ opType: 'Cast', inputs: [e.name(n.inputs[0]!)], outputs: [out], attrs: [['to', onnxType[n.dtype]]] }),
+  stopGradient: simple('Identity'),
+} satisfies Record<Op, Lower>;
+
+function encodeTensorData(dtype: DType, values: readonly number[]): Uint8Array {
+  const n = values.length;
+  switch (dtype) {
+    case 'float32':
+      return new Uint8Array(Float32Array.from(values).buffer);
+    case 'float64':
+      return new Uint8Array(Float64Array.from(values).buffer);
+    case 'int64':
+      return new Uint8Array(BigInt64Array.from(values, (v) => BigInt(v)).buffer);
+    case 'bool':
+      return Uint8Array.from(values, (v) => (v ? 1 : 0)).subarray(0, n);
+  }
+}
+
+function writeValueInfo(w: ProtoWriter, name: string, dtype: DType, shape: Shape | null): void {
+  w.string(1, name);
+  w.message(2, (type) =>
+    type.message(1, (tensor) => {
+      tensor.varint(1, onnxType[dtype]);
+      if (shape) {
+        tensor.message(2, (s) => {
+          for (const d of shape) {
+            s.message(1, (dim) => {
+              if (typeof d === 'number') dim.varint(1, d);
+              // Simple symbols become named dims; derived ones (B*T, P+T) are left unnamed.
+              else if (/^[A-Za-z_]\w*$/.test(d)) dim.string(2, d);
+            });
+          }
+        });
+      }
+    }),
+  );
+}
+
+export interface EmitOptions {
+  /** Graph name written into the model. */
+  readonly name: string;
+  /** Free text stored as the model's doc string (e.g. the model config). */
+  readonly doc?: string;
+}
+
+/** Emits an ONNX model computing `outputs` (pairs of output name and node). */
+export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, options: EmitOptions): Uint8Array {
+  verify(outputs);
+  const order = topoSort(outputs.map(([, n]) => n));
+  const names = new Map<number, string>();
+  const nodes: OnnxNode[] = [];
+  const inits: Initializer[] = [];
+  const intsCache = new Map<string, string>();
+  const shapeCache = new Map<number, string>();
+
+  const inputs = order.filter((n) => n.op === 'input').sort((a, b) => String(a.attrs['name']).localeCompare(String(b.attrs['name'])));
+  for (const n of inputs) names.set(n.id, String(n.attrs['name']));
+  order.forEach((n, i) => {
+    if (n.op === 'constant') {
+      const name = `const.${i}`;
+      names.set(n.id, name);
+      inits.push({ name, dtype: n.dtype, dims: n.shape as number[], values: n.attrs['value'] as number[] });
+    } else if (n.op !== 'input') {
+      names.set(n.id, `t.${i}`);
+    }
+  });
+
+  const e: Emitter = {
+    name: (n) => {
+      const s = names.get(n.id);
+      if (s === undefined) throw new GraphError(`emission reached unnamed ${describe(n)}`, n.op, n.id);
+      return s;
+    },
+    ints: (values, dims) => {
+      const key = `${(dims ?? [values.length]).join('x')}:${values.join(',')}`;
+      let name = intsCache.get(key);
+      if (!name) {
+        name = `ints.${intsCache.size}`;
+        intsCache.set(key, name);
+        inits.push({ name, dtype: 'int64', dims: dims ?? [values.length], values });
+      }
+      return name;
+    },
+    shapeOf: (n) => {
+      let name = shapeCache.get(n.id);
+      if (!name) {
+        name = `shape.${e.name(n)}`;
+        shapeCache.set(n.id, name);
+        nodes.push({ opType: 'Shape', inputs: [e.name(n)], outputs: [name], attrs: [] });
+      }
+      return name;
+    },
+    push: (node) => nodes.push(node),
+  };
+
+  for (const n of order) {
+    if (n.op === 'input' || n.op === 'constant') continue;
+    const lower: Lower = lowerings[n.op];
+    lower(n, e, e.name(n));
+  }
+  // Outputs get their public names through Identity nodes: a value may be exposed under several
+  // names, or be an input or constant itself, and internal names must stay structural.
+  const seen = new Set<string>();
+  for (const [name, n] of outputs) {
+    if (seen.has(name)) throw new GraphError(`duplicate output name '${name}'`, n.op, n.id);
+    seen.add(name);
+    nodes.push({ opType: 'Identity', inputs: [e.name(n)], outputs: [name], attrs: [] });
+  }
+
+  const w = new ProtoWriter();
+  w.varint(1, IR_VERSION);
+  w.string(2, 'troupe');
+  w.string(3, '0.1');
+  w.message(7, (g) => {
+    nodes.forEach((node, i) => {
+      g.message(1, (nw) => {
+        for (const x of node.inputs) nw.string(1, x);
+        for (const x of node.outputs) nw.string(2, x);
+        nw.string(3, `n.${i}.${node.opType}`);
+        nw.string(4, node.opType);
+        for (const [an, av] of node.attrs) {
+          nw.message(5, (a) => {
+            a.string(1, an);
+            if (Array.isArray(av)) {
+              for (const v of av) a.varint(8, v);
+              a.varint(20, 7); // INTS
+            } else {
+              a.varint(3, av as number);
+              a.varint(20, 2); // INT
+            }
+          });
+        }
+      });
+    });
+    g.string(2, options.name);
+    for (const init of inits) {
+      g.message(5, (t) => {
+        for (const d of init.dims) t.varint(1, d);
+        t.varint(2, onnxType[init.dtype]);
+        t.string(8, init.name);
+        t.bytes(9, encodeTensorData(init.dtype, init.values));
+      });
+    }
+    if (options.doc) g.string(10, options.doc);
+    for (const n of inputs) g.message(11, (vi) => writeValueInfo(vi, String(n.attrs['name']), n.dtype, n.shape));
+    for (const [name, n] of outputs) g.message(12, (vi) => writeValueInfo(vi, name, n.dtype, n.shape));
+  });
+  w.message(8, (o) => {
+    o.string(1, '');
+    o.varint(2, OPSET);
+  });
+  return w.finish();
+}

@@ -1,0 +1,248 @@
+/**
+ * The engine worker: owns ONNX Runtime sessions and resident tensors, off the main thread.
+ * `session.run` blocks its thread for the whole call (the probe measured 110 ms per train step),
+ * so it must never run on the event loop that serves the editor.
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { parentPort } from 'node:worker_threads';
+import * as ort from 'onnxruntime-node';
+import { generate } from './generate.ts';
+import type { ExecutionProviderName, Fetch, Feed, Reply, Request, WorkerMessage } from './messages.ts';
+import { allocate, type HostTensor } from './tensor.ts';
+
+if (!parentPort) throw new Error('engine-worker must run in a worker thread');
+const port = parentPort;
+
+const sessions = new Map<string, ort.InferenceSession>();
+const residents = new Map<string, ort.Tensor>();
+let provider: ExecutionProviderName = 'cpu';
+let threads = 2;
+
+function log(line: string): void {
+  port.postMessage({ id: -1, log: line } satisfies WorkerMessage);
+}
+
+function toOrt(t: HostTensor): ort.Tensor {
+  return new ort.Tensor(t.dtype, t.data as never, [...t.dims]);
+}
+
+function toHost(t: ort.Tensor): HostTensor {
+  return { dtype: t.type as HostTensor['dtype'], dims: [...t.dims], data: t.data as HostTensor['data'] };
+}
+
+function resident(name: string): ort.Tensor {
+  const t = residents.get(name);
+  if (!t) throw new Error(`no resident tensor named '${name}'`);
+  return t;
+}
+
+function sessionOf(name: string): ort.InferenceSession {
+  const s = sessions.get(name);
+  if (!s) throw new Error(`no session named '${name}'`);
+  return s;
+}
+
+function providerAvailable(p: ExecutionProviderName): { ok: boolean; why: string } {
+  const listed = ort.listSupportedBackends().map((b) => b.name);
+  if (!listed.includes(p)) return { ok: false, why: `${p} is not among this onnxruntime-node build's backends (${listed.join(', ')})` };
+  if (p === 'cuda') {
+    // The CUDA provider libraries are not in the npm package; without them ORT prints a native
+    // error before failing, so check for them first and say how to install them.
+    const dir = dirname(createRequire(import.meta.url).resolve('onnxruntime-node/package.json'));
+    const lib = join(dir, 'bin', 'napi-v6', process.platform, process.arch, 'libonnxruntime_providers_cuda.so');
+    if (process.platform === 'linux' && !existsSync(lib)) {
+      return { ok: false, why: 'cuda provider libraries are not installed (ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install.js)' };
+    }
+  }
+  return { ok: true, why: '' };
+}
+
+/**
+ * Picks the execution provider. CUDA and WebGPU are only known to work once a session is
+ * created on them (drivers, adapters, provider libraries), so `init` probes with a one-node
+ * model and falls back to CPU with the reason; the probe found `['webgpu','cpu']` throws
+ * instead of falling back, so fallback is done here, explicitly.
+ */
+async function init(choice: Request & { kind: 'init' }): Promise<Reply> {
+  threads = choice.threads;
+  const candidates: ExecutionProviderName[] = choice.provider === 'auto' ? ['cuda', 'webgpu', 'cpu'] : [choice.provider];
+  const reasons: string[] = [];
+  for (const p of candidates) {
+    if (p === 'cpu') {
+      provider = 'cpu';
+      break;
+    }
+    const avail = providerAvailable(p);
+    if (!avail.ok) {
+      reasons.push(avail.why);
+      continue;
+    }
+    try {
+      await ort.InferenceSession.create(PROBE_MODEL, { executionProviders: [p], logSeverityLevel: 3 });
+      provider = p;
+      break;
+    } catch (e) {
+      reasons.push(`${p} failed to start: ${firstLine(e)}`);
+    }
+  }
+  if (choice.provider !== 'auto' && choice.provider !== provider) provider = 'cpu';
+  const reason =
+    provider === choice.provider
+      ? `${provider} as configured`
+      : choice.provider === 'auto'
+        ? `auto chose ${provider}${reasons.length ? ` (${reasons.join('; ')})` : ''}`
+        : `${choice.provider} unavailable, fell back to cpu: ${reasons.join('; ')}`;
+  return { kind: 'init', provider, reason, available: ort.listSupportedBackends().map((b) => b.name) };
+}
+
+function firstLine(e: unknown): string {
+  const s = e instanceof Error ? e.message : String(e);
+  const lines = s.split('\n').filter((l) => l.trim());
+  return (lines.find((l) => /adapter|load|fail|error/i.test(l)) ?? lines[0] ?? s).trim().slice(0, 300);
+}
+
+// A one-node model (y = x + 1, float32 [1]) emitted by the compiler, used to probe execution providers.
+const PROBE_MODEL = Uint8Array.from(
+  Buffer.from('CAgSBnRyb3VwZRoDMC4xOn8KHwoBeAoHY29uc3QuMRIDdC4yGgduLjAuQWRkIgNBZGQKIAoDdC4yEgF5GgxuLjEuSWRlbnRpdHkiCElkZW50aXR5EgVwcm9iZSoREAFCB2NvbnN0LjFKBAAAgD9aDwoBeBIKCggIARIECgIIAWIPCgF5EgoKCAgBEgQKAggBQgQKABAR', 'base64'),
+);
+
+async function createSession(req: Request & { kind: 'createSession' }): Promise<Reply> {
+  const opts: ort.InferenceSession.SessionOptions = {
+    executionProviders: [provider],
+    graphOptimizationLevel: req.options.optimization ?? 'all',
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    logSeverityLevel: 3,
+  };
+  let s: ort.InferenceSession;
+  try {
+    s = await ort.InferenceSession.create(req.model, opts);
+  } catch (e) {
+    if (provider === 'cpu') throw new Error(`session '${req.session}': ONNX Runtime rejected the model: ${firstLine(e)}`);
+    log(`session '${req.session}': ${provider} rejected it (${firstLine(e)}); using cpu for this session`);
+    s = await ort.InferenceSession.create(req.model, { ...opts, executionProviders: ['cpu'] });
+  }
+  const old = sessions.get(req.session);
+  if (old) await old.release();
+  sessions.set(req.session, s);
+  return { kind: 'session', info: { inputNames: s.inputNames, outputNames: s.outputNames, executionProvider: provider } };
+}
+
+function feedTensor(f: Feed): ort.Tensor {
+  return 'resident' in f ? resident(f.resident) : toOrt(f);
+}
+
+function fetchTarget(f: Fetch): ort.Tensor | null {
+  if (f === 'return') return null;
+  const existing = residents.get(f.into);
+  if (existing && existing.type === f.dtype && existing.dims.length === f.dims.length && existing.dims.every((d, i) => d === f.dims[i])) return existing;
+  const t = new ort.Tensor(f.dtype, allocate(f.dtype, f.dims) as never, [...f.dims]);
+  residents.set(f.into, t);
+  return t;
+}
+
+async function run(req: Request & { kind: 'run' }): Promise<Reply> {
+  const s = sessionOf(req.session);
+  const feeds: Record<string, ort.Tensor> = {};
+  for (const [name, f] of Object.entries(req.feeds)) feeds[name] = feedTensor(f);
+  const targets: Record<string, ort.Tensor> = {};
+  const returned: string[] = [];
+  for (const [name, f] of Object.entries(req.fetches)) {
+    const t = fetchTarget(f);
+    if (t) targets[name] = t;
+    else returned.push(name);
+  }
+  let result: ort.InferenceSession.OnnxValueMapType;
+  if (returned.length === 0) {
+    result = await s.run(feeds, targets);
+  } else {
+    // Mixed: preallocated outputs are passed as a fetch map; outputs to return get null slots.
+    const fetches: Record<string, ort.Tensor | null> = { ...targets };
+    for (const name of returned) fetches[name] = null;
+    result = await s.run(feeds, fetches as ort.InferenceSession.FetchesType);
+  }
+  const outputs: Record<string, HostTensor> = {};
+  for (const name of returned) {
+    const t = result[name];
+    if (!t) throw new Error(`session '${req.session}' produced no output '${name}'`);
+    outputs[name] = toHost(t as ort.Tensor);
+  }
+  return { kind: 'outputs', outputs };
+}
+
+function transferables(reply: Reply): ArrayBuffer[] {
+  const bufs: ArrayBuffer[] = [];
+  const add = (t: HostTensor) => {
+    const b = t.data.buffer;
+    if (b instanceof ArrayBuffer && !bufs.includes(b)) bufs.push(b);
+  };
+  if (reply.kind === 'outputs') Object.values(reply.outputs).forEach(add);
+  if (reply.kind === 'tensor') add(reply.tensor);
+  return bufs;
+}
+
+async function handle(req: Request): Promise<Reply> {
+  switch (req.kind) {
+    case 'init':
+      return init(req);
+    case 'createSession':
+      return createSession(req);
+    case 'releaseSession': {
+      await sessions.get(req.session)?.release();
+      sessions.delete(req.session);
+      return { kind: 'ok' };
+    }
+    case 'upload':
+      residents.set(req.name, toOrt(req.tensor));
+      return { kind: 'ok' };
+    case 'download': {
+      const t = resident(req.name);
+      // Copy: the resident keeps its buffer; the copy is transferred to the caller.
+      const data = (t.data as HostTensor['data']).slice();
+      return { kind: 'tensor', tensor: { dtype: t.type as HostTensor['dtype'], dims: [...t.dims], data } };
+    }
+    case 'drop':
+      for (const n of req.names) residents.delete(n);
+      return { kind: 'ok' };
+    case 'swap': {
+      const a = resident(req.a);
+      residents.set(req.a, resident(req.b));
+      residents.set(req.b, a);
+      return { kind: 'ok' };
+    }
+    case 'copy': {
+      const src = resident(req.from);
+      const data = (src.data as HostTensor['data']).slice();
+      residents.set(req.to, new ort.Tensor(src.type as HostTensor['dtype'], data as never, [...src.dims]));
+      return { kind: 'ok' };
+    }
+    case 'accumulate': {
+      const dst = resident(req.into).data as Float32Array;
+      const src = resident(req.from).data as Float32Array;
+      if (dst.length !== src.length) throw new Error(`accumulate: '${req.into}' has ${dst.length} elements, '${req.from}' ${src.length}`);
+      const k = req.scale;
+      for (let i = 0; i < dst.length; i++) dst[i]! += k * src[i]!;
+      return { kind: 'ok' };
+    }
+    case 'run':
+      return run(req);
+    case 'generate':
+      return { kind: 'generated', result: await generate(req.request, sessionOf(req.request.session), resident) };
+  }
+}
+
+// Requests are handled strictly in order: sessions share the thread pool and the residents.
+let queue: Promise<void> = Promise.resolve();
+port.on('message', (msg: { id: number; req: Request }) => {
+  queue = queue.then(async () => {
+    try {
+      const reply = await handle(msg.req);
+      port.postMessage({ id: msg.id, ok: true, reply } satisfies WorkerMessage, transferables(reply));
+    } catch (e) {
+      port.postMessage({ id: msg.id, ok: false, error: e instanceof Error ? e.message : String(e) } satisfies WorkerMessage);
+    }
+  });
+});
+

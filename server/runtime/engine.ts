@@ -1,0 +1,171 @@
+/**
+ * The engine: the main thread's handle on one worker thread that runs ONNX Runtime.
+ *
+ * Everything heavy happens in the worker: sessions, resident tensors (weights, optimizer state,
+ * gradients), whole generations. The main thread sends batches and receives small results, with
+ * buffers transferred rather than copied, so the event loop that serves the editor stays free
+ * while a train step or a rollout runs.
+ */
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import type { GenerateRequest, GenerateResult } from './generate.ts';
+import type {
+  ExecutionProviderChoice,
+  ExecutionProviderName,
+  Feed,
+  Fetch,
+  Reply,
+  Request,
+  SessionInfo,
+  SessionOptions,
+  WorkerMessage,
+} from './messages.ts';
+import type { HostTensor } from './tensor.ts';
+
+export type { ExecutionProviderChoice, ExecutionProviderName, Feed, Fetch, SessionInfo, SessionOptions } from './messages.ts';
+
+export interface EngineOptions {
+  /** Which execution provider to use; anything unavailable falls back to CPU with a log line. */
+  readonly executionProvider?: ExecutionProviderChoice;
+  /** Intra-op threads for ONNX Runtime (default: all cores). */
+  readonly threads?: number;
+  /** Receives the engine's log lines (provider choice, fallbacks). Default: stderr. */
+  readonly log?: (line: string) => void;
+}
+
+function workerEntry(): { url: URL; workerData?: unknown } {
+  const self = import.meta.url;
+  // From TypeScript sources the worker needs tsx's loader registered in its own thread.
+  if (self.endsWith('.ts')) {
+    return { url: new URL('./tsx-worker-boot.mjs', self), workerData: { entry: new URL('./engine-worker.ts', self).href } };
+  }
+  return { url: new URL('./engine-worker.js', self) };
+}
+
+function buffersOf(tensors: Iterable<HostTensor>): ArrayBuffer[] {
+  const out: ArrayBuffer[] = [];
+  for (const t of tensors) {
+    const b = t.data.buffer;
+    // Only whole, non-shared buffers can be transferred; views are sent by copy.
+    if (b instanceof ArrayBuffer && t.data.byteOffset === 0 && t.data.byteLength === b.byteLength && !out.includes(b)) out.push(b);
+  }
+  return out;
+}
+
+export class Engine {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void; what: string }>();
+  private closed = false;
+
+  private constructor(
+    private readonly worker: Worker,
+    private readonly log: (line: string) => void,
+    /** The execution provider actually in use. */
+    public provider: ExecutionProviderName = 'cpu',
+  ) {
+    worker.on('message', (m: WorkerMessage) => {
+      if ('log' in m) {
+        this.log(`[engine] ${m.log}`);
+        return;
+      }
+      const p = this.pending.get(m.id);
+      if (!p) return;
+      this.pending.delete(m.id);
+      if ('reply' in m) p.resolve(m.reply);
+      else p.reject(new Error(`${p.what}: ${m.error}`));
+    });
+    const failAll = (err: Error) => {
+      for (const p of this.pending.values()) p.reject(new Error(`${p.what}: engine worker failed: ${err.message}`));
+      this.pending.clear();
+    };
+    worker.on('error', failAll);
+    worker.on('exit', (code) => {
+      if (!this.closed) failAll(new Error(`worker exited with code ${code}`));
+    });
+  }
+
+  /** Starts a worker and selects the execution provider (logging what was used and why). */
+  static async start(options: EngineOptions = {}): Promise<Engine> {
+    const entry = workerEntry();
+    const worker = new Worker(entry.url, entry.workerData === undefined ? {} : { workerData: entry.workerData });
+    const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+    const engine = new Engine(worker, log);
+    const choice = options.executionProvider ?? 'cpu';
+    const reply = await engine.call({ kind: 'init', provider: choice, threads: options.threads ?? availableParallelism() }, 'init');
+    if (reply.kind !== 'init') throw new Error('engine init: unexpected reply');
+    engine.provider = reply.provider;
+    log(`[engine] execution provider: ${reply.provider} (${reply.reason})`);
+    return engine;
+  }
+
+  private call(req: Request, what: string, transfer: ArrayBuffer[] = []): Promise<Reply> {
+    if (this.closed) return Promise.reject(new Error(`${what}: engine is closed`));
+    const id = this.nextId++;
+    return new Promise<Reply>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, what });
+      this.worker.postMessage({ id, req }, transfer);
+    });
+  }
+
+  async createSession(session: string, model: Uint8Array, options: SessionOptions = {}): Promise<SessionInfo> {
+    const r = await this.call({ kind: 'createSession', session, model, options }, `create session '${session}'`);
+    if (r.kind !== 'session') throw new Error('createSession: unexpected reply');
+    return r.info;
+  }
+
+  async releaseSession(session: string): Promise<void> {
+    await this.call({ kind: 'releaseSession', session }, `release session '${session}'`);
+  }
+
+  /** Makes a tensor resident in the worker. Its buffer is transferred: do not use `tensor` after. */
+  async upload(name: string, tensor: HostTensor): Promise<void> {
+    await this.call({ kind: 'upload', name, tensor }, `upload '${name}'`, buffersOf([tensor]));
+  }
+
+  /** A copy of a resident tensor. */
+  async download(name: string): Promise<HostTensor> {
+    const r = await this.call({ kind: 'download', name }, `download '${name}'`);
+    if (r.kind !== 'tensor') throw new Error('download: unexpected reply');
+    return r.tensor;
+  }
+
+  async drop(names: readonly string[]): Promise<void> {
+    await this.call({ kind: 'drop', names }, 'drop');
+  }
+
+  /** Exchanges two resident tensors (double buffering: optimizer writes B from A, then swap). */
+  async swap(a: string, b: string): Promise<void> {
+    await this.call({ kind: 'swap', a, b }, `swap '${a}' '${b}'`);
+  }
+
+  async copy(from: string, to: string): Promise<void> {
+    await this.call({ kind: 'copy', from, to }, `copy '${from}' → '${to}'`);
+  }
+
+  /** into += scale * from, elementwise (gradient accumulation across micro-batches). */
+  async accumulate(into: string, from: string, scale = 1): Promise<void> {
+    await this.call({ kind: 'accumulate', into, from, scale }, `accumulate '${from}' into '${into}'`);
+  }
+
+  /** Runs a session. Feeds are sent tensors or resident names; fetches are returned or written into residents. */
+  async run(session: string, feeds: Record<string, Feed>, fetches: Record<string, Fetch>): Promise<Record<string, HostTensor>> {
+    const sent = Object.values(feeds).filter((f): f is HostTensor => !('resident' in f));
+    const r = await this.call({ kind: 'run', session, feeds, fetches }, `run '${session}'`, buffersOf(sent));
+    if (r.kind !== 'outputs') throw new Error('run: unexpected reply');
+    return r.outputs;
+  }
+
+  async generate(request: GenerateRequest): Promise<GenerateResult> {
+    const r = await this.call({ kind: 'generate', request }, `generate with '${request.session}'`);
+    if (r.kind !== 'generated') throw new Error('generate: unexpected reply');
+    return r.result;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const p of this.pending.values()) p.reject(new Error(`${p.what}: engine closed`));
+    this.pending.clear();
+    await this.worker.terminate();
+  }
+}

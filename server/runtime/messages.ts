@@ -1,0 +1,52 @@
+/**
+ * Messages between the engine (main thread) and its worker. Both ends are our own code in one
+ * process, so these are plain types, not a parsed boundary; untrusted data (configs, RPC,
+ * checkpoints) is validated before it gets here.
+ */
+import type { GenerateRequest, GenerateResult } from './generate.ts';
+import type { HostTensor, TensorDType } from './tensor.ts';
+
+export type ExecutionProviderName = 'cpu' | 'cuda' | 'webgpu';
+export type ExecutionProviderChoice = ExecutionProviderName | 'auto';
+
+export interface SessionOptions {
+  /** ORT graph optimisation level; 'basic' keeps float64 numerics exact (see the probe). */
+  readonly optimization?: 'disabled' | 'basic' | 'extended' | 'all';
+}
+
+export interface SessionInfo {
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  readonly executionProvider: ExecutionProviderName;
+}
+
+/** A feed: a tensor sent with the call, or the name of a tensor resident in the worker. */
+export type Feed = HostTensor | { readonly resident: string };
+/** A fetch: return the output, or write it into a resident tensor (allocated on first use). */
+export type Fetch = 'return' | { readonly into: string; readonly dtype: TensorDType; readonly dims: readonly number[] };
+
+export type Request =
+  | { kind: 'init'; provider: ExecutionProviderChoice; threads: number }
+  | { kind: 'createSession'; session: string; model: Uint8Array; options: SessionOptions }
+  | { kind: 'releaseSession'; session: string }
+  | { kind: 'upload'; name: string; tensor: HostTensor }
+  | { kind: 'download'; name: string }
+  | { kind: 'drop'; names: readonly string[] }
+  | { kind: 'swap'; a: string; b: string }
+  | { kind: 'copy'; from: string; to: string }
+  | { kind: 'accumulate'; into: string; from: string; scale: number }
+  | { kind: 'run'; session: string; feeds: Record<string, Feed>; fetches: Record<string, Fetch> }
+  | { kind: 'generate'; request: GenerateRequest };
+
+export type Reply =
+  | { kind: 'ok' }
+  | { kind: 'init'; provider: ExecutionProviderName; reason: string; available: readonly string[] }
+  | { kind: 'session'; info: SessionInfo }
+  | { kind: 'tensor'; tensor: HostTensor }
+  | { kind: 'outputs'; outputs: Record<string, HostTensor> }
+  | { kind: 'generated'; result: GenerateResult };
+
+export type WorkerMessage =
+  | { id: number; ok: true; reply: Reply }
+  | { id: number; ok: false; error: string }
+  | { id: -1; log: string };
