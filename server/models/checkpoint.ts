@@ -46,11 +46,13 @@ function fail(source: string, what: string, problems: string[]): never {
 /**
  * Checks tensors read from `source` against the expected names and shapes and returns their data
  * in the expected order. Every missing, mis-shaped and unexpected tensor is listed in one error.
+ * `describe` renders a name in that error (e.g. with the file's own naming); default `'name'`.
  */
 export function matchTensors(
   expected: ExpectedShapes,
   tensors: ReadonlyMap<string, { readonly shape: readonly number[]; readonly data: Float32Array }>,
   source: string,
+  describe: (name: string) => string = (n) => `'${n}'`,
 ): Map<string, Float32Array> {
   const problems: string[] = [];
   const out = new Map<string, Float32Array>();
@@ -58,12 +60,12 @@ export function matchTensors(
   for (const [name, shape] of expected) {
     known.add(name);
     const t = tensors.get(name);
-    if (!t) problems.push(`missing tensor '${name}' (expected shape ${fmtShape(shape)})`);
-    else if (!sameShape(t.shape, shape)) problems.push(`tensor '${name}' has shape ${fmtShape(t.shape)}, expected ${fmtShape(shape)}`);
+    if (!t) problems.push(`missing tensor ${describe(name)} (expected shape ${fmtShape(shape)})`);
+    else if (!sameShape(t.shape, shape)) problems.push(`tensor ${describe(name)} has shape ${fmtShape(t.shape)}, expected ${fmtShape(shape)}`);
     else out.set(name, t.data);
   }
   for (const [name, t] of tensors) {
-    if (!known.has(name)) problems.push(`unexpected tensor '${name}' (shape ${fmtShape(t.shape)})`);
+    if (!known.has(name)) problems.push(`unexpected tensor ${describe(name)} (shape ${fmtShape(t.shape)})`);
   }
   if (problems.length > 0) fail(source, 'tensors do not match the model config', problems);
   return out;
