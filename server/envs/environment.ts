@@ -1,0 +1,165 @@
+/**
+ * The environment contract: what the RL trainer drives. Read this first.
+ *
+ * An Environment is one task instance (a puzzle, a game) together with its agent workflow: which
+ * agents act, in what order, until when. It is created from an integer seed and options by a
+ * factory in the registry (`environments.ts`), is fully determined by them, and never draws on
+ * hidden randomness afterwards.
+ *
+ * Driving an episode:
+ *
+ *   const env = createEnvironment('plan-path', trainSeed(i), { size: 5 });
+ *   while (!env.done) {
+ *     const agent = env.currentAgent();         // e.g. 'tool', then 'plan', then 'tool', ...
+ *     const turn = env.turn;                     // group key for AT-GRPO: (task, agent, turn)
+ *     const prompt = env.observe(agent);         // printable ASCII + '\n' only
+ *     const result = env.act(agent, policy(prompt));
+ *     // score: r = alpha * result.teamReward + result.localReward   (the trainer combines, not us)
+ *   }
+ *
+ * Tree sampling (AT-GRPO): at each (turn, agent) take K clones of the one current environment,
+ * `act` a different sampled response on each, score each branch, and continue with the winning
+ * *stepped* clone. `clone()` is deep: stepping a clone never changes its source or siblings. (The
+ * reference stepped the originals while reading prompts from copies; here there is one state
+ * object per branch, so that desync cannot happen.)
+ *
+ * Turns. A round is one act by each agent in `agents` order; `turn` counts completed rounds (0 at
+ * the start) and the episode ends when the task is solved, becomes unsolvable, or after
+ * `maxTurns` rounds. Within a round `turn` is constant, so (agent, turn) names each act uniquely.
+ *
+ * Rewards, per act:
+ *  - `teamReward`: the shared task reward, i.e. what this act did to the real task state (progress,
+ *    step costs, completion bonuses). An act that does not touch the real state (a tool agent's
+ *    proposal) has team reward 0, so the team rewards of an episode sum to the task's return.
+ *  - `localReward`: the acting agent's own reward: e.g. the simulated reward of the tool's proposal,
+ *    the committed reward for the planner, the penalty for an unparseable response.
+ *  Each environment's file documents its numbers.
+ *
+ * Errors. Model output is untrusted: `act` never throws because of the text. A malformed action
+ * yields `parseError` (a short reason), a negative `localReward`, no change to the task, and is
+ * counted in `stats`. `act` does throw on caller bugs: acting after `done`, or acting for an
+ * agent whose turn it is not; those are errors in the trainer, not in the model.
+ *
+ * Text. Prompts, solution texts and `info` lines use only printable ASCII (32..126) and '\n', so
+ * a character-level vocabulary covers them; raw model text is never echoed back into a prompt.
+ *
+ * Seeds. Training must draw seeds from `seedRanges.train` only (`trainSeed(index)`), validation from
+ * `seedRanges.validation` (`validationSeed(index)`); see `seed-ranges.ts`.
+ */
+import type { z } from 'zod';
+
+/** What one agent's act did. */
+export interface AgentTurnResult {
+  /** Shared task reward of this act (0 for acts that do not change the real task state). */
+  readonly teamReward: number;
+  /** The acting agent's own reward (includes the penalty for a malformed action). */
+  readonly localReward: number;
+  /** Why the text could not be parsed, or null when it was a well-formed action. */
+  readonly parseError: string | null;
+  /** Whether the episode is over after this act. */
+  readonly done: boolean;
+  /** Whether the task is solved (games: finished without forfeit) after this act. */
+  readonly success: boolean;
+  /** A short human-readable summary of what happened (printable ASCII). */
+  readonly info: string;
+}
+
+/** Counters per agent, for dashboards and for checking that malformed actions are counted. */
+export interface AgentStats {
+  /** Acts taken. */
+  acts: number;
+  /** Acts whose text did not parse. */
+  parseErrors: number;
+  /** Well-formed moves that the rules rejected (a wall, a clue, an occupied cell...). */
+  invalidMoves: number;
+}
+
+export interface Environment {
+  /** Registry name: 'plan-path' | 'sudoku' | 'sokoban' | 'tic-tac-toe'. */
+  readonly name: string;
+  /** The seed this instance was generated from. */
+  readonly seed: number;
+  /** The agents in their turn order within a round, e.g. ['tool', 'plan'] or ['solo']. */
+  readonly agents: readonly string[];
+  /** The most rounds an episode can last. */
+  readonly maxTurns: number;
+  /** Completed rounds so far. */
+  readonly turn: number;
+  /** Whether the episode is over. */
+  readonly done: boolean;
+  /** Whether the task was solved (games: finished without a forfeit). */
+  readonly success: boolean;
+  /** Minimal number of moves that solves the task from its start, per the solver; null for games. */
+  readonly optimalMoves: number | null;
+  /** Per-agent counters (a snapshot copy). */
+  readonly stats: Readonly<Record<string, Readonly<AgentStats>>>;
+
+  /** Whose act it is; once done, the agent that would have acted next. */
+  currentAgent(): string;
+  /** The prompt for `agent` now (normally the current agent). Throws for an unknown agent. */
+  observe(agent: string): string;
+  /** Parses and applies `agent`'s response. Never throws because of `text`; see the header. */
+  act(agent: string, text: string): AgentTurnResult;
+  /** A deep, independent copy (state, turn, counters). */
+  clone(): Environment;
+  /** The solver's ideal response for `agent` now, as text `act` accepts. Throws once done. */
+  solution(agent: string): string;
+}
+
+/** Creates environments of one kind. Options are validated; errors name the offending field. */
+export interface EnvironmentFactory<Options = unknown> {
+  /** One line for config hovers and listings. */
+  readonly description: string;
+  /** The options schema, with defaults (the source of truth for the config's env options). */
+  readonly optionsSchema: z.ZodType<Options>;
+  /** Generates the instance for `seed` (a non-negative safe integer). Throws on bad seed or options. */
+  create(seed: number, options?: unknown): Environment;
+}
+
+/** Parses options with `schema`, throwing an error that names every offending field. */
+export function parseOptions<T>(schema: z.ZodType<T>, input: unknown, envName: string): T {
+  const r = schema.safeParse(input ?? {});
+  if (r.success) return r.data;
+  const lines = r.error.issues.map((i) => `  ${i.path.length > 0 ? i.path.join('.') : '(options)'}: ${i.message}`);
+  throw new Error(`invalid ${envName} options:\n${lines.join('\n')}`);
+}
+
+/** Throws unless `seed` is a non-negative safe integer. */
+export function checkSeed(seed: number, envName: string): number {
+  if (!Number.isSafeInteger(seed) || seed < 0) {
+    throw new RangeError(`${envName}: seed must be a non-negative safe integer, got ${String(seed)}`);
+  }
+  return seed;
+}
+
+/** Throws when `agent` may not act now: a caller bug, never a model error. */
+export function checkActor(env: Environment, agent: string): void {
+  if (!env.agents.includes(agent)) {
+    throw new Error(`${env.name}: unknown agent '${agent}' (agents: ${env.agents.join(', ')})`);
+  }
+  if (env.done) throw new Error(`${env.name}: agent '${agent}' acted after the episode ended`);
+  const current = env.currentAgent();
+  if (agent !== current) throw new Error(`${env.name}: agent '${agent}' acted out of turn; it is '${current}''s turn`);
+}
+
+/** Throws for an agent the environment does not have. */
+export function checkAgent(env: Environment, agent: string): void {
+  if (!env.agents.includes(agent)) {
+    throw new Error(`${env.name}: unknown agent '${agent}' (agents: ${env.agents.join(', ')})`);
+  }
+}
+
+/** Fresh zeroed counters for each agent. */
+export function emptyStats(agents: readonly string[]): Record<string, AgentStats> {
+  return Object.fromEntries(agents.map((a) => [a, { acts: 0, parseErrors: 0, invalidMoves: 0 }]));
+}
+
+/** A deep copy of per-agent counters. */
+export function copyStats(stats: Readonly<Record<string, Readonly<AgentStats>>>): Record<string, AgentStats> {
+  return Object.fromEntries(Object.entries(stats).map(([a, s]) => [a, { ...s }]));
+}
+
+/** Rounds to 1e-6 so that sums of shaped rewards print and compare cleanly. */
+export function roundReward(x: number): number {
+  return Math.round(x * 1e6) / 1e6;
+}

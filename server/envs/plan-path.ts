@@ -1,0 +1,218 @@
+/**
+ * Plan-Path: walk from the start to the goal on a square grid with walls (pettingllms.md 3.1).
+ *
+ * Generation: each cell is a wall with probability `wallRatio` (0.22 as in the reference); start
+ * and goal are distinct free cells, the goal BFS-reachable at distance >= 2 (a one-step puzzle
+ * teaches nothing). Up to 1000 draws are tried; after that an open grid corner-to-corner is used,
+ * so every seed yields a puzzle.
+ *
+ * Action: a string of moves, e.g. `RRDDL` (U up, D down, L left, R right), executed in order. A move
+ * into a wall or off the grid is rejected and leaves the position as it is. The moves stop at the
+ * goal; letters after it are ignored.
+ *
+ * Per-move reward (the reference's constants):
+ *   -0.01 for a move, or -0.10 for a rejected move
+ *   + (0.99 * phi(s') - phi(s)) with phi = -Manhattan(position, goal)  (potential shaping, lambda 1)
+ *   + 1.0 on reaching the goal, + 0.5 more when the episode's moves so far equal the BFS optimum.
+ *
+ * Prompt (5x5, plan agent):
+ *   plan-path 5x5, turn 1/4
+ *   P=you G=goal #=wall
+ *   P.#..
+ *   ..#.G
+ *   .....
+ *   .#...
+ *   .....
+ *   tool: RRDD: 2 from G, 1 blocked, goal no
+ *   plan: moves (U/D/L/R)
+ * Unlike the reference, which always showed the original grid, the prompt shows the current position.
+ */
+import { z } from 'zod';
+import { directionOrder, directions, formatMoves, parseMoves, type Direction, type Parsed } from './action-text.ts';
+import { checkSeed, parseOptions, type EnvironmentFactory } from './environment.ts';
+import { PuzzleEnvironment, workflowOptionsShape, type MoveOutcome, type PuzzleState } from './puzzle-environment.ts';
+import { Rng } from './rng.ts';
+
+export const planPathRewards = {
+  step: -0.01,
+  invalid: -0.1,
+  shaping: 1.0,
+  gamma: 0.99,
+  goal: 1.0,
+  optimal: 0.5,
+} as const;
+
+export const planPathOptionsSchema = z
+  .object({
+    /** Side of the square grid (the reference used 10). */
+    size: z.number().int().min(3).max(16).default(5).describe('Side of the square grid (reference: 10).'),
+    /** Probability that a cell is a wall. */
+    wallRatio: z.number().min(0).max(0.5).default(0.22).describe('Probability that a cell is a wall.'),
+    ...workflowOptionsShape,
+  })
+  .strict();
+
+export type PlanPathOptions = z.output<typeof planPathOptionsSchema>;
+
+/** Walls never change, so clones share one frozen grid. */
+interface Grid {
+  readonly size: number;
+  readonly walls: readonly boolean[];
+}
+
+/** The cell one move away, or null off the grid. */
+function step(size: number, cell: number, d: Direction): number | null {
+  const r = Math.floor(cell / size) + directions[d].dr;
+  const c = (cell % size) + directions[d].dc;
+  return r < 0 || r >= size || c < 0 || c >= size ? null : r * size + c;
+}
+
+function manhattan(size: number, a: number, b: number): number {
+  return Math.abs(Math.floor(a / size) - Math.floor(b / size)) + Math.abs((a % size) - (b % size));
+}
+
+/** BFS distances to `target` from every cell (-1 when unreachable). Moves are symmetric. */
+function distancesTo(grid: Grid, target: number): Int32Array {
+  const dist = new Int32Array(grid.size * grid.size).fill(-1);
+  dist[target] = 0;
+  const queue = [target];
+  for (let head = 0; head < queue.length; head++) {
+    const cell = queue[head] as number;
+    for (const d of directionOrder) {
+      const next = step(grid.size, cell, d);
+      if (next !== null && !grid.walls[next] && dist[next] === -1) {
+        dist[next] = (dist[cell] as number) + 1;
+        queue.push(next);
+      }
+    }
+  }
+  return dist;
+}
+
+/** A shortest path, taking the first direction in U, D, L, R order that gets closer. */
+function shortestPath(grid: Grid, from: number, to: number): Direction[] | null {
+  const dist = distancesTo(grid, to);
+  if (dist[from] === -1) return null;
+  const path: Direction[] = [];
+  let cell = from;
+  while (cell !== to) {
+    const here = dist[cell] as number;
+    const d = directionOrder.find((x) => {
+      const next = step(grid.size, cell, x);
+      return next !== null && dist[next] === here - 1;
+    });
+    if (d === undefined) throw new Error('plan-path: BFS distances are inconsistent');
+    path.push(d);
+    cell = step(grid.size, cell, d) as number;
+  }
+  return path;
+}
+
+class PlanPathState implements PuzzleState<Direction[]> {
+  readonly hint = 'moves (U/D/L/R)';
+  readonly stuck = false; // walls never move and moves are reversible, so the goal stays reachable
+
+  constructor(
+    private readonly grid: Grid,
+    readonly goal: number,
+    public position: number,
+    /** Accepted moves so far this episode (for the optimality bonus). */
+    public moves: number,
+    readonly optimalMoves: number,
+  ) {}
+
+  get title(): string {
+    return `plan-path ${this.grid.size}x${this.grid.size}`;
+  }
+
+  get solved(): boolean {
+    return this.position === this.goal;
+  }
+
+  render(): string {
+    const { size, walls } = this.grid;
+    const rows: string[] = ['P=you G=goal #=wall'];
+    for (let r = 0; r < size; r++) {
+      let line = '';
+      for (let c = 0; c < size; c++) {
+        const cell = r * size + c;
+        line += cell === this.position ? 'P' : cell === this.goal ? 'G' : walls[cell] ? '#' : '.';
+      }
+      rows.push(line);
+    }
+    return rows.join('\n');
+  }
+
+  parse(text: string): Parsed<Direction[]> {
+    return parseMoves(text, 4 * this.grid.size * this.grid.size);
+  }
+
+  format(moves: Direction[]): string {
+    return formatMoves(moves);
+  }
+
+  apply(moves: Direction[]): MoveOutcome {
+    const { size, walls } = this.grid;
+    const k = planPathRewards;
+    let reward = 0;
+    let invalid = 0;
+    for (const d of moves) {
+      if (this.solved) break;
+      const before = manhattan(size, this.position, this.goal);
+      const next = step(size, this.position, d);
+      if (next === null || walls[next]) {
+        invalid++;
+        reward += k.invalid;
+      } else {
+        this.position = next;
+        this.moves++;
+        reward += k.step;
+      }
+      const after = manhattan(size, this.position, this.goal);
+      reward += k.shaping * (k.gamma * -after - -before);
+      if (this.solved) reward += k.goal + (this.moves === this.optimalMoves ? k.optimal : 0);
+    }
+    const distance = manhattan(size, this.position, this.goal);
+    return { reward, invalid, summary: `${distance} from G, ${invalid} blocked, goal ${this.solved ? 'yes' : 'no'}` };
+  }
+
+  solve(): Direction[] {
+    const path = shortestPath(this.grid, this.position, this.goal);
+    if (path === null) throw new Error('plan-path: goal unreachable (generator invariant broken)');
+    return path;
+  }
+
+  clone(): PlanPathState {
+    return new PlanPathState(this.grid, this.goal, this.position, this.moves, this.optimalMoves);
+  }
+}
+
+/** Generates the puzzle for a seed: a pure function of (seed, size, wallRatio). */
+function generate(seed: number, size: number, wallRatio: number): PlanPathState {
+  const rng = new Rng(seed, 'plan-path');
+  const cells = size * size;
+  for (let attempt = 0; attempt < 1000; attempt++) {
+    const walls = Object.freeze(Array.from({ length: cells }, () => rng.chance(wallRatio)));
+    const free = walls.flatMap((w, i) => (w ? [] : [i]));
+    if (free.length < 2) continue;
+    const start = rng.pick(free);
+    const goal = rng.pick(free);
+    if (start === goal) continue;
+    const grid: Grid = { size, walls };
+    const distance = distancesTo(grid, goal)[start] as number;
+    if (distance < 2) continue; // unreachable (-1) or trivial (1)
+    return new PlanPathState(grid, goal, start, 0, distance);
+  }
+  const open: Grid = { size, walls: Object.freeze(new Array<boolean>(cells).fill(false)) };
+  return new PlanPathState(open, cells - 1, 0, 0, 2 * (size - 1));
+}
+
+export const planPath = {
+  description: 'Plan-Path: walk P to G around walls on a grid (tool proposes moves, plan commits).',
+  optionsSchema: planPathOptionsSchema,
+  create(seed: number, options?: unknown): PuzzleEnvironment<Direction[]> {
+    const o = parseOptions(planPathOptionsSchema, options, 'plan-path');
+    checkSeed(seed, 'plan-path');
+    return PuzzleEnvironment.start('plan-path', seed, generate(seed, o.size, o.wallRatio), o);
+  },
+} satisfies EnvironmentFactory<PlanPathOptions>;

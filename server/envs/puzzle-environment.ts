@@ -1,0 +1,231 @@
+/**
+ * The workflow shared by the grid puzzles (Plan-Path, Sudoku, Sokoban), in two variants:
+ *
+ *  - 'team' (agents ['tool', 'plan']): each round the tool agent proposes an action; the environment
+ *    applies it to a CLONE of the real state and writes a one-line report (where it would end, what
+ *    was blocked, whether it solves the task) into the planner's prompt; the plan agent then commits
+ *    its own action to the real state. Rounds repeat until solved, unsolvable, or maxTurns.
+ *  - 'single' (agents ['solo'], the L0 baseline): one agent sees the state and commits directly.
+ *
+ * Rewards (pettingllms.md section 2.3, "global + local"). Let R(a, s) be the puzzle's summed
+ * per-move reward of action a on state s (each puzzle file defines its per-move reward):
+ *  - tool:        team 0 (the real state is untouched), local R(proposal, clone of s)
+ *  - plan, solo:  team R(commit, s), local R(commit, s)  (as in the reference the committing agent's
+ *                 local reward is its committed reward; with alpha = 1 it sees 2R, as there)
+ *  - a response that does not parse: team 0, local `parsePenalty`, state unchanged.
+ * The reference also added the real state's previous step reward to the tool's reward; that term is
+ * the same for every branch of a tree group (it cancels in the advantage) and double counts the
+ * commit in any episode sum, so it is left out.
+ */
+import { z } from 'zod';
+import type { Parsed } from './action-text.ts';
+import {
+  checkActor,
+  checkAgent,
+  copyStats,
+  emptyStats,
+  roundReward,
+  type AgentStats,
+  type AgentTurnResult,
+  type Environment,
+} from './environment.ts';
+
+/** Local reward for a response that does not parse (the reference used -1 for Plan-Path). */
+export const parsePenalty = -1;
+
+/** What applying one action did. */
+export interface MoveOutcome {
+  /** Sum of the per-move rewards. */
+  readonly reward: number;
+  /** Moves the rules rejected (they did not change the state). */
+  readonly invalid: number;
+  /** One short line for reports and `info`, e.g. "2 from G, 1 blocked, goal no". */
+  readonly summary: string;
+}
+
+/** A puzzle's state with its rules. `apply` mutates; `clone` is deep. */
+export interface PuzzleState<A> {
+  /** First prompt line, e.g. "plan-path 5x5". */
+  readonly title: string;
+  /** What to answer, e.g. "moves (U/D/L/R)". */
+  readonly hint: string;
+  /** Solved: the episode ends with success. */
+  readonly solved: boolean;
+  /** No action can solve it any more (e.g. a box in a corner): the episode ends. */
+  readonly stuck: boolean;
+  /** Minimal number of moves that solved the puzzle from its generated start. */
+  readonly optimalMoves: number;
+  /** Legend and grid lines (no trailing newline). */
+  render(): string;
+  parse(text: string): Parsed<A>;
+  format(action: A): string;
+  apply(action: A): MoveOutcome;
+  /** An ideal action from here; only called when neither solved nor stuck. */
+  solve(): A;
+  clone(): PuzzleState<A>;
+}
+
+export const puzzleVariants = ['team', 'single'] as const;
+export type PuzzleVariant = (typeof puzzleVariants)[number];
+
+/** Workflow options every puzzle accepts (spread into each puzzle's options schema). */
+export const workflowOptionsShape = {
+  /** Rounds before the episode ends unsolved. */
+  maxTurns: z.number().int().min(1).max(64).default(4).describe('Rounds before the episode ends unsolved.'),
+  /** 'team': tool proposes, plan commits. 'single': one agent (L0 baseline). */
+  variant: z.enum(puzzleVariants).default('team').describe("'team' (tool -> plan) or 'single' (one solo agent)."),
+};
+
+const teamAgents = ['tool', 'plan'] as const;
+const singleAgents = ['solo'] as const;
+
+/** The tool's report from the current round, shown to the planner. */
+interface Report {
+  readonly line: string;
+}
+
+export class PuzzleEnvironment<A> implements Environment {
+  readonly name: string;
+  readonly seed: number;
+  readonly agents: readonly string[];
+  readonly maxTurns: number;
+  readonly optimalMoves: number;
+  readonly variant: PuzzleVariant;
+  #state: PuzzleState<A>;
+  #turn = 0;
+  #next = 0; // index into agents
+  #done = false;
+  #success = false;
+  #report: Report | null = null;
+  #stats: Record<string, AgentStats>;
+
+  constructor(name: string, seed: number, state: PuzzleState<A>, options: { maxTurns: number; variant: PuzzleVariant }) {
+    this.name = name;
+    this.seed = seed;
+    this.variant = options.variant;
+    this.agents = options.variant === 'team' ? teamAgents : singleAgents;
+    this.maxTurns = options.maxTurns;
+    this.optimalMoves = state.optimalMoves;
+    this.#state = state;
+    this.#stats = emptyStats(this.agents);
+  }
+
+  /** A fresh episode on a generated puzzle. */
+  static start<A>(name: string, seed: number, state: PuzzleState<A>, options: { maxTurns: number; variant: PuzzleVariant }): PuzzleEnvironment<A> {
+    // A generator bug that produced a solved or dead puzzle must not pass silently as a free win.
+    if (state.solved || state.stuck) throw new Error(`${name}: seed ${seed} generated a puzzle that is already over`);
+    return new PuzzleEnvironment(name, seed, state, options);
+  }
+
+  get turn(): number {
+    return this.#turn;
+  }
+  get done(): boolean {
+    return this.#done;
+  }
+  get success(): boolean {
+    return this.#success;
+  }
+  get stats(): Readonly<Record<string, Readonly<AgentStats>>> {
+    return copyStats(this.#stats);
+  }
+  /** Read-only view of the current puzzle state (for tests and renderers). */
+  get state(): PuzzleState<A> {
+    return this.#state;
+  }
+
+  currentAgent(): string {
+    return this.agents[this.#next] as string;
+  }
+
+  observe(agent: string): string {
+    checkAgent(this, agent);
+    const lines = [`${this.#state.title}, turn ${Math.min(this.#turn + 1, this.maxTurns)}/${this.maxTurns}`, this.#state.render()];
+    if (agent === 'plan') lines.push(this.#report?.line ?? 'tool: no report');
+    lines.push(`${agent}: ${this.#state.hint}`);
+    return `${lines.join('\n')}\n`;
+  }
+
+  act(agent: string, text: string): AgentTurnResult {
+    checkActor(this, agent);
+    const stats = this.#stats[agent] as AgentStats;
+    stats.acts++;
+    const parsed = this.#state.parse(text);
+    if (!parsed.ok) stats.parseErrors++;
+
+    let teamReward = 0;
+    let localReward: number;
+    let info: string;
+    if (agent === 'tool') {
+      if (parsed.ok) {
+        const sim = this.#state.clone();
+        const out = sim.apply(parsed.action);
+        stats.invalidMoves += out.invalid;
+        localReward = out.reward;
+        info = `${this.#state.format(parsed.action)}: ${out.summary}`;
+        this.#report = { line: `tool: ${info}` };
+      } else {
+        localReward = parsePenalty;
+        info = `parse error: ${parsed.error}`;
+        this.#report = { line: 'tool: no valid proposal' };
+      }
+    } else if (parsed.ok) {
+      const out = this.#state.apply(parsed.action);
+      stats.invalidMoves += out.invalid;
+      teamReward = out.reward;
+      localReward = out.reward;
+      info = `${this.#state.format(parsed.action)}: ${out.summary}`;
+    } else {
+      localReward = parsePenalty;
+      info = `parse error: ${parsed.error}`;
+    }
+
+    this.#advance();
+    return {
+      teamReward: roundReward(teamReward),
+      localReward: roundReward(localReward),
+      parseError: parsed.ok ? null : parsed.error,
+      done: this.#done,
+      success: this.#success,
+      info,
+    };
+  }
+
+  /** Moves to the next agent; a round ends after the last agent, and the episode may end with it. */
+  #advance(): void {
+    const committed = this.#next === this.agents.length - 1;
+    if (committed) {
+      this.#report = null;
+      this.#turn++;
+      this.#next = 0;
+      if (this.#state.solved) {
+        this.#done = true;
+        this.#success = true;
+      } else if (this.#state.stuck || this.#turn >= this.maxTurns) {
+        this.#done = true;
+      }
+    } else {
+      this.#next++;
+    }
+  }
+
+  clone(): PuzzleEnvironment<A> {
+    const copy = new PuzzleEnvironment<A>(this.name, this.seed, this.#state.clone(), {
+      maxTurns: this.maxTurns,
+      variant: this.variant,
+    });
+    copy.#turn = this.#turn;
+    copy.#next = this.#next;
+    copy.#done = this.#done;
+    copy.#success = this.#success;
+    copy.#report = this.#report; // immutable, safe to share
+    copy.#stats = copyStats(this.#stats);
+    return copy;
+  }
+
+  solution(agent: string): string {
+    checkAgent(this, agent);
+    if (this.#done) throw new Error(`${this.name}: no solution once the episode is over`);
+    return this.#state.format(this.#state.solve());
+  }
+}

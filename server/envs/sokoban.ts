@@ -1,0 +1,276 @@
+/**
+ * Sokoban: push the one box onto the goal (pettingllms.md 3.1; 6x6 with one box as in the paper).
+ *
+ * Generation by reverse play, in the manner of the gym-sokoban generator the reference used: a
+ * random walk carves floor inside the border walls; the box starts on the goal; the player then
+ * walks at random and sometimes PULLS the box (the reverse of a push). Every pull undoes a legal
+ * push, so each position reached can be solved by pushing back. Of the positions with the box at
+ * least 2 cells from the goal, the one with the longest optimal solution (forward BFS over
+ * (player, box)) is kept; a BFS failure there would be a generator bug and throws.
+ *
+ * Action: a string of moves, e.g. `UULDR` (U up, D down, L left, R right). Walking into the box
+ * pushes it when the cell beyond is free; a move into a wall, or a push into a wall, is rejected.
+ * Moves stop once the box is on the goal.
+ *
+ * Per-move reward (the reference's constants):
+ *   -0.01 for a move, or -0.05 for a rejected move
+ *   + 0.1 * (0.99 * phi(s') - phi(s)) with phi = -Manhattan(box, goal)
+ *   + 1.0 when the box lands on the goal, and + 10 for the solved puzzle (both at once with one box).
+ * The reference's -0.5 for pushing a box off a goal cannot happen with one box, since the episode
+ * ends when it lands; its -5 at 200 moves is replaced by the round limit (maxTurns).
+ * Unlike the reference, a position from which the box can no longer reach the goal (a box in a
+ * corner, say) ends the episode as a failure at the end of that round, instead of burning turns.
+ *
+ * Symbols: # wall, . floor, G goal, B box, P player, + player on the goal, * box on the goal.
+ */
+import { z } from 'zod';
+import { directionOrder, directions, formatMoves, parseMoves, type Direction, type Parsed } from './action-text.ts';
+import { checkSeed, parseOptions, type EnvironmentFactory } from './environment.ts';
+import { PuzzleEnvironment, workflowOptionsShape, type MoveOutcome, type PuzzleState } from './puzzle-environment.ts';
+import { Rng } from './rng.ts';
+
+export const sokobanRewards = {
+  step: -0.01,
+  invalid: -0.05,
+  shaping: 0.1,
+  gamma: 0.99,
+  boxOnGoal: 1.0,
+  solved: 10,
+} as const;
+
+export const sokobanOptionsSchema = z
+  .object({
+    /** Side of the square room, border walls included (the paper: 6). */
+    size: z.number().int().min(5).max(10).default(6).describe('Side of the room, border walls included.'),
+    ...workflowOptionsShape,
+  })
+  .strict();
+
+export type SokobanOptions = z.output<typeof sokobanOptionsSchema>;
+
+/** The room never changes, so clones share it. */
+interface Room {
+  readonly size: number;
+  readonly walls: readonly boolean[];
+  readonly goal: number;
+}
+
+/** The cell one move away, or null off the grid. */
+function step(size: number, cell: number, d: Direction): number | null {
+  const r = Math.floor(cell / size) + directions[d].dr;
+  const c = (cell % size) + directions[d].dc;
+  return r < 0 || r >= size || c < 0 || c >= size ? null : r * size + c;
+}
+
+function manhattan(size: number, a: number, b: number): number {
+  return Math.abs(Math.floor(a / size) - Math.floor(b / size)) + Math.abs((a % size) - (b % size));
+}
+
+/** Whether a cell is off the grid or a wall. */
+function blocked(room: Room, cell: number | null): cell is null {
+  return cell === null || room.walls[cell] === true;
+}
+
+/** Where one move leads: the new (player, box), or null when the rules reject it. */
+function move(room: Room, player: number, box: number, d: Direction): { player: number; box: number } | null {
+  const next = step(room.size, player, d);
+  if (blocked(room, next)) return null;
+  if (next !== box) return { player: next, box };
+  const beyond = step(room.size, box, d);
+  if (blocked(room, beyond)) return null;
+  return { player: next, box: beyond };
+}
+
+/** Fewest-moves solution by BFS over (player, box), or null when the goal cannot be reached. */
+function solveSokoban(room: Room, player: number, box: number): Direction[] | null {
+  const cells = room.size * room.size;
+  const parent = new Int32Array(cells * cells).fill(-1);
+  const via = new Uint8Array(cells * cells);
+  const start = player * cells + box;
+  parent[start] = start;
+  const queue = [start];
+  for (let head = 0; head < queue.length; head++) {
+    const id = queue[head] as number;
+    const p = Math.floor(id / cells);
+    const b = id % cells;
+    if (b === room.goal) {
+      const path: Direction[] = [];
+      for (let at = id; at !== start; at = parent[at] as number) path.push(directionOrder[via[at] as number] as Direction);
+      return path.reverse();
+    }
+    directionOrder.forEach((d, k) => {
+      const next = move(room, p, b, d);
+      if (next === null) return;
+      const nextId = next.player * cells + next.box;
+      if (parent[nextId] !== -1) return;
+      parent[nextId] = id;
+      via[nextId] = k;
+      queue.push(nextId);
+    });
+  }
+  return null;
+}
+
+class SokobanState implements PuzzleState<Direction[]> {
+  readonly hint = 'moves (U/D/L/R)';
+  #stuck: boolean | undefined; // cached BFS verdict for the current (player, box)
+
+  constructor(
+    private readonly room: Room,
+    public player: number,
+    public box: number,
+    readonly optimalMoves: number,
+  ) {}
+
+  get title(): string {
+    return `sokoban ${this.room.size}x${this.room.size}`;
+  }
+
+  get solved(): boolean {
+    return this.box === this.room.goal;
+  }
+
+  get stuck(): boolean {
+    this.#stuck ??= !this.solved && solveSokoban(this.room, this.player, this.box) === null;
+    return this.#stuck;
+  }
+
+  render(): string {
+    const { size, walls, goal } = this.room;
+    const rows = ['P=you B=box G=goal #=wall'];
+    for (let r = 0; r < size; r++) {
+      let line = '';
+      for (let c = 0; c < size; c++) {
+        const cell = r * size + c;
+        if (cell === this.player) line += cell === goal ? '+' : 'P';
+        else if (cell === this.box) line += cell === goal ? '*' : 'B';
+        else line += cell === goal ? 'G' : walls[cell] ? '#' : '.';
+      }
+      rows.push(line);
+    }
+    return rows.join('\n');
+  }
+
+  parse(text: string): Parsed<Direction[]> {
+    return parseMoves(text, 4 * this.room.size * this.room.size);
+  }
+
+  format(moves: Direction[]): string {
+    return formatMoves(moves);
+  }
+
+  apply(moves: Direction[]): MoveOutcome {
+    const { size, goal } = this.room;
+    const k = sokobanRewards;
+    let reward = 0;
+    let invalid = 0;
+    for (const d of moves) {
+      if (this.solved) break;
+      const before = manhattan(size, this.box, goal);
+      const next = move(this.room, this.player, this.box, d);
+      if (next === null) {
+        invalid++;
+        reward += k.invalid;
+      } else {
+        this.player = next.player;
+        this.box = next.box;
+        this.#stuck = undefined;
+        reward += k.step;
+      }
+      const after = manhattan(size, this.box, goal);
+      reward += k.shaping * (k.gamma * -after - -before);
+      if (this.solved) reward += k.boxOnGoal + k.solved;
+    }
+    const distance = manhattan(size, this.box, goal);
+    const summary = `box ${distance} from G, ${invalid} blocked, solved ${this.solved ? 'yes' : 'no'}${this.stuck ? ', stuck' : ''}`;
+    return { reward, invalid, summary };
+  }
+
+  solve(): Direction[] {
+    const path = solveSokoban(this.room, this.player, this.box);
+    if (path === null) throw new Error('sokoban: no solution from a stuck position');
+    return path;
+  }
+
+  clone(): SokobanState {
+    const copy = new SokobanState(this.room, this.player, this.box, this.optimalMoves);
+    copy.#stuck = this.#stuck;
+    return copy;
+  }
+}
+
+/** Carves floor inside the border with a random walk that turns with probability 0.35. */
+function carveRoom(rng: Rng, size: number): boolean[] {
+  const walls = new Array<boolean>(size * size).fill(true);
+  const inner = size - 2;
+  let cell = (1 + rng.int(inner)) * size + 1 + rng.int(inner);
+  let dir = rng.pick(directionOrder);
+  const steps = Math.round(1.5 * inner * inner);
+  for (let s = 0; s < steps; s++) {
+    walls[cell] = false;
+    if (rng.chance(0.35)) dir = rng.pick(directionOrder);
+    const next = step(size, cell, dir);
+    const r = next === null ? 0 : Math.floor(next / size);
+    const c = next === null ? 0 : next % size;
+    if (next !== null && r >= 1 && r <= inner && c >= 1 && c <= inner) cell = next;
+    else dir = rng.pick(directionOrder);
+  }
+  return walls;
+}
+
+/** One reverse-play attempt; null when the room is too small or the box never got 2 cells from the goal. */
+function attempt(rng: Rng, size: number): SokobanState | null {
+  const walls = carveRoom(rng, size);
+  const floor = walls.flatMap((w, i) => (w ? [] : [i]));
+  if (floor.length < 5) return null;
+  const goal = rng.pick(floor);
+  const room: Room = { size, walls: Object.freeze(walls), goal };
+  let box = goal;
+  let player = rng.pick(floor.filter((c) => c !== goal));
+  const seen = new Set<number>();
+  let best: SokobanState | null = null;
+  for (let s = 0; s < 4 * floor.length; s++) {
+    const d = rng.pick(directionOrder);
+    const next = step(size, player, d);
+    if (blocked(room, next) || next === box) continue;
+    // The cell behind the player, opposite to the walk: a box there comes along (a pull).
+    const back = directionOrder[directionOrder.indexOf(d) ^ 1] as Direction; // U<->D, L<->R
+    if (step(size, player, back) === box && rng.chance(0.7)) box = player;
+    player = next;
+    // Like the reference's min_box_distance = 2; among those, keep the longest optimal solution.
+    const id = player * size * size + box;
+    if (manhattan(size, box, goal) < 2 || seen.has(id)) continue;
+    seen.add(id);
+    const path = solveSokoban(room, player, box);
+    if (path === null) throw new Error('sokoban: reverse play produced an unsolvable position');
+    if (best === null || path.length > best.optimalMoves) best = new SokobanState(room, player, box, path.length);
+  }
+  return best;
+}
+
+/** Generates the puzzle for a seed: a pure function of (seed, size). */
+function generate(seed: number, size: number): SokobanState {
+  const rng = new Rng(seed, 'sokoban');
+  for (let i = 0; i < 200; i++) {
+    const state = attempt(rng, size);
+    if (state !== null) return state;
+  }
+  // Practically unreachable; an open room with the box one push from the goal keeps every seed valid.
+  const walls = Array.from({ length: size * size }, (_, i) => {
+    const r = Math.floor(i / size);
+    const c = i % size;
+    return r === 0 || c === 0 || r === size - 1 || c === size - 1;
+  });
+  const room: Room = { size, walls: Object.freeze(walls), goal: 2 * size + 3 };
+  return new SokobanState(room, 2 * size + 1, 2 * size + 2, 1);
+}
+
+export const sokoban = {
+  description: 'Sokoban: push the box B onto the goal G (one box, reverse-play generated room).',
+  optionsSchema: sokobanOptionsSchema,
+  create(seed: number, options?: unknown): PuzzleEnvironment<Direction[]> {
+    const o = parseOptions(sokobanOptionsSchema, options, 'sokoban');
+    checkSeed(seed, 'sokoban');
+    return PuzzleEnvironment.start('sokoban', seed, generate(seed, o.size), o);
+  },
+} satisfies EnvironmentFactory<SokobanOptions>;
