@@ -1,0 +1,103 @@
+/**
+ * Composite ops: the transformer's building blocks as functions of primitives.
+ *
+ * Shape legend: B batch, T new tokens, P past tokens, S = P+T keys, C width, H query heads,
+ * Hkv key/value heads, G = H/Hkv queries per key head, D head dim, F MLP width, V vocab.
+ */
+import type { Graph, Node } from './ir.ts';
+import type { DType } from './ops.ts';
+
+/** Low-rank adapter on a projection: y += scale · (x Aᵀ) Bᵀ. */
+export interface LoraPair {
+  readonly a: Node; // [r, in]
+  readonly b: Node; // [out, r]
+  readonly scale: number;
+}
+
+/** y = x Wᵀ (+ bias) (+ LoRA), with W stored [out, in] as in PyTorch. */
+export function linear(b: Graph, x: Node, w: Node, bias?: Node | null, lora?: LoraPair | null): Node {
+  let y = b.matmul(x, b.transpose(w, [1, 0])); // [..., out]
+  if (bias) y = b.add(y, bias);
+  if (lora) {
+    const down = b.matmul(x, b.transpose(lora.a, [1, 0])); // [..., r]
+    const up = b.matmul(down, b.transpose(lora.b, [1, 0])); // [..., out]
+    y = b.add(y, b.mul(up, b.like(up, lora.scale)));
+  }
+  return y;
+}
+
+/** RMSNorm over the last axis: x / sqrt(mean(x²) + eps) · w. */
+export function rmsNorm(b: Graph, x: Node, w: Node, eps: number): Node {
+  const C = x.shape[x.shape.length - 1] as number;
+  const ms = b.mul(b.reduceSum(b.mul(x, x), [-1], true), b.like(x, 1 / C)); // [..., 1]
+  const inv = b.reciprocal(b.sqrt(b.add(ms, b.like(x, eps))));
+  return b.mul(b.mul(x, inv), w);
+}
+
+/** SiLU(z) = z · σ(z). */
+export function silu(b: Graph, z: Node): Node {
+  return b.mul(z, b.sigmoid(z));
+}
+
+/** Softmax from exp/reduce primitives (the definition the fused `softmax` primitive is tested against). */
+export function softmaxReference(b: Graph, x: Node, axis = -1): Node {
+  const shifted = b.sub(x, b.stopGradient(b.reduceMax(x, [axis], true)));
+  const e = b.exp(shifted);
+  return b.div(e, b.reduceSum(e, [axis], true));
+}
+
+/** Log-softmax from primitives (reference for the fused `logSoftmax` primitive). */
+export function logSoftmaxReference(b: Graph, x: Node, axis = -1): Node {
+  const shifted = b.sub(x, b.stopGradient(b.reduceMax(x, [axis], true)));
+  return b.sub(shifted, b.log(b.reduceSum(b.exp(shifted), [axis], true)));
+}
+
+/**
+ * RoPE tables for integer positions [B,T]: cos and sin of shape [B,T,1,D] (Hugging Face's
+ * rotate-half convention: frequencies repeated over both halves of the head dimension).
+ */
+export function ropeTables(b: Graph, positions: Node, D: number, theta: number, dtype: DType): { cos: Node; sin: Node } {
+  const half = D / 2;
+  const invFreq = Array.from({ length: half }, (_, j) => 1 / Math.pow(theta, (2 * j) / D));
+  const pos = b.unsqueeze(b.cast(positions, dtype), [2]); // [B,T,1]
+  const freqs = b.mul(pos, b.constant(invFreq, [half], dtype)); // [B,T,D/2]
+  const emb = b.unsqueeze(b.concat([freqs, freqs], -1), [2]); // [B,T,1,D]
+  return { cos: b.cos(emb), sin: b.sin(emb) };
+}
+
+/** Applies RoPE to x [B,T,h,D]: x·cos + rotate_half(x)·sin, rotate_half(x) = [-x₂, x₁]. */
+export function applyRope(b: Graph, x: Node, cos: Node, sin: Node): Node {
+  const D = x.shape[x.shape.length - 1] as number;
+  const x1 = b.slice(x, -1, 0, D / 2);
+  const x2 = b.slice(x, -1, D / 2, D);
+  const rotated = b.concat([b.neg(x2), x1], -1);
+  return b.add(b.mul(x, cos), b.mul(rotated, sin));
+}
+
+/**
+ * Scaled dot-product attention with grouped key/value heads and an additive bias.
+ * q [B,T,H,D]; k, v [B,Hkv,S,D]; bias [B,T,S] (0 = visible, large negative = masked).
+ * Returns [B,T,H·D].
+ */
+export function attention(b: Graph, q: Node, k: Node, v: Node, bias: Node): Node {
+  const [, , H, D] = q.shape as [unknown, unknown, number, number];
+  const Hkv = k.shape[1] as number;
+  const G = H / Hkv;
+  const B = q.shape[0]!;
+  const T = q.shape[1]!;
+  const scale = b.like(q, 1 / Math.sqrt(D));
+  const qh = b.transpose(q, [0, 2, 1, 3]); // [B,H,T,D]
+  let out: Node;
+  if (G === 1) {
+    const scores = b.add(b.mul(b.matmul(qh, b.transpose(k, [0, 1, 3, 2])), scale), b.unsqueeze(bias, [1])); // [B,H,T,S]
+    out = b.matmul(b.softmax(scores, -1), v); // [B,H,T,D]
+  } else {
+    // Queries of one key head share it by broadcasting over G instead of copying keys G times.
+    const q5 = b.reshape(qh, [B, Hkv, G, T, D]); // [B,Hkv,G,T,D]
+    const k5 = b.unsqueeze(b.transpose(k, [0, 1, 3, 2]), [2]); // [B,Hkv,1,D,S]
+    const scores = b.add(b.mul(b.matmul(q5, k5), scale), b.unsqueeze(bias, [1, 2])); // [B,Hkv,G,T,S]
+    const o5 = b.matmul(b.softmax(scores, -1), b.unsqueeze(v, [2])); // [B,Hkv,G,T,D]
+    out = b.reshape(o5, [B, H, T, D]);
+  }
+  return b.reshape(b.transpose(out, [0, 2, 1, 3]), [B, T, H * D]); // [B,T,H·D]
+}

@@ -1,0 +1,207 @@
+/**
+ * The compiled artifacts of a model: decode (forward with KV cache), score (per-token
+ * log-probs), train step (forward → loss → backward) and AdamW, each as ONNX bytes plus the
+ * names a caller needs to feed and fetch.
+ *
+ * Shape legend as in transformer-graph.ts. Scalars (temperature, clip ε, coefficients, token
+ * weight) are inputs rather than constants, so changing a hyperparameter never recompiles.
+ */
+import { gradients } from '../compiler/autodiff.ts';
+import { Graph, type Node } from '../compiler/ir.ts';
+import type { DType } from '../compiler/ops.ts';
+import { emitOnnx } from '../compiler/onnx-emit.ts';
+import { type ModelConfig, modelDims } from './model-config.ts';
+import { declareModelInputs, forward, type LoraSpec, type ModelInputs } from './transformer-graph.ts';
+
+export interface Artifact {
+  readonly bytes: Uint8Array;
+  /** Graph inputs that are model tensors (weights, adapters), by name. */
+  readonly tensorInputs: readonly string[];
+  /** Trainable tensors whose gradients are outputs `{name}_grad` (train step only). */
+  readonly trainable: readonly string[];
+  readonly outputs: readonly string[];
+}
+
+function docOf(c: ModelConfig, extra: Record<string, unknown>): string {
+  return JSON.stringify({ model: c, ...extra });
+}
+
+function tensorInputNames(m: ModelInputs): string[] {
+  return [...m.weights.keys(), ...(m.lora ? [...m.lora.keys()] : [])];
+}
+
+function batchInputs(b: Graph) {
+  return {
+    ids: b.input('input_ids', 'int64', ['B', 'T']),
+    positions: b.input('position_ids', 'int64', ['B', 'T']),
+  };
+}
+
+/** Decode graph: see the contract in runtime/generate.ts. */
+export function buildDecode(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32'): Artifact {
+  const b = new Graph();
+  const { Hkv, D, L } = modelDims(c);
+  const m = declareModelInputs(b, c, dtype, lora);
+  const { ids, positions } = batchInputs(b);
+  const bias = b.input('attention_bias', dtype, ['B', 'T', '(P+T)']);
+  const past = Array.from({ length: L }, (_, i) => ({
+    key: b.input(`past_key_values.${i}.key`, dtype, ['P', 'B', Hkv, D]),
+    value: b.input(`past_key_values.${i}.value`, dtype, ['P', 'B', Hkv, D]),
+  }));
+  const r = forward(b, c, m, { ids, positions, bias, past, lastOnly: true });
+  const outputs: Array<[string, Node]> = [['logits', r.logits]];
+  r.present.forEach((p, i) => {
+    outputs.push([`present.${i}.key`, p.key], [`present.${i}.value`, p.value]);
+  });
+  return { bytes: emitOnnx(outputs, { name: 'decode', doc: docOf(c, { lora }) }), tensorInputs: tensorInputNames(m), trainable: [], outputs: outputs.map(([n]) => n) };
+}
+
+/** log p(target) per token at a temperature: [B,T], plus the full log-distribution [B,T,V]. */
+function tokenLogProbs(b: Graph, logits: Node, targets: Node, temperature: Node, V: number): { logp: Node; logpAll: Node } {
+  const logpAll = b.logSoftmax(b.div(logits, temperature), -1); // [B,T,V]
+  const range = b.constant(Array.from({ length: V }, (_, i) => i), [V], 'int64');
+  const onehot = b.cast(b.equal(b.unsqueeze(targets, [2]), range), logits.dtype); // [B,T,V]
+  return { logp: b.reduceSum(b.mul(logpAll, onehot), [2]), logpAll };
+}
+
+/** Causal LM forward over a full (teacher-forced) batch: the cache-free path of the train step. */
+function teacherForced(b: Graph, c: ModelConfig, m: ModelInputs, dtype: DType) {
+  const { ids, positions } = batchInputs(b);
+  const bias = b.input('attention_bias', dtype, ['B', 'T', 'T']);
+  const targets = b.input('targets', 'int64', ['B', 'T']);
+  return { logits: forward(b, c, m, { ids, positions, bias }).logits, targets };
+}
+
+/** Score graph: per-token log-probs of `targets` at `temperature` (old and reference log-probs). */
+export function buildScore(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32'): Artifact {
+  const b = new Graph();
+  const m = declareModelInputs(b, c, dtype, lora);
+  const { logits, targets } = teacherForced(b, c, m, dtype);
+  const temperature = b.input('temperature', dtype, []);
+  const { logp } = tokenLogProbs(b, logits, targets, temperature, c.vocabSize);
+  return { bytes: emitOnnx([['logp', logp]], { name: 'score', doc: docOf(c, { lora }) }), tensorInputs: tensorInputNames(m), trainable: [], outputs: ['logp'] };
+}
+
+export interface TrainStepOptions {
+  /** 'ppo': the clipped policy-gradient loss of GRPO; 'ce': token cross-entropy (warm start). */
+  readonly loss: 'ppo' | 'ce';
+  /** Train every weight, or only the LoRA adapter (which must then be given). */
+  readonly trainable: 'full' | 'lora';
+  readonly lora: LoraSpec | null;
+  /** Include the KL-to-reference term (needs `ref_logp`). */
+  readonly kl: boolean;
+  /** Include the entropy bonus. */
+  readonly entropy: boolean;
+  readonly dtype?: DType;
+}
+
+/**
+ * Train-step graph. Inputs: input_ids, position_ids, attention_bias [B,T,T], targets, loss_mask,
+ * token_weight (scalar; 1/Σmask over the whole mini-batch so micro-batches add up to a token
+ * mean) and, for PPO, advantages, old_logp, temperature, clip_eps, optionally ref_logp + kl_coef
+ * and ent_coef. Outputs: loss, logp, diagnostics and `{param}_grad` for each trainable tensor.
+ *
+ * PPO per token (Schulman et al. 2017; GRPO's token-mean form):
+ *   ratio = exp(logp − old); pg = −min(ratio·A, clip(ratio, 1−ε, 1+ε)·A)
+ *   kl = exp(ref − logp) − (ref − logp) − 1 (the k3 estimator, non-negative)
+ *   loss = Σ mask · (pg + β·kl − η·entropy) · token_weight
+ */
+export function buildTrainStep(c: ModelConfig, o: TrainStepOptions): Artifact {
+  const dtype = o.dtype ?? 'float32';
+  if (o.trainable === 'lora' && !o.lora) throw new Error('buildTrainStep: trainable "lora" needs a LoRA spec');
+  const b = new Graph();
+  const m = declareModelInputs(b, c, dtype, o.lora);
+  const { logits, targets } = teacherForced(b, c, m, dtype);
+  const mask = b.input('loss_mask', dtype, ['B', 'T']);
+  const tokenWeight = b.input('token_weight', dtype, []);
+  const weighted = (perToken: Node) => b.mul(b.reduceSum(b.mul(mask, perToken), [0, 1]), tokenWeight);
+  const outputs: Array<[string, Node]> = [];
+  let loss: Node;
+  if (o.loss === 'ce') {
+    const { logp } = tokenLogProbs(b, logits, targets, b.like(logits, 1), c.vocabSize);
+    loss = weighted(b.neg(logp));
+    outputs.push(['loss', loss], ['logp', logp]);
+  } else {
+    const temperature = b.input('temperature', dtype, []);
+    const { logp, logpAll } = tokenLogProbs(b, logits, targets, temperature, c.vocabSize);
+    const adv = b.input('advantages', dtype, ['B', 'T']);
+    const old = b.input('old_logp', dtype, ['B', 'T']);
+    const eps = b.input('clip_eps', dtype, []);
+    const one = b.like(logp, 1);
+    const delta = b.sub(logp, old);
+    const ratio = b.exp(delta);
+    const s1 = b.mul(ratio, adv);
+    const clipped = b.min(b.max(ratio, b.sub(one, eps)), b.add(one, eps));
+    const s2 = b.mul(clipped, adv);
+    let perToken = b.neg(b.min(s1, s2));
+    const zero = b.like(logp, 0);
+    // A token is "clipped" when the clipped branch is the active one: outside the trust region
+    // in the direction the advantage pushes.
+    const clippedTok = b.cast(b.greater(b.sub(s1, s2), zero), dtype);
+    outputs.push(['clip_frac', weighted(b.stopGradient(clippedTok))]);
+    outputs.push(['approx_kl', weighted(b.stopGradient(b.mul(b.like(delta, 0.5), b.mul(delta, delta))))]);
+    if (o.kl) {
+      const ref = b.input('ref_logp', dtype, ['B', 'T']);
+      const coef = b.input('kl_coef', dtype, []);
+      const d = b.sub(ref, logp);
+      const kl = b.sub(b.sub(b.exp(d), d), one);
+      perToken = b.add(perToken, b.mul(coef, kl));
+      outputs.push(['kl_ref', weighted(b.stopGradient(kl))]);
+    }
+    const ent = b.neg(b.reduceSum(b.mul(b.exp(logpAll), logpAll), [2])); // [B,T]
+    if (o.entropy) {
+      const coef = b.input('ent_coef', dtype, []);
+      perToken = b.sub(perToken, b.mul(coef, ent));
+    }
+    outputs.push(['entropy', weighted(b.stopGradient(ent))]);
+    loss = weighted(perToken);
+    outputs.unshift(['loss', loss], ['logp', b.stopGradient(logp)]);
+  }
+  const trainable = o.trainable === 'lora' ? [...m.lora!.keys()] : [...m.weights.keys()];
+  const nodes = trainable.map((n) => (o.trainable === 'lora' ? m.lora!.get(n)! : m.weights.get(n)!));
+  const grads = gradients(b, loss, nodes);
+  trainable.forEach((n, i) => outputs.push([`${n}_grad`, grads[i]!]));
+  return {
+    bytes: emitOnnx(outputs, { name: `train-${o.loss}-${o.trainable}`, doc: docOf(c, { lora: o.lora, loss: o.loss }) }),
+    tensorInputs: tensorInputNames(m),
+    trainable,
+    outputs: outputs.map(([n]) => n),
+  };
+}
+
+/**
+ * AdamW over a set of tensors with global-norm gradient clipping, in one graph (PyTorch's
+ * semantics: decoupled weight decay p ← p·(1 − lr·wd), bias-corrected moments).
+ * Inputs per tensor p: `p`, `p_grad`, `p.m`, `p.v`; scalars lr, beta1, beta2, eps,
+ * weight_decay, bias_correction1 (1 − β₁ᵗ), bias_correction2 (1 − β₂ᵗ), max_grad_norm.
+ * Outputs per tensor: `p.next`, `p.m.next`, `p.v.next`; and `grad_norm` (before clipping).
+ * Weight decay applies to matrices only, not to norm gains or biases (the usual practice).
+ */
+export function buildAdamW(tensors: ReadonlyArray<readonly [string, readonly number[]]>, dtype: DType = 'float32'): Artifact {
+  const b = new Graph();
+  const s = (name: string) => b.input(name, dtype, []);
+  const [lr, beta1, beta2, eps, wd, bc1, bc2, maxNorm] = ['lr', 'beta1', 'beta2', 'eps', 'weight_decay', 'bias_correction1', 'bias_correction2', 'max_grad_norm'].map(s) as [Node, Node, Node, Node, Node, Node, Node, Node];
+  const items = tensors.map(([name, shape]) => ({
+    name,
+    shape,
+    p: b.input(name, dtype, shape),
+    g: b.input(`${name}_grad`, dtype, shape),
+    m: b.input(`${name}.m`, dtype, shape),
+    v: b.input(`${name}.v`, dtype, shape),
+  }));
+  const sq = items.map((it) => b.reduceSum(b.mul(it.g, it.g), it.shape.map((_, i) => i)));
+  const norm = b.sqrt(sq.reduce((acc, x) => b.add(acc, x)));
+  const one = b.like(norm, 1);
+  const clip = b.min(one, b.div(maxNorm, b.add(norm, b.like(norm, 1e-6))));
+  const outputs: Array<[string, Node]> = [['grad_norm', norm]];
+  for (const it of items) {
+    const g = b.mul(it.g, clip);
+    const m = b.add(b.mul(beta1, it.m), b.mul(b.sub(one, beta1), g));
+    const v = b.add(b.mul(beta2, it.v), b.mul(b.sub(one, beta2), b.mul(g, g)));
+    const denom = b.add(b.sqrt(b.div(v, bc2)), eps);
+    const decayed = it.shape.length >= 2 ? b.mul(it.p, b.sub(one, b.mul(lr, wd))) : it.p;
+    const p = b.sub(decayed, b.mul(b.div(lr, bc1), b.div(m, denom)));
+    outputs.push([`${it.name}.next`, p], [`${it.name}.m.next`, m], [`${it.name}.v.next`, v]);
+  }
+  return { bytes: emitOnnx(outputs, { name: 'adamw' }), tensorInputs: items.map((i) => i.name), trainable: [], outputs: outputs.map(([n]) => n) };
+}

@@ -1,0 +1,114 @@
+/**
+ * The transformer forward pass as an IR graph, and the decode artifact built from it.
+ *
+ * Shape legend: B batch, T new tokens, P past tokens, S = P+T keys, C width, H query heads,
+ * Hkv key/value heads, D head dim, F MLP width, V vocab, L layers, r LoRA rank.
+ * Weights are graph inputs named exactly as the checkpoint (`layers.3.attn.q.weight`), so one
+ * compiled graph serves any weights, and LoRA tensors are inputs too (`layers.3.attn.q.lora_A`),
+ * so one graph serves every agent's adapter.
+ */
+import { applyRope, attention, linear, rmsNorm, ropeTables, silu, type LoraPair } from '../compiler/composite.ts';
+import type { Graph, Node } from '../compiler/ir.ts';
+import type { DType } from '../compiler/ops.ts';
+import { type LoraTarget, type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize } from './model-config.ts';
+
+/** LoRA layout of a compiled graph: which projections carry adapters, rank and scale. */
+export interface LoraSpec {
+  readonly rank: number;
+  readonly alpha: number;
+  readonly targets: readonly LoraTarget[];
+}
+
+export function loraShapes(c: ModelConfig, spec: LoraSpec): Array<[string, number[]]> {
+  const out: Array<[string, number[]]> = [];
+  for (let i = 0; i < c.numLayers; i++) {
+    for (const t of spec.targets) {
+      const { in: n, out: m } = projectionSize(c, t);
+      out.push([`${projectionName(i, t)}.lora_A`, [spec.rank, n]]);
+      out.push([`${projectionName(i, t)}.lora_B`, [m, spec.rank]]);
+    }
+  }
+  return out;
+}
+
+export interface ModelInputs {
+  readonly weights: ReadonlyMap<string, Node>;
+  readonly lora: ReadonlyMap<string, Node> | null;
+  readonly loraScale: number;
+}
+
+/** Declares every weight (and LoRA tensor) as a graph input. */
+export function declareModelInputs(b: Graph, c: ModelConfig, dtype: DType, lora: LoraSpec | null): ModelInputs {
+  const weights = new Map<string, Node>();
+  for (const [name, shape] of parameterShapes(c)) weights.set(name, b.input(name, dtype, shape));
+  let adapters: Map<string, Node> | null = null;
+  if (lora) {
+    adapters = new Map();
+    for (const [name, shape] of loraShapes(c, lora)) adapters.set(name, b.input(name, dtype, shape));
+  }
+  return { weights, lora: adapters, loraScale: lora ? lora.alpha / lora.rank : 0 };
+}
+
+function w(m: ModelInputs, name: string): Node {
+  const n = m.weights.get(name);
+  if (!n) throw new Error(`model graph: missing weight '${name}'`);
+  return n;
+}
+
+function adapter(m: ModelInputs, layer: number, t: LoraTarget): LoraPair | null {
+  const p = projectionName(layer, t);
+  const a = m.lora?.get(`${p}.lora_A`);
+  const bb = m.lora?.get(`${p}.lora_B`);
+  return a && bb ? { a, b: bb, scale: m.loraScale } : null;
+}
+
+export interface ForwardArgs {
+  readonly ids: Node; // [B,T] int64
+  readonly positions: Node; // [B,T] int64
+  readonly bias: Node; // [B,T,S]
+  /** Per layer past keys/values, time-major [P,B,Hkv,D]; absent for a cache-free pass. */
+  readonly past?: ReadonlyArray<{ key: Node; value: Node }>;
+  /** Compute logits only for the last position ([B,V] instead of [B,T,V]). */
+  readonly lastOnly?: boolean;
+}
+
+export interface ForwardResult {
+  readonly logits: Node; // [B,T,V] or [B,V]
+  /** Per layer new keys/values, time-major [T,B,Hkv,D]. */
+  readonly present: Array<{ key: Node; value: Node }>;
+}
+
+export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardArgs): ForwardResult {
+  const { H, Hkv, D, L } = modelDims(c);
+  const [B, T] = args.ids.shape as [string | number, string | number];
+  const embed = w(m, 'embed.weight');
+  let x = b.gather(embed, args.ids, 0); // [B,T,C]
+  const { cos, sin } = ropeTables(b, args.positions, D, c.ropeTheta, embed.dtype); // [B,T,1,D]
+  const present: Array<{ key: Node; value: Node }> = [];
+  const bias = (name: string) => (c.attentionBias ? w(m, name) : null);
+  for (let i = 0; i < L; i++) {
+    const p = `layers.${i}`;
+    const h = rmsNorm(b, x, w(m, `${p}.attn_norm.weight`), c.rmsNormEps);
+    const q = applyRope(b, b.reshape(linear(b, h, w(m, `${p}.attn.q.weight`), bias(`${p}.attn.q.bias`), adapter(m, i, 'q')), [B, T, H, D]), cos, sin);
+    const k = applyRope(b, b.reshape(linear(b, h, w(m, `${p}.attn.k.weight`), bias(`${p}.attn.k.bias`), adapter(m, i, 'k')), [B, T, Hkv, D]), cos, sin);
+    const v = b.reshape(linear(b, h, w(m, `${p}.attn.v.weight`), bias(`${p}.attn.v.bias`), adapter(m, i, 'v')), [B, T, Hkv, D]);
+    present.push({ key: b.transpose(k, [1, 0, 2, 3]), value: b.transpose(v, [1, 0, 2, 3]) }); // [T,B,Hkv,D]
+    let keys = b.transpose(k, [0, 2, 1, 3]); // [B,Hkv,T,D]
+    let vals = b.transpose(v, [0, 2, 1, 3]);
+    const past = args.past?.[i];
+    if (past) {
+      keys = b.concat([b.transpose(past.key, [1, 2, 0, 3]), keys], 2); // [B,Hkv,P+T,D]
+      vals = b.concat([b.transpose(past.value, [1, 2, 0, 3]), vals], 2);
+    }
+    const att = attention(b, q, keys, vals, args.bias); // [B,T,H·D]
+    x = b.add(x, linear(b, att, w(m, `${p}.attn.o.weight`), null, adapter(m, i, 'o')));
+    const h2 = rmsNorm(b, x, w(m, `${p}.mlp_norm.weight`), c.rmsNormEps);
+    const gate = linear(b, h2, w(m, `${p}.mlp.gate.weight`), null, adapter(m, i, 'gate'));
+    const up = linear(b, h2, w(m, `${p}.mlp.up.weight`), null, adapter(m, i, 'up'));
+    x = b.add(x, linear(b, b.mul(silu(b, gate), up), w(m, `${p}.mlp.down.weight`), null, adapter(m, i, 'down')));
+  }
+  if (args.lastOnly) x = b.gather(x, b.scalar(-1, 'int64'), 1); // [B,C]
+  const head = c.tieEmbeddings ? embed : w(m, 'lm_head.weight');
+  const logits = linear(b, rmsNorm(b, x, w(m, 'norm.weight'), c.rmsNormEps), head);
+  return { logits, present };
+}
