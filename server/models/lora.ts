@@ -68,6 +68,11 @@ export const loraScale = (c: LoraConfig): number => loraAlpha(c) / c.rank;
 /** The targets in canonical (`loraTargets`) order, whatever order the config lists them in. */
 export const orderedTargets = (c: LoraConfig): LoraTarget[] => loraTargets.filter((t) => c.targets.includes(t));
 
+/** A LoRA config with alpha made explicit and targets in canonical order (what is written to disk). */
+export type ResolvedLoraConfig = LoraConfig & { alpha: number };
+
+export const resolveLoraConfig = (c: LoraConfig): ResolvedLoraConfig => ({ ...c, alpha: loraAlpha(c), targets: orderedTargets(c) });
+
 /** Every adapter parameter with its shape, in canonical order. */
 export function loraParameterShapes(model: ModelConfig, lora: LoraConfig): Array<[name: string, shape: number[]]> {
   const out: Array<[string, number[]]> = [];
@@ -115,13 +120,10 @@ export const PEFT_CONFIG_FILE = 'adapter_config.json';
 export const PEFT_WEIGHTS_FILE = 'adapter_model.safetensors';
 
 export interface LoraAdapter {
-  lora: LoraConfig;
+  lora: ResolvedLoraConfig;
   /** Adapter parameters in `loraParameterShapes` order. */
   params: Map<string, Float32Array>;
 }
-
-/** The config as written to disk: alpha made explicit, targets in canonical order. */
-const resolvedConfig = (lora: LoraConfig): LoraConfig => ({ ...lora, alpha: loraAlpha(lora), targets: orderedTargets(lora) });
 
 /** Writes the adapter in our layout (`lora-config.json` + `lora.safetensors`), each file atomically. */
 export async function saveLoraAdapter(
@@ -131,7 +133,7 @@ export async function saveLoraAdapter(
   params: ReadonlyMap<string, Float32Array>,
   options: { metadata?: Readonly<Record<string, string>> } = {},
 ): Promise<void> {
-  const resolved = resolvedConfig(parseLoraConfig(lora, 'LoRA config to save'));
+  const resolved = resolveLoraConfig(parseLoraConfig(lora, 'LoRA config to save'));
   const tensors = shapeParameters(loraParameterShapes(model, resolved), params, `LoRA adapter ${dir}`);
   await mkdir(dir, { recursive: true });
   await writeSafetensorsFile(join(dir, LORA_WEIGHTS_FILE), tensors, options.metadata);
@@ -140,7 +142,7 @@ export async function saveLoraAdapter(
 
 /** Reads an adapter in our layout, validating every tensor against the model's projection sizes. */
 export async function loadLoraAdapter(dir: string, model: ModelConfig, options?: SafetensorsReadOptions): Promise<LoraAdapter> {
-  const lora = await readJsonFile(join(dir, LORA_CONFIG_FILE), loraConfigSchema);
+  const lora = resolveLoraConfig(await readJsonFile(join(dir, LORA_CONFIG_FILE), loraConfigSchema));
   const path = join(dir, LORA_WEIGHTS_FILE);
   const { tensors } = await readSafetensorsFile(path, options);
   return { lora, params: matchTensors(loraParameterShapes(model, lora), tensors, path) };
@@ -183,7 +185,7 @@ export async function exportPeftAdapter(
   params: ReadonlyMap<string, Float32Array>,
   options: PeftExportOptions = {},
 ): Promise<void> {
-  const resolved = resolvedConfig(parseLoraConfig(lora, 'LoRA config to export'));
+  const resolved = resolveLoraConfig(parseLoraConfig(lora, 'LoRA config to export'));
   const ours = shapeParameters(loraParameterShapes(model, resolved), params, `LoRA adapter for ${dir}`);
   const tensors = new Map<string, { shape: readonly number[]; data: Float32Array }>();
   for (let i = 0; i < modelDims(model).L; i++) {
@@ -274,7 +276,7 @@ export async function importPeftAdapter(dir: string, model: ModelConfig, options
     }
   }
 
-  const lora = parseLoraConfig({ rank: c.r, alpha: c.lora_alpha, targets: loraTargets.filter((t) => found.has(t)) }, configPath);
+  const lora = resolveLoraConfig(parseLoraConfig({ rank: c.r, alpha: c.lora_alpha, targets: loraTargets.filter((t) => found.has(t)) }, configPath));
   const expected: ExpectedShapes = loraParameterShapes(model, lora);
   const params = matchTensors(expected, mapped, path, (n) => `'${keyOf.get(n) ?? peftKeyOfOurs(n)}'`);
   return { lora, params, baseModelNameOrPath: c.base_model_name_or_path ?? null };
