@@ -1,0 +1,50 @@
+/**
+ * The environment registry. Its keys are the names configs use (`env.name`); each factory carries
+ * its options schema, so the config schema and the config editor's hovers can be derived from here.
+ *
+ * Recipe, adding an environment: write `my-env.ts` exporting a factory (`satisfies
+ * EnvironmentFactory<MyOptions>`, options as a strict zod object with defaults), register it below
+ * and in `environmentNames`, and add it to the shared contract tests in `environments.test.ts`
+ * (solver solves, determinism, clone independence, parser fuzzing, printable text).
+ */
+import { z } from 'zod';
+import { checkSeed, type Environment, type EnvironmentFactory } from './environment.ts';
+import { planPath } from './plan-path.ts';
+import { sokoban } from './sokoban.ts';
+import { sudoku } from './sudoku.ts';
+import { ticTacToe } from './tic-tac-toe.ts';
+
+export const environments = {
+  'plan-path': planPath,
+  sudoku,
+  sokoban,
+  'tic-tac-toe': ticTacToe,
+} satisfies Record<string, EnvironmentFactory<unknown>>;
+
+export type EnvironmentName = keyof typeof environments;
+
+/** The registry's keys as a tuple, for `z.enum` and listings. */
+export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe'] as const satisfies readonly EnvironmentName[];
+
+// Compile-time check that `environmentNames` lists every registry key.
+type Unlisted = Exclude<EnvironmentName, (typeof environmentNames)[number]>;
+const everyNameListed: [Unlisted] extends [never] ? true : never = true;
+void everyNameListed;
+
+export const environmentNameSchema = z.enum(environmentNames);
+
+function isEnvironmentName(name: string): name is EnvironmentName {
+  return (environmentNames as readonly string[]).includes(name);
+}
+
+/**
+ * Creates an environment by registry name. Throws an error naming the culprit for an unknown name,
+ * a bad seed or bad options (e.g. "invalid sokoban options:\n  size: Too big: ...").
+ */
+export function createEnvironment(name: string, seed: number, options?: unknown): Environment {
+  if (!isEnvironmentName(name)) {
+    throw new Error(`unknown environment '${name}' (known: ${environmentNames.join(', ')})`);
+  }
+  checkSeed(seed, name);
+  return environments[name].create(seed, options);
+}

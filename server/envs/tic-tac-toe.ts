@@ -1,0 +1,180 @@
+/**
+ * Tic-tac-toe self-play: a symmetric game for two agents, `x` and `o`, meant to share one policy
+ * (the reference prototype's self-play goal, pettingllms.md section 7). Opponents for evaluation
+ * (random, minimax) live in `tic-tac-toe-players.ts`.
+ *
+ * The seed matters only through `openingMoves`: that many random legal moves are played before the
+ * agents start (at most 4, so the game is never over before it begins), to vary training positions.
+ *
+ * Action: one digit 1-9, the cell to mark, row by row; the prompt shows free cells as their digit:
+ *   tic-tac-toe, turn 2/5
+ *   X2O
+ *   4X6
+ *   78O
+ *   x: move for X (a free digit)
+ * A malformed answer or an occupied cell forfeits the game (the offender loses). The reference
+ * instead played a random legal move for it, which hides errors and credits luck to the policy.
+ *
+ * Rewards. The game is zero-sum, so there is no shared task: teamReward is 0. localReward, for the
+ * mover:
+ *   'outcome' (default, as the reference's terminal returns): +1 for the winning move, 0 otherwise
+ *     (a drawing last move included);
+ *   'minimax': the perfect-play value of the move: +1 forced win, 0 draw, -1 forced loss (a dense
+ *     signal for per-turn credit, computed by the solver);
+ *   forfeit (either mode): -2, worse than any legal move.
+ * `success` means the game ended without a forfeit (a win or a draw); who won is `outcome`.
+ */
+import { z } from 'zod';
+import { describeChar, trimAscii } from './action-text.ts';
+import {
+  checkActor,
+  checkAgent,
+  checkSeed,
+  copyStats,
+  emptyStats,
+  parseOptions,
+  type AgentStats,
+  type AgentTurnResult,
+  type Environment,
+  type EnvironmentFactory,
+} from './environment.ts';
+import { Rng } from './rng.ts';
+import { bestMove, emptyBoard, isOver, legalMoves, moveValue, toMove, winnerOf, type Board, type Mark } from './tic-tac-toe-board.ts';
+
+export const ticTacToeRewards = { win: 1, draw: 0, forfeit: -2 } as const;
+
+export const ticTacToeOptionsSchema = z
+  .object({
+    /** Random legal moves played from the seed before the agents start (0-4). */
+    openingMoves: z.number().int().min(0).max(4).default(0).describe('Random moves played before the agents start.'),
+    /** 'outcome': +1 for the winning move only. 'minimax': every move scored by its perfect-play value. */
+    reward: z.enum(['outcome', 'minimax']).default('outcome').describe("'outcome' (terminal) or 'minimax' (per-move value)."),
+  })
+  .strict();
+
+export type TicTacToeOptions = z.output<typeof ticTacToeOptionsSchema>;
+
+export type TicTacToeAgent = 'x' | 'o';
+const agentOf = { X: 'x', O: 'o' } as const satisfies Record<Mark, TicTacToeAgent>;
+const markOf = { x: 'X', o: 'O' } as const satisfies Record<TicTacToeAgent, Mark>;
+
+export class TicTacToeEnvironment implements Environment {
+  readonly name = 'tic-tac-toe';
+  readonly agents: readonly TicTacToeAgent[] = ['x', 'o'];
+  readonly maxTurns = 5; // nine cells, one move per agent per round
+  readonly optimalMoves = null;
+  readonly seed: number;
+  readonly options: TicTacToeOptions;
+  #board: (Mark | null)[];
+  #acts = 0;
+  #forfeitedBy: TicTacToeAgent | null = null;
+  #stats: Record<string, AgentStats>;
+
+  /** Plays the seed's opening; `position` (used by clone) replaces it with a given board. */
+  constructor(seed: number, options: TicTacToeOptions, position?: Board) {
+    this.seed = seed;
+    this.options = Object.freeze({ ...options });
+    this.#stats = emptyStats(this.agents);
+    if (position !== undefined) {
+      this.#board = [...position];
+      return;
+    }
+    this.#board = emptyBoard();
+    const rng = new Rng(seed, 'tic-tac-toe');
+    for (let i = 0; i < options.openingMoves; i++) this.#board[rng.pick(legalMoves(this.#board))] = toMove(this.#board);
+  }
+
+  /** A copy of the board, cells 0..8 row by row. */
+  get board(): Board {
+    return [...this.#board];
+  }
+  /** The winner: by a line, or the opponent of whoever forfeited; null for a draw or while playing. */
+  get winner(): Mark | null {
+    if (this.#forfeitedBy !== null) return this.#forfeitedBy === 'x' ? 'O' : 'X';
+    return winnerOf(this.#board);
+  }
+  /** Which agent forfeited (malformed answer or occupied cell), if any. */
+  get forfeitedBy(): TicTacToeAgent | null {
+    return this.#forfeitedBy;
+  }
+  get done(): boolean {
+    return this.#forfeitedBy !== null || isOver(this.#board);
+  }
+  get success(): boolean {
+    return this.done && this.#forfeitedBy === null;
+  }
+  get turn(): number {
+    return Math.floor(this.#acts / 2);
+  }
+  get stats(): Readonly<Record<string, Readonly<AgentStats>>> {
+    return copyStats(this.#stats);
+  }
+
+  currentAgent(): TicTacToeAgent {
+    return agentOf[toMove(this.#board)];
+  }
+
+  observe(agent: string): string {
+    checkAgent(this, agent);
+    const rows: string[] = [];
+    for (let r = 0; r < 3; r++) {
+      rows.push(this.#board.slice(3 * r, 3 * r + 3).map((m, c) => m ?? String(3 * r + c + 1)).join(''));
+    }
+    const mark = markOf[agent as TicTacToeAgent];
+    return `tic-tac-toe, turn ${Math.min(this.turn + 1, this.maxTurns)}/${this.maxTurns}\n${rows.join('\n')}\n${agent}: move for ${mark} (a free digit)\n`;
+  }
+
+  act(agent: string, text: string): AgentTurnResult {
+    checkActor(this, agent);
+    const me = agent as TicTacToeAgent;
+    const stats = this.#stats[me] as AgentStats;
+    stats.acts++;
+    this.#acts++;
+    const s = typeof text === 'string' ? trimAscii(text) : '';
+    if (!/^[1-9]$/.test(s)) {
+      stats.parseErrors++;
+      this.#forfeitedBy = me;
+      const error = s.length === 0 ? 'empty action: expected one digit 1-9' : s.length > 1 ? 'expected exactly one digit 1-9' : `bad cell ${describeChar(s)}: expected a digit 1-9`;
+      return this.#result(ticTacToeRewards.forfeit, error, `${me} forfeits (malformed move)`);
+    }
+    const cell = Number(s) - 1;
+    if (this.#board[cell] !== null) {
+      stats.invalidMoves++;
+      this.#forfeitedBy = me;
+      return this.#result(ticTacToeRewards.forfeit, null, `cell ${s} is taken: ${me} forfeits`);
+    }
+    const value = this.options.reward === 'minimax' ? moveValue(this.#board, cell) : 0;
+    this.#board[cell] = markOf[me];
+    if (winnerOf(this.#board) !== null) return this.#result(ticTacToeRewards.win, null, `${me} plays ${s} and wins`);
+    if (isOver(this.#board)) return this.#result(ticTacToeRewards.draw, null, `${me} plays ${s}: draw`);
+    return this.#result(value, null, `${me} plays ${s}`);
+  }
+
+  #result(localReward: number, parseError: string | null, info: string): AgentTurnResult {
+    return { teamReward: 0, localReward, parseError, done: this.done, success: this.success, info };
+  }
+
+  clone(): TicTacToeEnvironment {
+    const copy = new TicTacToeEnvironment(this.seed, this.options, this.#board);
+    copy.#acts = this.#acts;
+    copy.#forfeitedBy = this.#forfeitedBy;
+    copy.#stats = copyStats(this.#stats);
+    return copy;
+  }
+
+  /** The perfect move for the side to move, as action text. */
+  solution(agent: string): string {
+    checkAgent(this, agent);
+    if (this.done) throw new Error('tic-tac-toe: no solution once the game is over');
+    return String(bestMove(this.#board) + 1);
+  }
+}
+
+export const ticTacToe = {
+  description: 'Tic-tac-toe self-play: agents x and o (one shared policy), evaluated against random and minimax.',
+  optionsSchema: ticTacToeOptionsSchema,
+  create(seed: number, options?: unknown): TicTacToeEnvironment {
+    const o = parseOptions(ticTacToeOptionsSchema, options, 'tic-tac-toe');
+    return new TicTacToeEnvironment(checkSeed(seed, 'tic-tac-toe'), o);
+  },
+} satisfies EnvironmentFactory<TicTacToeOptions>;
