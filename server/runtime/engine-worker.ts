@@ -207,9 +207,11 @@ async function handle(req: Request): Promise<Reply> {
       for (const n of req.names) residents.delete(n);
       return { kind: 'ok' };
     case 'swap': {
-      const a = resident(req.a);
-      residents.set(req.a, resident(req.b));
-      residents.set(req.b, a);
+      for (const [x, y] of req.pairs) {
+        const a = resident(x);
+        residents.set(x, resident(y));
+        residents.set(y, a);
+      }
       return { kind: 'ok' };
     }
     case 'copy': {
@@ -219,11 +221,13 @@ async function handle(req: Request): Promise<Reply> {
       return { kind: 'ok' };
     }
     case 'accumulate': {
-      const dst = resident(req.into).data as Float32Array;
-      const src = resident(req.from).data as Float32Array;
-      if (dst.length !== src.length) throw new Error(`accumulate: '${req.into}' has ${dst.length} elements, '${req.from}' ${src.length}`);
-      const k = req.scale;
-      for (let i = 0; i < dst.length; i++) dst[i]! += k * src[i]!;
+      for (const [into, from] of req.pairs) {
+        const dst = resident(into).data as Float32Array;
+        const src = resident(from).data as Float32Array;
+        if (dst.length !== src.length) throw new Error(`accumulate: '${into}' has ${dst.length} elements, '${from}' ${src.length}`);
+        const k = req.scale;
+        for (let i = 0; i < dst.length; i++) dst[i]! += k * src[i]!;
+      }
       return { kind: 'ok' };
     }
     case 'run':

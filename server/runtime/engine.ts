@@ -133,18 +133,18 @@ export class Engine {
     await this.call({ kind: 'drop', names }, 'drop');
   }
 
-  /** Exchanges two resident tensors (double buffering: optimizer writes B from A, then swap). */
-  async swap(a: string, b: string): Promise<void> {
-    await this.call({ kind: 'swap', a, b }, `swap '${a}' '${b}'`);
+  /** Exchanges resident tensors pairwise (double buffering: the optimizer writes B from A, then swap). */
+  async swap(pairs: ReadonlyArray<readonly [string, string]>): Promise<void> {
+    await this.call({ kind: 'swap', pairs }, 'swap');
   }
 
   async copy(from: string, to: string): Promise<void> {
     await this.call({ kind: 'copy', from, to }, `copy '${from}' → '${to}'`);
   }
 
-  /** into += scale * from, elementwise (gradient accumulation across micro-batches). */
-  async accumulate(into: string, from: string, scale = 1): Promise<void> {
-    await this.call({ kind: 'accumulate', into, from, scale }, `accumulate '${from}' into '${into}'`);
+  /** into += scale · from, elementwise, for each pair (gradient accumulation across micro-batches). */
+  async accumulate(pairs: ReadonlyArray<readonly [into: string, from: string]>, scale = 1): Promise<void> {
+    await this.call({ kind: 'accumulate', pairs, scale }, 'accumulate');
   }
 
   /** Runs a session. Feeds are sent tensors or resident names; fetches are returned or written into residents. */

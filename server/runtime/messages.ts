@@ -32,9 +32,9 @@ export type Request =
   | { kind: 'upload'; name: string; tensor: HostTensor }
   | { kind: 'download'; name: string }
   | { kind: 'drop'; names: readonly string[] }
-  | { kind: 'swap'; a: string; b: string }
+  | { kind: 'swap'; pairs: ReadonlyArray<readonly [string, string]> }
   | { kind: 'copy'; from: string; to: string }
-  | { kind: 'accumulate'; into: string; from: string; scale: number }
+  | { kind: 'accumulate'; pairs: ReadonlyArray<readonly [into: string, from: string]>; scale: number }
   | { kind: 'run'; session: string; feeds: Record<string, Feed>; fetches: Record<string, Fetch> }
   | { kind: 'generate'; request: GenerateRequest };
 

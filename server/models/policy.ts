@@ -1,0 +1,336 @@
+/**
+ * A trainable policy: one model (and optionally one LoRA adapter) living in an engine worker,
+ * with the operations the RL trainer needs — generate, score, train (PPO or cross-entropy) with
+ * AdamW — and snapshots for checkpoints.
+ *
+ * Resident tensors in the worker, per policy id:
+ *   `{id}:w:{name}`  weights         `{id}:g:{name}`  gradients (accumulated over micro-batches)
+ *   `{id}:m:` `{id}:v:` AdamW moments, `{id}:n:` `{id}:m2:` `{id}:v2:` the optimizer's outputs,
+ *   swapped in after a finite update (double buffering: nothing is allocated per step),
+ *   `{id}:ref:{name}` the frozen reference weights for the KL term in full fine-tuning.
+ * With LoRA the trainable tensors are the adapter's (`{id}:w:layers.0.attn.q.lora_A`, …) and
+ * the reference policy is the base model with the adapter off, so no copy is needed.
+ */
+import { Engine } from '../runtime/engine.ts';
+import type { GenerateResult } from '../runtime/generate.ts';
+import type { SamplingParams } from '../runtime/sampler.ts';
+import { f32, type HostTensor } from '../runtime/tensor.ts';
+import { buildAdamW, buildDecode, buildScore, buildTrainStep, type Artifact } from './artifacts.ts';
+import { type ModelConfig, modelDims, parameterShapes } from './model-config.ts';
+import { learningRate, type OptimizerConfig } from './optimizer.ts';
+import { packBatch, type TrainSequence } from './train-batch.ts';
+import { loraShapes, type LoraSpec } from './transformer-graph.ts';
+
+export interface PolicyOptions {
+  readonly id: string;
+  readonly config: ModelConfig;
+  /** Base weights by parameter name (all of `parameterShapes(config)`). */
+  readonly weights: ReadonlyMap<string, Float32Array>;
+  /** LoRA layout; when set only the adapter trains. */
+  readonly lora: LoraSpec | null;
+  /** Initial adapter tensors (required with `lora`). */
+  readonly adapter?: ReadonlyMap<string, Float32Array>;
+  readonly optimizer: OptimizerConfig;
+  /** Compile the KL-to-reference term into the PPO step. */
+  readonly kl: boolean;
+  /** Compile the entropy bonus into the PPO step. */
+  readonly entropy: boolean;
+}
+
+export interface PpoHyperparams {
+  readonly temperature: number;
+  readonly clipEps: number;
+  readonly klCoef: number;
+  readonly entCoef: number;
+}
+
+export interface UpdateStats {
+  /** Token-mean loss over the whole update. */
+  readonly loss: number;
+  readonly clipFrac: number;
+  readonly approxKl: number;
+  readonly entropy: number;
+  readonly klRef: number;
+  /** Global gradient norm before clipping (NaN when the update was skipped before the optimizer). */
+  readonly gradNorm: number;
+  readonly lr: number;
+  readonly tokens: number;
+  /** Why the update was not applied, or null when it was. */
+  readonly skipped: null | 'non-finite loss' | 'non-finite gradient';
+  readonly ms: number;
+}
+
+type TrainKind = 'ppo' | 'ce';
+
+export class Policy {
+  /** Optimizer steps applied so far. */
+  step = 0;
+  /** Updates skipped because the loss or gradient was not finite. */
+  nonFiniteSkips = 0;
+  private readonly sessions = new Map<string, Artifact>();
+  private readonly trainable: ReadonlyArray<readonly [string, readonly number[]]>;
+  private readonly shapes = new Map<string, readonly number[]>();
+
+  private constructor(
+    readonly engine: Engine,
+    readonly options: PolicyOptions,
+  ) {
+    const base = parameterShapes(options.config);
+    const adapter = options.lora ? loraShapes(options.config, options.lora) : [];
+    for (const [n, s] of [...base, ...adapter]) this.shapes.set(n, s);
+    this.trainable = options.lora ? adapter : base;
+  }
+
+  get id(): string {
+    return this.options.id;
+  }
+
+  get config(): ModelConfig {
+    return this.options.config;
+  }
+
+  /** Uploads weights (and adapter) into the engine and zeroes the optimizer state. */
+  static async create(engine: Engine, options: PolicyOptions): Promise<Policy> {
+    const p = new Policy(engine, options);
+    for (const [name, shape] of parameterShapes(options.config)) {
+      const data = options.weights.get(name);
+      if (!data) throw new Error(`policy '${options.id}': missing weight '${name}'`);
+      const n = shape.reduce((a, b) => a * b, 1);
+      if (data.length !== n) throw new Error(`policy '${options.id}': weight '${name}' has ${data.length} values, shape [${shape.join(', ')}] needs ${n}`);
+      await engine.upload(p.res('w', name), f32(shape, data));
+      if (!options.lora && options.kl) await engine.upload(p.res('ref', name), f32(shape, data));
+    }
+    if (options.lora) {
+      for (const [name, shape] of loraShapes(options.config, options.lora)) {
+        const data = options.adapter?.get(name);
+        if (!data) throw new Error(`policy '${options.id}': missing adapter tensor '${name}'`);
+        await engine.upload(p.res('w', name), f32(shape, data));
+      }
+    }
+    await p.resetOptimizer();
+    return p;
+  }
+
+  private res(kind: string, name: string): string {
+    return `${this.options.id}:${kind}:${name}`;
+  }
+
+  async resetOptimizer(): Promise<void> {
+    for (const [name, shape] of this.trainable) {
+      await this.engine.upload(this.res('m', name), f32(shape));
+      await this.engine.upload(this.res('v', name), f32(shape));
+    }
+    this.step = 0;
+  }
+
+  private async artifact(key: string, build: () => Artifact): Promise<Artifact> {
+    let a = this.sessions.get(key);
+    if (!a) {
+      a = build();
+      await this.engine.createSession(`${this.options.id}:${key}`, a.bytes);
+      this.sessions.set(key, a);
+    }
+    return a;
+  }
+
+  /** Feeds for a graph's tensor inputs: weights from `{id}:w:` (or the reference copy). */
+  private tensorFeeds(a: Artifact, weightsKind: 'w' | 'ref' = 'w'): Record<string, { resident: string }> {
+    const feeds: Record<string, { resident: string }> = {};
+    for (const n of a.tensorInputs) feeds[n] = { resident: this.res(n.includes('.lora_') ? 'w' : weightsKind, n) };
+    return feeds;
+  }
+
+  /** Samples responses for a batch of prompts (token ids) with the KV-cache decoder. */
+  async generate(prompts: readonly Int32Array[], o: { maxNewTokens: number; sampling: SamplingParams; seed: number; stopTokens: readonly number[]; padToken: number }): Promise<GenerateResult> {
+    const a = await this.artifact('decode', () => buildDecode(this.config, this.options.lora));
+    const { L, Hkv, D, V } = modelDims(this.config);
+    const params: Record<string, string> = {};
+    for (const n of a.tensorInputs) params[n] = this.res('w', n);
+    return this.engine.generate({
+      session: `${this.options.id}:decode`,
+      params,
+      prompts,
+      maxNewTokens: o.maxNewTokens,
+      sampling: o.sampling,
+      seed: o.seed,
+      stopTokens: o.stopTokens,
+      padToken: o.padToken,
+      contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V },
+    });
+  }
+
+  /**
+   * Log-probs of each sequence's response tokens at `temperature`: under the current policy, or
+   * under the reference policy (base model without adapter / initial weights) with `reference`.
+   */
+  async score(seqs: readonly TrainSequence[], temperature: number, reference = false): Promise<Float32Array[]> {
+    const useBase = reference && this.options.lora !== null;
+    const key = useBase ? 'score-base' : 'score';
+    const a = await this.artifact(key, () => buildScore(this.config, useBase ? null : this.options.lora));
+    if (reference && !this.options.lora && !this.options.kl) throw new Error(`policy '${this.id}': reference log-probs need kl enabled (no reference copy was kept)`);
+    const batch = packBatch(seqs, this.config.vocabSize, { advantages: false, oldLogp: false, refLogp: false });
+    const t = batch.tensors;
+    const out = await this.engine.run(
+      `${this.options.id}:${key}`,
+      {
+        ...this.tensorFeeds(a, reference && !this.options.lora ? 'ref' : 'w'),
+        input_ids: t['input_ids']!,
+        position_ids: t['position_ids']!,
+        attention_bias: t['attention_bias']!,
+        targets: t['targets']!,
+        temperature: f32([], [temperature]),
+      },
+      { logp: 'return' },
+    );
+    const logp = out['logp']!.data as Float32Array;
+    return seqs.map((s, b) => {
+      const r = s.tokens.length - s.promptLength;
+      return Float32Array.from({ length: r }, (_, j) => logp[batch.responseIndex(b, j)]!);
+    });
+  }
+
+  /**
+   * One optimizer update on `seqs`: PPO (needs advantages and old log-probs, plus reference
+   * log-probs when kl is on) or cross-entropy. Micro-batches of at most `microBatch` sequences
+   * accumulate gradients with a token weight of 1/(all trained tokens), so the loss is a token
+   * mean over the whole update regardless of how it is split.
+   */
+  async update(kind: TrainKind, seqs: readonly TrainSequence[], hp: PpoHyperparams | null, microBatch = 64): Promise<UpdateStats> {
+    const t0 = performance.now();
+    if (kind === 'ppo' && !hp) throw new Error('PPO update needs hyperparameters');
+    const o = this.options;
+    const key = `train-${kind}`;
+    const a = await this.artifact(key, () =>
+      buildTrainStep(this.config, { loss: kind, trainable: o.lora ? 'lora' : 'full', lora: o.lora, kl: kind === 'ppo' && o.kl, entropy: kind === 'ppo' && o.entropy }),
+    );
+    const need = { advantages: kind === 'ppo', oldLogp: kind === 'ppo', refLogp: kind === 'ppo' && o.kl };
+    const chunks: TrainSequence[][] = [];
+    for (let i = 0; i < seqs.length; i += microBatch) chunks.push(seqs.slice(i, i + microBatch));
+    const packed = chunks.map((c) => packBatch(c, this.config.vocabSize, need));
+    const tokens = packed.reduce((n, p) => n + p.tokenCount, 0);
+    const lr = learningRate(o.optimizer, this.step);
+    const sums = { loss: 0, clip_frac: 0, approx_kl: 0, entropy: 0, kl_ref: 0 };
+    const stats = (skipped: UpdateStats['skipped'], gradNorm: number): UpdateStats => ({
+      loss: sums.loss,
+      clipFrac: sums.clip_frac,
+      approxKl: sums.approx_kl,
+      entropy: sums.entropy,
+      klRef: sums.kl_ref,
+      gradNorm,
+      lr,
+      tokens,
+      skipped,
+      ms: performance.now() - t0,
+    });
+    if (tokens === 0) throw new Error(`policy '${this.id}': update has no trained tokens`);
+
+    for (let c = 0; c < packed.length; c++) {
+      const p = packed[c]!;
+      const feeds: Record<string, HostTensor | { resident: string }> = { ...this.tensorFeeds(a), ...p.tensors, token_weight: f32([], [1 / tokens]) };
+      if (kind === 'ppo') {
+        feeds['temperature'] = f32([], [hp!.temperature]);
+        feeds['clip_eps'] = f32([], [hp!.clipEps]);
+        if (o.kl) feeds['kl_coef'] = f32([], [hp!.klCoef]);
+        if (o.entropy) feeds['ent_coef'] = f32([], [hp!.entCoef]);
+      }
+      const gradKind = c === 0 ? 'g' : 'gs';
+      const fetches: Record<string, 'return' | { into: string; dtype: 'float32'; dims: readonly number[] }> = {};
+      for (const out of a.outputs) if (!out.endsWith('_grad') && out !== 'logp') fetches[out] = 'return';
+      for (const [name, shape] of this.trainable) fetches[`${name}_grad`] = { into: this.res(gradKind, name), dtype: 'float32', dims: shape };
+      const r = await this.engine.run(`${this.options.id}:${key}`, feeds, fetches);
+      for (const k of Object.keys(sums) as Array<keyof typeof sums>) {
+        const v = r[k];
+        if (v) sums[k] += (v.data as Float32Array)[0]!;
+      }
+      if (!Number.isFinite(sums.loss)) {
+        this.nonFiniteSkips++;
+        return stats('non-finite loss', Number.NaN);
+      }
+      if (c > 0) await this.engine.accumulate(this.trainable.map(([n]) => [this.res('g', n), this.res('gs', n)] as const));
+    }
+    return this.applyAdamW(lr, stats);
+  }
+
+  private async applyAdamW(lr: number, stats: (s: UpdateStats['skipped'], g: number) => UpdateStats): Promise<UpdateStats> {
+    const o = this.options.optimizer;
+    await this.artifact('adamw', () => buildAdamW(this.trainable));
+    const t = this.step + 1;
+    const feeds: Record<string, HostTensor | { resident: string }> = {
+      lr: f32([], [lr]),
+      beta1: f32([], [o.beta1]),
+      beta2: f32([], [o.beta2]),
+      eps: f32([], [o.eps]),
+      weight_decay: f32([], [o.weightDecay]),
+      bias_correction1: f32([], [1 - Math.pow(o.beta1, t)]),
+      bias_correction2: f32([], [1 - Math.pow(o.beta2, t)]),
+      max_grad_norm: f32([], [o.maxGradNorm > 0 ? o.maxGradNorm : 3.0e38]),
+    };
+    const fetches: Record<string, 'return' | { into: string; dtype: 'float32'; dims: readonly number[] }> = { grad_norm: 'return' };
+    for (const [name, shape] of this.trainable) {
+      feeds[name] = { resident: this.res('w', name) };
+      feeds[`${name}_grad`] = { resident: this.res('g', name) };
+      feeds[`${name}.m`] = { resident: this.res('m', name) };
+      feeds[`${name}.v`] = { resident: this.res('v', name) };
+      fetches[`${name}.next`] = { into: this.res('n', name), dtype: 'float32', dims: shape };
+      fetches[`${name}.m.next`] = { into: this.res('m2', name), dtype: 'float32', dims: shape };
+      fetches[`${name}.v.next`] = { into: this.res('v2', name), dtype: 'float32', dims: shape };
+    }
+    const r = await this.engine.run(`${this.options.id}:adamw`, feeds, fetches);
+    const gradNorm = (r['grad_norm']!.data as Float32Array)[0]!;
+    if (!Number.isFinite(gradNorm)) {
+      // The new values sit in the scratch buffers; not swapping them in discards the update.
+      this.nonFiniteSkips++;
+      return stats('non-finite gradient', gradNorm);
+    }
+    const pairs: Array<readonly [string, string]> = [];
+    for (const [name] of this.trainable) {
+      pairs.push([this.res('w', name), this.res('n', name)], [this.res('m', name), this.res('m2', name)], [this.res('v', name), this.res('v2', name)]);
+    }
+    await this.engine.swap(pairs);
+    this.step = t;
+    return stats(null, gradNorm);
+  }
+
+  /** Copies of the trainable tensors (the adapter with LoRA, all weights otherwise). */
+  async trainableTensors(): Promise<Map<string, Float32Array>> {
+    const out = new Map<string, Float32Array>();
+    for (const [name] of this.trainable) out.set(name, (await this.engine.download(this.res('w', name))).data as Float32Array);
+    return out;
+  }
+
+  /** Copies of every weight, with the adapter (if any) kept separate. */
+  async weights(): Promise<Map<string, Float32Array>> {
+    const out = new Map<string, Float32Array>();
+    for (const [name] of parameterShapes(this.config)) out.set(name, (await this.engine.download(this.res('w', name))).data as Float32Array);
+    return out;
+  }
+
+  /** Optimizer moments, for checkpoints that resume exactly. */
+  async optimizerState(): Promise<Map<string, Float32Array>> {
+    const out = new Map<string, Float32Array>();
+    for (const [name] of this.trainable) {
+      out.set(`${name}.m`, (await this.engine.download(this.res('m', name))).data as Float32Array);
+      out.set(`${name}.v`, (await this.engine.download(this.res('v', name))).data as Float32Array);
+    }
+    return out;
+  }
+
+  /** Restores trainable tensors and optimizer state (resume). */
+  async restore(tensors: ReadonlyMap<string, Float32Array>, state: ReadonlyMap<string, Float32Array> | null, step: number): Promise<void> {
+    for (const [name, shape] of this.trainable) {
+      const data = tensors.get(name);
+      if (!data) throw new Error(`policy '${this.id}': restore is missing '${name}'`);
+      await this.engine.upload(this.res('w', name), f32(shape, data));
+      const m = state?.get(`${name}.m`);
+      const v = state?.get(`${name}.v`);
+      await this.engine.upload(this.res('m', name), f32(shape, m ?? undefined));
+      await this.engine.upload(this.res('v', name), f32(shape, v ?? undefined));
+    }
+    this.step = step;
+  }
+
+  /** Trainable tensor names and shapes. */
+  get trainableShapes(): ReadonlyArray<readonly [string, readonly number[]]> {
+    return this.trainable;
+  }
+}
