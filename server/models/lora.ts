@@ -263,7 +263,10 @@ export async function importPeftAdapter(dir: string, model: ModelConfig, options
     mapped.set(ours, t);
     keyOf.set(ours, key);
   }
-  if (unknown.length > 0) throw new Error(`${path}: tensors do not match the model config:\n${unknown.slice(0, 20).map((u) => `  ${u}`).join('\n')}`);
+  if (unknown.length > 0) {
+    const more = unknown.length > 20 ? [`… and ${unknown.length - 20} more`] : [];
+    throw new Error(`${path}: tensors do not match the model config:\n${[...unknown.slice(0, 20), ...more].map((u) => `  ${u}`).join('\n')}`);
+  }
   if (found.size === 0) throw new Error(`${path}: no LoRA tensors found`);
   if (Array.isArray(c.target_modules)) {
     const listed = new Set(c.target_modules);
