@@ -1,0 +1,55 @@
+/**
+ * Opens (creating if needed) the SQLite file behind a run store and puts it in the state every other
+ * module assumes: WAL journal, foreign keys enforced, a busy timeout, and the current schema.
+ *
+ * - WAL lets the editor read while the trainer writes, and makes a commit one append to the log.
+ * - synchronous=FULL fsyncs the log at every commit. A step commits once every few seconds, so the
+ *   cost is invisible, and it extends "a crash loses at most the step in flight" from process crashes
+ *   (which NORMAL already survives) to power loss.
+ * - The busy timeout covers a second process (a headless `troupe train` next to `troupe serve`)
+ *   holding the write lock for the length of one step commit.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import Database from 'better-sqlite3';
+import { migrate } from './schema-migrations.ts';
+import { RunStoreError, withFileContext } from './store-error.ts';
+
+/** How long a statement waits for another connection's write lock before failing. */
+export const BUSY_TIMEOUT_MS = 5000;
+
+export function openDatabase(path: string): Database.Database {
+  const file = resolve(path);
+  try {
+    mkdirSync(dirname(file), { recursive: true });
+  } catch (error) {
+    throw new RunStoreError('open-failed', `cannot create the folder of run store ${file}: ${message(error)}`, { cause: error });
+  }
+  let db: Database.Database;
+  try {
+    db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+  } catch (error) {
+    throw new RunStoreError('open-failed', `cannot open run store ${file}: ${message(error)}`, { cause: error });
+  }
+  try {
+    // The first statement is the first read of the header: a file that is not SQLite fails here.
+    const mode = String(db.pragma('journal_mode = WAL', { simple: true }));
+    if (mode !== 'wal') {
+      throw new RunStoreError('open-failed', `run store ${file} cannot use write-ahead logging (journal_mode stayed '${mode}'); is it on a network or read-only file system?`);
+    }
+    db.pragma('foreign_keys = ON');
+    db.pragma('synchronous = FULL');
+    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    migrate(db, file);
+    return db;
+  } catch (error) {
+    db.close();
+    const wrapped = withFileContext(error, file);
+    if (wrapped instanceof RunStoreError) throw wrapped;
+    throw new RunStoreError('open-failed', `cannot open run store ${file}: ${message(error)}`, { cause: error });
+  }
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
