@@ -10,7 +10,7 @@
 import { applyRope, attention, linear, rmsNorm, ropeTables, silu, type LoraPair } from '../compiler/composite.ts';
 import type { Graph, Node } from '../compiler/ir.ts';
 import type { DType } from '../compiler/ops.ts';
-import { type LoraTarget, type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize } from './model-config.ts';
+import { loraTargets, type LoraTarget, type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize } from './model-config.ts';
 
 /** LoRA layout of a compiled graph: which projections carry adapters, rank and scale. */
 export interface LoraSpec {
@@ -21,8 +21,11 @@ export interface LoraSpec {
 
 export function loraShapes(c: ModelConfig, spec: LoraSpec): Array<[string, number[]]> {
   const out: Array<[string, number[]]> = [];
+  // Canonical target order, whatever order the spec lists them in, so the trainable tensor list
+  // (and everything keyed by position, like the optimizer graph) is the same for equal specs.
+  const targets = loraTargets.filter((t) => spec.targets.includes(t));
   for (let i = 0; i < c.numLayers; i++) {
-    for (const t of spec.targets) {
+    for (const t of targets) {
       const { in: n, out: m } = projectionSize(c, t);
       out.push([`${projectionName(i, t)}.lora_A`, [spec.rank, n]]);
       out.push([`${projectionName(i, t)}.lora_B`, [m, spec.rank]]);
