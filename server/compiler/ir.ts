@@ -42,14 +42,18 @@ function stableKey(v: AttrValue): string {
   return JSON.stringify(v);
 }
 
+// Node ids are unique across all graphs, so a walk over nodes that were (wrongly) mixed from two
+// graphs still sees them as distinct and the verifier can report the clash.
+let nextNodeId = 0;
+
 export class Graph {
   private readonly nodes = new Map<string, Node>();
   private readonly inputsByName = new Map<string, Node>();
-  private nextId = 0;
-
-  /** All nodes created so far, in creation order. */
-  get size(): number {
-    return this.nextId;
+  private get nextId(): number {
+    return nextNodeId;
+  }
+  private set nextId(v: number) {
+    nextNodeId = v;
   }
 
   private make(op: Op, inputs: readonly Node[], attrs: Attrs, shape: Shape, dtype: DType): Node {
