@@ -58,9 +58,8 @@ export class Rng {
 
   /** A uniformly chosen element; the list must not be empty. */
   pick<T>(items: readonly T[]): T {
-    const item = items[this.int(items.length)];
-    if (item === undefined) throw new RangeError('Rng.pick: empty list');
-    return item;
+    if (items.length === 0) throw new RangeError('Rng.pick: empty list');
+    return items[this.int(items.length)] as T;
   }
 
   /** Fisher-Yates shuffle, in place; returns the same array. */

@@ -1,0 +1,192 @@
+// Plan-Path against an independent re-reading of its prompt: the grid is parsed back from the text,
+// and BFS and the per-move reward are recomputed here from the reference's formula.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Environment } from './environment.ts';
+import { planPath, planPathRewards } from './plan-path.ts';
+import { trainSeed } from './seed-ranges.ts';
+
+interface Grid {
+  n: number;
+  walls: boolean[];
+  player: [number, number];
+  goal: [number, number];
+}
+
+function readGrid(prompt: string): Grid {
+  const lines = prompt.split('\n');
+  const n = Number(/(\d+)x\1/.exec(lines[0] ?? '')?.[1]);
+  assert.equal(lines[1], 'P=you G=goal #=wall');
+  const rows = lines.slice(2, 2 + n);
+  const walls: boolean[] = [];
+  let player: [number, number] = [-1, -1];
+  let goal: [number, number] = [-1, -1];
+  rows.forEach((row, r) => {
+    assert.equal(row.length, n);
+    [...row].forEach((ch, c) => {
+      assert.match(ch, /[.#PG]/);
+      walls.push(ch === '#');
+      if (ch === 'P') player = [r, c];
+      if (ch === 'G') goal = [r, c];
+    });
+  });
+  return { n, walls, player, goal };
+}
+
+const delta = { U: [-1, 0], D: [1, 0], L: [0, -1], R: [0, 1] } as const;
+type Letter = keyof typeof delta;
+
+function bfs(g: Grid): number {
+  const key = (r: number, c: number): number => r * g.n + c;
+  const dist = new Map<number, number>([[key(...g.player), 0]]);
+  const queue: Array<[number, number]> = [g.player];
+  for (let i = 0; i < queue.length; i++) {
+    const [r, c] = queue[i] as [number, number];
+    if (r === g.goal[0] && c === g.goal[1]) return dist.get(key(r, c)) as number;
+    for (const [dr, dc] of Object.values(delta)) {
+      const [nr, nc] = [r + dr, c + dc];
+      if (nr < 0 || nc < 0 || nr >= g.n || nc >= g.n || g.walls[key(nr, nc)] || dist.has(key(nr, nc))) continue;
+      dist.set(key(nr, nc), (dist.get(key(r, c)) as number) + 1);
+      queue.push([nr, nc]);
+    }
+  }
+  return -1;
+}
+
+/** The reference's per-move reward, summed, for moves from the start of an episode. */
+function expectedReward(g: Grid, letters: string, optimum: number): { reward: number; invalid: number } {
+  const k = planPathRewards;
+  let [r, c] = g.player;
+  let moved = 0;
+  let reward = 0;
+  let invalid = 0;
+  const dist = (): number => Math.abs(r - g.goal[0]) + Math.abs(c - g.goal[1]);
+  for (const ch of letters) {
+    if (dist() === 0) break;
+    const before = dist();
+    const [dr, dc] = delta[ch as Letter];
+    const [nr, nc] = [r + dr, c + dc];
+    if (nr < 0 || nc < 0 || nr >= g.n || nc >= g.n || g.walls[nr * g.n + nc]) {
+      reward += k.invalid;
+      invalid++;
+    } else {
+      [r, c] = [nr, nc];
+      moved++;
+      reward += k.step;
+    }
+    reward += k.gamma * -dist() + before;
+    if (dist() === 0) reward += k.goal + (moved === optimum ? k.optimal : 0);
+  }
+  return { reward, invalid };
+}
+
+function close(actual: number, expected: number, what: string): void {
+  assert.ok(Math.abs(actual - expected) < 1e-5, `${what}: ${actual} vs ${expected}`);
+}
+
+const solo = (seed: number, options: Record<string, unknown> = {}): Environment => planPath.create(seed, { variant: 'single', ...options });
+
+test('generated grids: start and goal distinct, goal BFS-reachable at distance >= 2 equal to optimalMoves', () => {
+  for (let i = 0; i < 300; i++) {
+    for (const size of [5, 10]) {
+      const env = solo(trainSeed(i), { size });
+      const g = readGrid(env.observe('solo'));
+      assert.equal(g.n, size);
+      const d = bfs(g);
+      assert.ok(d >= 2, `seed ${i}: distance ${d}`);
+      assert.equal(env.optimalMoves, d);
+      assert.equal(env.solution('solo').length, d);
+    }
+  }
+  assert.ok(!readGrid(solo(3, { wallRatio: 0 }).observe('solo')).walls.includes(true));
+});
+
+test('rewards follow the reference formula: step, shaping, goal and optimality bonus', () => {
+  for (let i = 0; i < 200; i++) {
+    const env = solo(trainSeed(i));
+    const g = readGrid(env.observe('solo'));
+    const path = env.solution('solo');
+    // Optimal path: the bonus is paid; moves after the goal are ignored.
+    const best = env.clone().act('solo', `${path}LLRRUD`);
+    close(best.teamReward, expectedReward(g, path, bfs(g)).reward, `seed ${i} optimal`);
+    assert.equal(best.localReward, best.teamReward);
+    assert.ok(best.success && best.done);
+    // A detour (bump, or step away and back) reaches the goal without the optimality bonus.
+    const d = (['U', 'D', 'L', 'R'] as const)[i % 4] as Letter;
+    const [r, c] = [g.player[0] + delta[d][0], g.player[1] + delta[d][1]];
+    const open = r >= 0 && c >= 0 && r < g.n && c < g.n && !g.walls[r * g.n + c] && !(r === g.goal[0] && c === g.goal[1]);
+    const detour = `${d}${open ? { U: 'D', D: 'U', L: 'R', R: 'L' }[d] : ''}${path}`;
+    const slow = env.clone().act('solo', detour);
+    const want = expectedReward(g, detour, bfs(g));
+    close(slow.teamReward, want.reward, `seed ${i} detour`);
+    assert.ok(slow.success);
+    if (open) close(slow.teamReward, expectedReward(g, detour, -1).reward, `seed ${i}: no bonus after a detour`);
+    assert.equal(slow.info.includes(`${want.invalid} blocked`), true, slow.info);
+  }
+});
+
+test('a blocked move costs -0.1 plus shaping, does not move, and is counted', () => {
+  let checked = 0;
+  for (let i = 0; i < 100; i++) {
+    const env = solo(trainSeed(i));
+    const g = readGrid(env.observe('solo'));
+    for (const d of ['U', 'D', 'L', 'R'] as const) {
+      const [r, c] = [g.player[0] + delta[d][0], g.player[1] + delta[d][1]];
+      if (r >= 0 && c >= 0 && r < g.n && c < g.n && !g.walls[r * g.n + c]) continue;
+      const copy = env.clone();
+      const res = copy.act('solo', d);
+      const dist = Math.abs(g.player[0] - g.goal[0]) + Math.abs(g.player[1] - g.goal[1]);
+      close(res.teamReward, -0.1 + (1 - 0.99) * dist, `seed ${i} blocked ${d}`);
+      assert.equal(copy.stats['solo']?.invalidMoves, 1);
+      assert.deepEqual(readGrid(copy.observe('solo')).player, g.player);
+      checked++;
+    }
+  }
+  assert.ok(checked > 50);
+});
+
+test('team workflow: the tool is scored on a clone and its report reaches the planner', () => {
+  const env = planPath.create(trainSeed(5));
+  assert.deepEqual(env.agents, ['tool', 'plan']);
+  const g = readGrid(env.observe('tool'));
+  const path = env.solution('tool');
+  const tool = env.act('tool', path);
+  assert.equal(tool.teamReward, 0);
+  close(tool.localReward, expectedReward(g, path, bfs(g)).reward, 'tool local');
+  assert.equal(tool.done, false);
+  assert.deepEqual(readGrid(env.observe('plan')).player, g.player, 'the proposal did not move the real state');
+  assert.match(env.observe('plan'), new RegExp(`\ntool: ${path}: 0 from G, 0 blocked, goal yes\nplan: moves`));
+  const plan = env.act('plan', 'U'.repeat(1));
+  assert.equal(plan.localReward, plan.teamReward);
+  assert.equal(env.turn, 1);
+  // The next round starts with no report; a malformed proposal is reported as such.
+  env.act('tool', 'go right');
+  assert.match(env.observe('plan'), /\ntool: no valid proposal\n/);
+});
+
+test('episodes end unsolved after maxTurns rounds of malformed answers', () => {
+  const env = planPath.create(trainSeed(9), { maxTurns: 3 });
+  let acts = 0;
+  while (!env.done) {
+    const r = env.act(env.currentAgent(), 'x');
+    assert.equal(r.localReward, -1);
+    acts++;
+  }
+  assert.equal(acts, 6);
+  assert.equal(env.turn, 3);
+  assert.equal(env.success, false);
+  assert.deepEqual(env.stats, { tool: { acts: 3, parseErrors: 3, invalidMoves: 0 }, plan: { acts: 3, parseErrors: 3, invalidMoves: 0 } });
+});
+
+test('the parser is strict', () => {
+  const env = solo(trainSeed(1));
+  const verdict = (text: string): string | null => env.clone().act('solo', text).parseError;
+  assert.equal(verdict('R'), null);
+  assert.equal(verdict('  RDLU\n'), null);
+  assert.match(verdict('') ?? '', /empty action/);
+  assert.match(verdict('r') ?? '', /bad move 'r' at position 1/);
+  assert.match(verdict('R D') ?? '', /bad move ' ' at position 2/);
+  assert.match(verdict('R,D') ?? '', /bad move ',' at position 2/);
+  assert.match(verdict('RR\u00e9') ?? '', /bad move code 233 at position 3/);
+  assert.match(verdict('R'.repeat(101)) ?? '', /too many moves: at most 100/);
+});
