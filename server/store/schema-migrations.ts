@@ -15,6 +15,8 @@
  *   range scan and the latest value of a series one index seek. '' stands for "no agent" / "no
  *   policy" because UNIQUE treats NULLs as distinct.
  * - Token ids and log-probabilities are BLOBs of little-endian Int32 / Float32 (blob-codec.ts).
+ * - Trajectory, turn and checkpoint ids are AUTOINCREMENT: the editor keeps them in open documents
+ *   (`troupe:` URIs), and a replaced or rewound step must not hand its ids to different rows.
  */
 import type Database from 'better-sqlite3';
 import { RunStoreError } from './store-error.ts';
@@ -97,7 +99,7 @@ CREATE TABLE groups (
 ) STRICT;
 
 CREATE TABLE trajectories (
-  id           INTEGER PRIMARY KEY,
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
   run_id       TEXT NOT NULL,
   step         INTEGER NOT NULL,
   phase        TEXT NOT NULL CHECK (phase IN ('train', 'validation')),
@@ -117,7 +119,7 @@ CREATE TABLE trajectories (
 CREATE INDEX trajectories_by_seed ON trajectories (run_id, env_seed, step, phase, env_instance, rollout);
 
 CREATE TABLE turns (
-  id              INTEGER PRIMARY KEY,
+  id              INTEGER PRIMARY KEY AUTOINCREMENT,
   trajectory_id   INTEGER NOT NULL REFERENCES trajectories (id) ON DELETE CASCADE,
   ordinal         INTEGER NOT NULL,
   turn            INTEGER NOT NULL,
@@ -142,7 +144,7 @@ CREATE TABLE turns (
 CREATE INDEX turns_by_group ON turns (group_id, trajectory_id, branch) WHERE group_id IS NOT NULL;
 
 CREATE TABLE checkpoints (
-  id         INTEGER PRIMARY KEY,
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
   run_id     TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
   step       INTEGER NOT NULL,
   kind       TEXT NOT NULL CHECK (kind IN ('warmstart', 'rl', 'final')),

@@ -26,6 +26,19 @@ export interface SampleStepOptions {
   readonly seed?: number;
 }
 
+/** A step of ~3.5 MB, so that a commit loop spends most of its time inside transactions. */
+export const crashStepShape = {
+  instances: 48, turns: 2, agents: ['tool', 'plan'], branches: 3, promptTokens: 1024, responseTokens: 32,
+} as const satisfies Omit<SampleStepOptions, 'step'>;
+
+/**
+ * A step of ~25 MB: more than the page cache better-sqlite3 configures (16 MB), so SQLite must spill
+ * part of the uncommitted transaction into the WAL file before it commits.
+ */
+export const spillStepShape = {
+  instances: 64, turns: 2, agents: ['tool', 'plan'], branches: 3, promptTokens: 8192, responseTokens: 32, typed: true,
+} as const satisfies Omit<SampleStepOptions, 'step'>;
+
 /** mulberry32: tiny, deterministic, good enough to make varied test data. */
 export function prng(seed: number): () => number {
   let a = seed >>> 0;
@@ -45,12 +58,14 @@ export function sampleStep(options: SampleStepOptions): StepInput {
   const { validation = 1, typed = false } = options;
   const rand = prng(options.seed ?? step * 7919 + 1);
   const ids = (n: number) => {
-    const out = Array.from({ length: n }, () => Math.floor(rand() * 32000));
-    return typed ? Int32Array.from(out) : out;
+    const out = new Int32Array(n);
+    for (let i = 0; i < n; i++) out[i] = Math.floor(rand() * 32000);
+    return typed ? out : Array.from(out);
   };
   const logprobs = (n: number) => {
-    const out = Array.from({ length: n }, () => Math.fround(-rand() * 5));
-    return typed ? Float32Array.from(out) : out;
+    const out = new Float32Array(n);
+    for (let i = 0; i < n; i++) out[i] = -rand() * 5;
+    return typed ? out : Array.from(out);
   };
   const makeTurn = (turn: number, agentId: string, branch: number, kept: boolean, reward: number): StepTurn => ({
     turn,
