@@ -1,0 +1,141 @@
+// Sokoban against an independent solver that reads the room back from the prompt: every generated
+// puzzle is solvable in exactly optimalMoves, dead positions end the episode, rewards match.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Environment } from './environment.ts';
+import { Rng } from './rng.ts';
+import { trainSeed, validationSeed } from './seed-ranges.ts';
+import { sokoban, sokobanRewards } from './sokoban.ts';
+
+interface Room {
+  n: number;
+  walls: boolean[];
+  goal: number;
+  player: number;
+  box: number;
+}
+
+function readRoom(prompt: string): Room {
+  const lines = prompt.split('\n');
+  const n = Number(/(\d+)x\1/.exec(lines[0] ?? '')?.[1]);
+  assert.equal(lines[1], 'P=you B=box G=goal #=wall');
+  const room: Room = { n, walls: [], goal: -1, player: -1, box: -1 };
+  lines.slice(2, 2 + n).forEach((row, r) => {
+    assert.equal(row.length, n);
+    [...row].forEach((ch, c) => {
+      const i = r * n + c;
+      assert.match(ch, /[#.GBP+*]/);
+      room.walls.push(ch === '#');
+      if (ch === 'P' || ch === '+') room.player = i;
+      if (ch === 'B' || ch === '*') room.box = i;
+      if (ch === 'G' || ch === '+' || ch === '*') room.goal = i;
+    });
+  });
+  return room;
+}
+
+const delta = { U: -1, D: 1, L: 0, R: 0 } as const;
+const step = (room: Room, cell: number, d: keyof typeof delta): number => {
+  const r = Math.floor(cell / room.n) + delta[d];
+  const c = (cell % room.n) + (d === 'L' ? -1 : d === 'R' ? 1 : 0);
+  return r < 0 || c < 0 || r >= room.n || c >= room.n || room.walls[r * room.n + c] ? -1 : r * room.n + c;
+};
+
+/** BFS over (player, box) with the standard rules; the shortest number of moves, or -1. */
+function shortest(room: Room): number {
+  const seen = new Map<string, number>([[`${room.player},${room.box}`, 0]]);
+  const queue: Array<[number, number]> = [[room.player, room.box]];
+  for (let i = 0; i < queue.length; i++) {
+    const [p, b] = queue[i] as [number, number];
+    const d0 = seen.get(`${p},${b}`) as number;
+    if (b === room.goal) return d0;
+    for (const d of ['U', 'D', 'L', 'R'] as const) {
+      const np = step(room, p, d);
+      if (np === -1) continue;
+      let nb = b;
+      if (np === b) {
+        nb = step(room, b, d);
+        if (nb === -1) continue;
+      }
+      if (seen.has(`${np},${nb}`)) continue;
+      seen.set(`${np},${nb}`, d0 + 1);
+      queue.push([np, nb]);
+    }
+  }
+  return -1;
+}
+
+const manhattan = (room: Room, a: number, b: number): number =>
+  Math.abs(Math.floor(a / room.n) - Math.floor(b / room.n)) + Math.abs((a % room.n) - (b % room.n));
+
+const solo = (seed: number, options: Record<string, unknown> = {}): Environment => sokoban.create(seed, { variant: 'single', ...options });
+
+test('generated puzzles: walled room, box at least 2 from the goal, solvable in exactly optimalMoves', () => {
+  for (let i = 0; i < 500; i++) {
+    const seed = i % 2 === 0 ? trainSeed(i) : validationSeed(i);
+    for (const size of i < 50 ? [6, 7, 10] : [6]) {
+      const env = solo(seed, { size });
+      const room = readRoom(env.observe('solo'));
+      assert.equal(room.n, size);
+      for (let k = 0; k < size; k++) {
+        for (const cell of [k, (size - 1) * size + k, k * size, k * size + size - 1]) assert.ok(room.walls[cell], `seed ${seed}: border`);
+      }
+      assert.ok(manhattan(room, room.box, room.goal) >= 2, `seed ${seed}: box too close`);
+      assert.equal(shortest(room), env.optimalMoves, `seed ${seed}: optimum`);
+      assert.equal(env.solution('solo').length, env.optimalMoves);
+    }
+  }
+});
+
+test('rewards: moves, rejected moves and pushes with shaping, and the solve bonus', () => {
+  const k = sokobanRewards;
+  for (let i = 0; i < 200; i++) {
+    const env = solo(trainSeed(i));
+    const room = readRoom(env.observe('solo'));
+    const d0 = manhattan(room, room.box, room.goal);
+    for (const d of ['U', 'D', 'L', 'R'] as const) {
+      const next = step(room, room.player, d);
+      const pushed = next === room.box ? step(room, room.box, d) : room.box;
+      const rejected = next === -1 || pushed === -1;
+      const r = env.clone().act('solo', d);
+      const d1 = rejected ? d0 : manhattan(room, pushed, room.goal);
+      let expected = (rejected ? k.invalid : k.step) + k.shaping * (d0 - k.gamma * d1);
+      if (!rejected && pushed === room.goal) expected += k.boxOnGoal + k.solved;
+      assert.ok(Math.abs(r.teamReward - expected) < 1e-6, `seed ${i} ${d}: ${r.teamReward} vs ${expected}`);
+    }
+    const win = env.clone().act('solo', `${env.solution('solo')}UDLR`);
+    assert.ok(win.success && win.teamReward > k.solved);
+  }
+});
+
+test('a dead position (box cornered) ends the episode as a failure, and the report says stuck', () => {
+  const rng = new Rng(5);
+  let dead = 0;
+  for (let i = 0; i < 300 && dead < 30; i++) {
+    const env = solo(trainSeed(i), { maxTurns: 8 });
+    while (!env.done) {
+      const moves = Array.from({ length: 1 + rng.int(6) }, () => 'UDLR'[rng.int(4)]).join('');
+      const r = env.act('solo', moves);
+      const room = readRoom(env.observe('solo'));
+      const solvable = shortest(room) !== -1;
+      assert.equal(r.info.endsWith(', stuck'), !solvable && !r.success, r.info);
+      if (!solvable) {
+        assert.ok(r.done && !r.success);
+        assert.throws(() => env.solution('solo'), /over/);
+        dead++;
+      }
+    }
+  }
+  assert.ok(dead >= 30, `only ${dead} dead positions reached`);
+});
+
+test('team workflow: the tool proposal is simulated on a clone and reported', () => {
+  const env = sokoban.create(trainSeed(3));
+  const before = env.observe('tool');
+  const proposal = env.solution('tool');
+  const r = env.act('tool', proposal);
+  assert.equal(r.teamReward, 0);
+  assert.ok(r.localReward > sokobanRewards.solved);
+  assert.match(env.observe('plan'), new RegExp(`\ntool: ${proposal}: box 0 from G, 0 blocked, solved yes\nplan: moves`));
+  assert.equal(env.observe('plan').split('\n').slice(0, 8).join('\n'), before.split('\n').slice(0, 8).join('\n'));
+});

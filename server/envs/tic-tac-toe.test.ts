@@ -1,0 +1,140 @@
+// Tic-tac-toe: the minimax opponent is perfect (never loses to random, draws itself), forfeits end
+// the game, both reward modes score moves as documented, and openings follow the seed.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Rng } from './rng.ts';
+import { trainSeed } from './seed-ranges.ts';
+import { bestMove, isOver, legalMoves, moveValue, winnerOf, type Board } from './tic-tac-toe-board.ts';
+import { evaluateAgainst, minimaxPlayer, playAgainst, playerPolicy, randomPlayer, ticTacToeOpponents } from './tic-tac-toe-players.ts';
+import { ticTacToe, ticTacToeRewards } from './tic-tac-toe.ts';
+
+test('minimax never loses to random, on either side, over many games', async () => {
+  for (const side of ['x', 'o'] as const) {
+    const r = await evaluateAgainst(playerPolicy(minimaxPlayer, new Rng(0)), randomPlayer, { games: 600, side, seed: 1000 });
+    assert.equal(r.losses, 0, `minimax lost as ${side}`);
+    assert.equal(r.forfeits, 0);
+    assert.ok(r.winRate > (side === 'x' ? 0.9 : 0.6), `win rate ${r.winRate} as ${side}`);
+  }
+});
+
+test('minimax draws against itself, and random loses to minimax most of the time', async () => {
+  const self = await evaluateAgainst(playerPolicy(minimaxPlayer, new Rng(0)), minimaxPlayer, { games: 4, side: 'both', seed: 0 });
+  assert.equal(self.draws, 4);
+  const rand = await evaluateAgainst(playerPolicy(randomPlayer, new Rng(3)), ticTacToeOpponents.minimax, { games: 300, side: 'both', seed: 7 });
+  assert.equal(rand.wins, 0);
+  assert.ok(rand.losses > 200);
+});
+
+test('perfect play agrees with brute force on every reachable position', () => {
+  // Plain minimax over win/draw/loss, memoised by position: the value for the side to move.
+  const memo = new Map<string, number>();
+  const value = (board: (string | null)[], mark: string): number => {
+    const key = board.map((m) => m ?? '.').join('');
+    const known = memo.get(key);
+    if (known !== undefined) return known;
+    const w = winnerOf(board as Board);
+    let v: number;
+    if (w !== null) v = w === mark ? 1 : -1;
+    else if (board.every((m) => m !== null)) v = 0;
+    else {
+      v = -1;
+      for (const cell of legalMoves(board as Board)) {
+        board[cell] = mark;
+        v = Math.max(v, -value(board, mark === 'X' ? 'O' : 'X') + 0);
+        board[cell] = null;
+      }
+    }
+    memo.set(key, v);
+    return v;
+  };
+  const visited = new Set<string>();
+  const visit = (board: (string | null)[], mark: string): void => {
+    const key = board.map((m) => m ?? '.').join('');
+    if (isOver(board as Board) || visited.has(key)) return;
+    visited.add(key);
+    const v = value(board, mark);
+    assert.equal(moveValue(board as Board, bestMove(board as Board)), v, key);
+    for (const cell of legalMoves(board as Board)) {
+      board[cell] = mark;
+      assert.equal(moveValue(board.map((m, i) => (i === cell ? null : m)) as Board, cell), -value(board, mark === 'X' ? 'O' : 'X') + 0, `${key} @${cell}`);
+      visit(board, mark === 'X' ? 'O' : 'X');
+      board[cell] = null;
+    }
+  };
+  visit(Array<string | null>(9).fill(null), 'X');
+  assert.equal(visited.size, 4520, 'non-terminal reachable positions');
+});
+
+test('a malformed answer or an occupied cell forfeits: -2, game over, the opponent wins', () => {
+  for (const text of ['', '0', '10', 'x', '5 5', 'center', '\u0005']) {
+    const env = ticTacToe.create(1);
+    const r = env.act('x', text);
+    assert.notEqual(r.parseError, null, text);
+    assert.equal(r.localReward, ticTacToeRewards.forfeit);
+    assert.ok(r.done && !r.success);
+    assert.equal(env.winner, 'O');
+    assert.equal(env.forfeitedBy, 'x');
+    assert.equal(env.stats['x']?.parseErrors, 1);
+  }
+  const env = ticTacToe.create(1);
+  env.act('x', '5');
+  const r = env.act('o', ' 5\n');
+  assert.equal(r.parseError, null);
+  assert.equal(r.localReward, ticTacToeRewards.forfeit);
+  assert.match(r.info, /cell 5 is taken: o forfeits/);
+  assert.equal(env.winner, 'X');
+  assert.equal(env.stats['o']?.invalidMoves, 1);
+});
+
+test("'outcome' rewards only the winning move; 'minimax' scores each move by its perfect-play value", () => {
+  // X takes a corner, O answers on an adjacent edge (a known loss), X wins with perfect play.
+  const play = (reward: 'outcome' | 'minimax'): number[] => {
+    const env = ticTacToe.create(0, { reward });
+    const rewards = [env.act('x', '1').localReward, env.act('o', '2').localReward];
+    while (!env.done) {
+      const agent = env.currentAgent();
+      rewards.push(env.act(agent, env.solution(agent)).localReward);
+    }
+    assert.equal(env.winner, 'X');
+    return rewards;
+  };
+  const outcome = play('outcome');
+  assert.deepEqual(outcome.slice(0, -1).every((r) => r === 0), true);
+  assert.equal(outcome.at(-1), ticTacToeRewards.win);
+  const minimax = play('minimax');
+  assert.equal(minimax[0], 0, 'a corner opening draws');
+  assert.equal(minimax[1], -1, 'the adjacent edge loses');
+  minimax.forEach((r, i) => i > 0 && i % 2 === 0 && assert.equal(r, 1, `X move ${i} keeps the forced win`));
+});
+
+test('openings follow the seed, never end the game, and the turn order follows the board', () => {
+  const seen = new Set<string>();
+  for (let i = 0; i < 200; i++) {
+    const openingMoves = i % 5;
+    const env = ticTacToe.create(trainSeed(i), { openingMoves });
+    assert.deepEqual(env.board, ticTacToe.create(trainSeed(i), { openingMoves }).board);
+    assert.equal(env.board.filter((m) => m !== null).length, openingMoves);
+    assert.ok(!env.done);
+    assert.equal(env.currentAgent(), openingMoves % 2 === 0 ? 'x' : 'o');
+    const prompt = env.observe(env.currentAgent());
+    const rows = prompt.split('\n').slice(1, 4).join('');
+    env.board.forEach((m, k) => assert.equal(rows[k], m ?? String(k + 1)));
+    if (openingMoves === 3) seen.add(rows);
+  }
+  assert.ok(seen.size > 30);
+});
+
+test('turn counts rounds of one move each; playAgainst reports forfeits from the policy side', async () => {
+  const env = ticTacToe.create(0);
+  const turns: number[] = [];
+  while (!env.done) {
+    turns.push(env.turn);
+    const agent = env.currentAgent();
+    env.act(agent, env.solution(agent));
+  }
+  assert.deepEqual(turns, [0, 0, 1, 1, 2, 2, 3, 3, 4]);
+  const junk = await playAgainst(() => 'my move is 5', minimaxPlayer, { side: 'o', seed: 3 });
+  assert.deepEqual(junk, { outcome: 'loss', forfeit: true, moves: 2 });
+  const asyncPolicy = await playAgainst(async (_obs, game) => String(bestMove(game.board) + 1), randomPlayer, { side: 'x', seed: 3 });
+  assert.notEqual(asyncPolicy.outcome, 'loss');
+});
