@@ -8,7 +8,7 @@
  *
  * Driving an episode:
  *
- *   const env = createEnvironment('plan-path', trainSeed(i), { size: 5 });
+ *   const env = createEnvironment('plan-path', trainSeed(i), { size: 5 }, 'train');
  *   while (!env.done) {
  *     const agent = env.currentAgent();         // e.g. 'tool', then 'plan', then 'tool', ...
  *     const turn = env.turn;                     // group key for AT-GRPO: (task, agent, turn)
@@ -31,20 +31,26 @@
  *  - `teamReward`: the shared task reward, i.e. what this act did to the real task state (progress,
  *    step costs, completion bonuses). An act that does not touch the real state (a tool agent's
  *    proposal) has team reward 0, so the team rewards of an episode sum to the task's return.
+ *    Zero-sum games have no shared task: their team reward is always 0.
  *  - `localReward`: the acting agent's own reward: e.g. the simulated reward of the tool's proposal,
  *    the committed reward for the planner, the penalty for an unparseable response.
  *  Each environment's file documents its numbers.
  *
  * Errors. Model output is untrusted: `act` never throws because of the text. A malformed action
- * yields `parseError` (a short reason), a negative `localReward`, no change to the task, and is
- * counted in `stats`. `act` does throw on caller bugs: acting after `done`, or acting for an
+ * yields `parseError` (a short reason), a negative `localReward`, and is counted in `stats`; a
+ * puzzle's state is left unchanged (the round goes on), a game is forfeited. `act` does throw on caller bugs: acting after `done`, or acting for an
  * agent whose turn it is not; those are errors in the trainer, not in the model.
  *
  * Text. Prompts, solution texts and `info` lines use only printable ASCII (32..126) and '\n', so
  * a character-level vocabulary covers them; raw model text is never echoed back into a prompt.
  *
  * Seeds. Training must draw seeds from `seedRanges.train` only (`trainSeed(index)`), validation from
- * `seedRanges.validation` (`validationSeed(index)`); see `seed-ranges.ts`.
+ * `seedRanges.validation` (`validationSeed(index)`); see `seed-ranges.ts`. Passing the split to
+ * `createEnvironment` makes it refuse a seed from the other range.
+ *
+ * Warm start and the optimum: `solution(agent)` is the solver's answer for the current state, and
+ * `rolloutSolver(env)` (solver-rollout.ts) plays it through `act` to give (prompt, response)
+ * demonstrations and the return a perfect team reaches.
  */
 import type { z } from 'zod';
 

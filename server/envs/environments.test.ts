@@ -117,6 +117,13 @@ describe('environment registry', () => {
     assert.throws(() => createEnvironment('tic-tac-toe', 1, { reward: 'shaped' }), /reward/);
   });
 
+  test('with a split, a seed from the other range is refused', () => {
+    assert.equal(createEnvironment('sokoban', trainSeed(5), {}, 'train').seed, trainSeed(5));
+    assert.equal(createEnvironment('sokoban', validationSeed(5), {}, 'validation').seed, validationSeed(5));
+    assert.throws(() => createEnvironment('sokoban', validationSeed(5), {}, 'train'), /seed 1000000005 is not a train seed/);
+    assert.throws(() => createEnvironment('sokoban', trainSeed(5), {}, 'validation'), /is not a validation seed/);
+  });
+
   test('caller bugs throw: unknown agent, acting out of turn, acting or asking for a solution after the end', () => {
     const env = createEnvironment('plan-path', 3);
     assert.throws(() => env.observe('planner'), /unknown agent 'planner'/);

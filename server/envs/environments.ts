@@ -9,6 +9,7 @@
  */
 import { z } from 'zod';
 import { checkSeed, type Environment, type EnvironmentFactory } from './environment.ts';
+import { seedRanges, seedSplit, type SeedSplit } from './seed-ranges.ts';
 import { planPath } from './plan-path.ts';
 import { sokoban } from './sokoban.ts';
 import { sudoku } from './sudoku.ts';
@@ -39,12 +40,18 @@ function isEnvironmentName(name: string): name is EnvironmentName {
 
 /**
  * Creates an environment by registry name. Throws an error naming the culprit for an unknown name,
- * a bad seed or bad options (e.g. "invalid sokoban options:\n  size: Too big: ...").
+ * a bad seed or bad options (e.g. "invalid sokoban options:\n  size: Too big: ..."). With `split`,
+ * the seed must also lie in that split's range: the trainer passes 'train' for every training
+ * task, so a validation seed can never be trained on by mistake.
  */
-export function createEnvironment(name: string, seed: number, options?: unknown): Environment {
+export function createEnvironment(name: string, seed: number, options?: unknown, split?: SeedSplit): Environment {
   if (!isEnvironmentName(name)) {
     throw new Error(`unknown environment '${name}' (known: ${environmentNames.join(', ')})`);
   }
   checkSeed(seed, name);
+  if (split !== undefined && seedSplit(seed) !== split) {
+    const r = seedRanges[split];
+    throw new RangeError(`${name}: seed ${seed} is not a ${split} seed (the ${split} range is [${r.start}, ${r.end}))`);
+  }
   return environments[name].create(seed, options);
 }

@@ -79,11 +79,6 @@ export const workflowOptionsShape = {
 const teamAgents = ['tool', 'plan'] as const;
 const singleAgents = ['solo'] as const;
 
-/** The tool's report from the current round, shown to the planner. */
-interface Report {
-  readonly line: string;
-}
-
 export class PuzzleEnvironment<A> implements Environment {
   readonly name: string;
   readonly seed: number;
@@ -96,7 +91,7 @@ export class PuzzleEnvironment<A> implements Environment {
   #next = 0; // index into agents
   #done = false;
   #success = false;
-  #report: Report | null = null;
+  #report: string | null = null; // the tool's report line of this round, shown to the planner
   #stats: Record<string, AgentStats>;
 
   constructor(name: string, seed: number, state: PuzzleState<A>, options: { maxTurns: number; variant: PuzzleVariant }) {
@@ -129,10 +124,6 @@ export class PuzzleEnvironment<A> implements Environment {
   get stats(): Readonly<Record<string, Readonly<AgentStats>>> {
     return copyStats(this.#stats);
   }
-  /** Read-only view of the current puzzle state (for tests and renderers). */
-  get state(): PuzzleState<A> {
-    return this.#state;
-  }
 
   currentAgent(): string {
     return this.agents[this.#next] as string;
@@ -141,7 +132,7 @@ export class PuzzleEnvironment<A> implements Environment {
   observe(agent: string): string {
     checkAgent(this, agent);
     const lines = [`${this.#state.title}, turn ${Math.min(this.#turn + 1, this.maxTurns)}/${this.maxTurns}`, this.#state.render()];
-    if (agent === 'plan') lines.push(this.#report?.line ?? 'tool: no report');
+    if (agent === 'plan') lines.push(this.#report ?? 'tool: no report');
     lines.push(`${agent}: ${this.#state.hint}`);
     return `${lines.join('\n')}\n`;
   }
@@ -163,11 +154,11 @@ export class PuzzleEnvironment<A> implements Environment {
         stats.invalidMoves += out.invalid;
         localReward = out.reward;
         info = `${this.#state.format(parsed.action)}: ${out.summary}`;
-        this.#report = { line: `tool: ${info}` };
+        this.#report = `tool: ${info}`;
       } else {
         localReward = parsePenalty;
         info = `parse error: ${parsed.error}`;
-        this.#report = { line: 'tool: no valid proposal' };
+        this.#report = 'tool: no valid proposal';
       }
     } else if (parsed.ok) {
       const out = this.#state.apply(parsed.action);
@@ -218,7 +209,7 @@ export class PuzzleEnvironment<A> implements Environment {
     copy.#next = this.#next;
     copy.#done = this.#done;
     copy.#success = this.#success;
-    copy.#report = this.#report; // immutable, safe to share
+    copy.#report = this.#report;
     copy.#stats = copyStats(this.#stats);
     return copy;
   }
