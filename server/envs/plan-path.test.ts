@@ -188,5 +188,5 @@ test('the parser is strict', () => {
   assert.match(verdict('R D') ?? '', /bad move ' ' at position 2/);
   assert.match(verdict('R,D') ?? '', /bad move ',' at position 2/);
   assert.match(verdict('RR\u00e9') ?? '', /bad move code 233 at position 3/);
-  assert.match(verdict('R'.repeat(101)) ?? '', /too many moves: at most 100/);
+  assert.match(verdict('R'.repeat(51)) ?? '', /too many moves: at most 50/);
 });

@@ -144,7 +144,7 @@ class PlanPathState implements PuzzleState<Direction[]> {
   }
 
   parse(text: string): Parsed<Direction[]> {
-    return parseMoves(text, 4 * this.grid.size * this.grid.size);
+    return parseMoves(text, 2 * this.grid.size * this.grid.size); // a shortest path never needs more than the cell count
   }
 
   format(moves: Direction[]): string {
