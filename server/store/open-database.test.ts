@@ -138,3 +138,12 @@ test('two stores on one file see each other\'s commits (WAL readers beside a wri
   reader.close();
   writer.close();
 });
+
+test('a path that cannot hold a database gives an open-failed error naming it', () => {
+  const dir = tempDir();
+  assertStoreError(() => openRunStore(dir), 'open-failed', dir, /cannot open run store/);
+  const blocker = join(dir, 'file');
+  writeFileSync(blocker, '');
+  const nested = join(blocker, 'troupe.db');
+  assertStoreError(() => openRunStore(nested), 'open-failed', nested, /cannot create the folder/);
+});

@@ -83,7 +83,9 @@ export class RunRecords {
 
   get(id: string): RunRecord | undefined {
     const row = this.byId.get(id);
-    return row === undefined ? undefined : { ...this.summary(row), config: JSON.parse(row.config) as unknown };
+    if (row === undefined) return undefined;
+    const config: unknown = JSON.parse(row.config);
+    return { ...this.summary(row), config };
   }
 
   /** The run, or an 'unknown-run' error naming the operation. */

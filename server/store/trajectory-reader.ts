@@ -136,11 +136,13 @@ export class TrajectoryReader {
     const parsed = trajectoryQuerySchema.safeParse(query);
     if (!parsed.success) throw invalidInput('listTrajectories', parsed.error.issues);
     const q = parsed.data;
-    const present = trajectoryFilterNames.filter((name) => q[name] !== undefined);
+    const present: TrajectoryFilterName[] = [];
     const params: Record<string, number | string> = { runId: q.runId, limit: q.limit, offset: q.offset };
-    for (const name of present) {
+    for (const name of trajectoryFilterNames) {
       const value = q[name];
-      params[name] = typeof value === 'boolean' ? (value ? 1 : 0) : (value as number | string);
+      if (value === undefined) continue;
+      present.push(name);
+      params[name] = typeof value === 'boolean' ? Number(value) : value; // SQLite has no booleans
     }
     return this.listStatement(present).all(params).map(toTrajectorySummary);
   }
