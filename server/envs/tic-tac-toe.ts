@@ -5,6 +5,7 @@
  *
  * The seed matters only through `openingMoves`: that many random legal moves are played before the
  * agents start (at most 4, so the game is never over before it begins), to vary training positions.
+ * After an odd number of them `o` moves first; always ask `currentAgent()`.
  *
  * Action: one digit 1-9, the cell to mark, row by row; the prompt shows free cells as their digit:
  *   tic-tac-toe, turn 2/5
