@@ -1,0 +1,202 @@
+/**
+ * `npm run bench:engine` — Troupe's engine against PyTorch eager on the same model, weights and
+ * batch, on this machine, in one run.
+ *
+ * For each model size (the embedded default, ~1M parameters, and ~10M): a PPO train step
+ * (forward + loss + backward + AdamW with gradient clipping) and batched sampled decoding
+ * (64 sequences × 64 new tokens with a KV cache), plus a MatMul peak measured in the same run.
+ * Rounds alternate Troupe and PyTorch so drift on this shared machine hits both; each round
+ * reports a median, and the figure is the median of the round medians. Both sides use the same
+ * thread count (default 2). Results: a printed table and `bench/results/engine.json`.
+ *
+ * Options (env): BENCH_ROUNDS (3), BENCH_THREADS (2), BENCH_MODELS (default,medium).
+ */
+import { cpus, platform, release } from 'node:os';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { defaultModelConfig, mediumModelConfig, parameterCount } from '../../server/models/default-model.ts';
+import { initParameters } from '../../server/models/init.ts';
+import { parameterShapes as parameterShapesOf, type ModelConfig } from '../../server/models/model-config.ts';
+import { optimizerSchema } from '../../server/models/optimizer.ts';
+import { Policy } from '../../server/models/policy.ts';
+import { writeSafetensorsFile } from '../../server/models/safetensors.ts';
+import type { TrainSequence } from '../../server/models/train-batch.ts';
+import { Engine } from '../../server/runtime/engine.ts';
+import { measureMatmulPeak } from './matmul-peak.ts';
+import { TorchServer } from './torch-server.ts';
+
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
+const THREADS = Number(process.env['BENCH_THREADS'] ?? 2);
+const MODELS = (process.env['BENCH_MODELS'] ?? 'default,medium').split(',');
+
+interface ModelCase {
+  name: string;
+  config: ModelConfig;
+  train: { batch: number; seqLen: number; steps: number; warmup: number };
+  decode: { batch: number; promptLen: number; newTokens: number; runs: number; warmup: number };
+}
+
+const cases: ModelCase[] = [
+  { name: 'default', config: defaultModelConfig, train: { batch: 16, seqLen: 128, steps: 8, warmup: 2 }, decode: { batch: 64, promptLen: 16, newTokens: 64, runs: 3, warmup: 1 } },
+  { name: 'medium', config: mediumModelConfig, train: { batch: 16, seqLen: 128, steps: 4, warmup: 1 }, decode: { batch: 64, promptLen: 16, newTokens: 64, runs: 2, warmup: 1 } },
+].filter((c) => MODELS.includes(c.name));
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+/** FLOPs of one train step (forward + backward ≈ 3× forward) and of one decoded token. */
+function flops(c: ModelConfig, B: number, T: number): { trainStep: number; decodeToken: (ctx: number) => number } {
+  const matmulParams = parameterCount(c) - c.vocabSize * c.hiddenSize * (c.tieEmbeddings ? 1 : 2) - c.hiddenSize * (2 * c.numLayers + 1);
+  const head = c.vocabSize * c.hiddenSize;
+  const D = c.headDim ?? c.hiddenSize / c.numHeads;
+  const attnFwd = 2 * 2 * B * c.numHeads * T * T * D * c.numLayers; // QKᵀ and PV, full (unmasked) products
+  const fwd = 2 * B * T * (matmulParams + head) + attnFwd;
+  return {
+    trainStep: 3 * fwd,
+    decodeToken: (ctx) => 2 * (matmulParams + head) + 2 * 2 * c.numHeads * ctx * D * c.numLayers,
+  };
+}
+
+function randomBatch(c: ModelConfig, B: number, T: number): TrainSequence[] {
+  let s = 7;
+  const next = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s);
+  return Array.from({ length: B }, () => {
+    const tokens = Int32Array.from({ length: T + 1 }, () => next() % c.vocabSize);
+    const adv = Float32Array.from({ length: T }, () => ((next() % 2001) - 1000) / 1000);
+    return { tokens, promptLength: 1, advantages: adv };
+  });
+}
+
+async function main(): Promise<void> {
+  const engine = await Engine.start({ threads: THREADS, log: () => {} });
+  const torch = TorchServer.start(THREADS);
+  const info = await torch.call<{ torch: string; blasLibrary: string; threads: number }>({ cmd: 'info' });
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-bench-'));
+  const peak = { troupe: [] as number[], pytorch: [] as number[] };
+  const results: Array<Record<string, unknown>> = [];
+  try {
+    for (const mc of cases) {
+      const { config } = mc;
+      const params = parameterCount(config);
+      const weights = initParameters(config, 1);
+      const file = join(dir, `${mc.name}.safetensors`);
+      await writeSafetensorsFile(file, new Map([...weights].map(([n, d]) => [n, { shape: shapeOf(config, n), data: d }])));
+      await torch.call({ cmd: 'load', modelConfig: config, weights: file });
+      const policy = await Policy.create(engine, {
+        id: mc.name,
+        config,
+        weights,
+        lora: null,
+        optimizer: optimizerSchema.parse({ lr: 1e-4, weightDecay: 0.01, maxGradNorm: 1 }),
+        kl: true,
+        entropy: true,
+      });
+      const { batch: B, seqLen: T } = mc.train;
+      const raw = randomBatch(config, B, T);
+      const old = await policy.score(raw, 1);
+      const seqs = raw.map((q, i) => ({ ...q, oldLogp: old[i]!, refLogp: old[i]! }));
+      const hp = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };
+      const prompts = Array.from({ length: mc.decode.batch }, (_, b) => Int32Array.from({ length: mc.decode.promptLen }, (_, t) => (b * 31 + t * 17) % config.vocabSize));
+      const rounds = { trainT: [] as number[], trainP: [] as number[], decT: [] as number[], decP: [] as number[] };
+      for (let r = 0; r < ROUNDS; r++) {
+        peak.troupe.push(await measureMatmulPeak(engine, 512, 20));
+        peak.pytorch.push((await torch.call<{ gflops: number }>({ cmd: 'matmulPeak', n: 512, reps: 20 })).gflops);
+        const ms: number[] = [];
+        for (let i = 0; i < mc.train.warmup + mc.train.steps; i++) {
+          const s = await policy.update('ppo', seqs, hp);
+          if (i >= mc.train.warmup) ms.push(s.ms);
+        }
+        rounds.trainT.push(median(ms));
+        rounds.trainP.push(median((await torch.call<{ ms: number[] }>({ cmd: 'trainStep', batch: B, seqLen: T, steps: mc.train.steps, warmup: mc.train.warmup, loss: 'ppo' })).ms));
+        const dms: number[] = [];
+        for (let i = 0; i < mc.decode.warmup + mc.decode.runs; i++) {
+          const t0 = performance.now();
+          const g = await policy.generate(prompts, { maxNewTokens: mc.decode.newTokens, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: i, stopTokens: [], padToken: 0 });
+          if (g.tokens.some((t) => t.length !== mc.decode.newTokens)) throw new Error('decode produced fewer tokens than asked');
+          if (i >= mc.decode.warmup) dms.push(performance.now() - t0);
+        }
+        rounds.decT.push(median(dms));
+        const { batch, promptLen, newTokens, runs, warmup } = mc.decode;
+        rounds.decP.push(median((await torch.call<{ ms: number[] }>({ cmd: 'decode', batch, promptLen, newTokens, temperature: 1, topP: 1, steps: runs, warmup })).ms));
+        process.stderr.write(`${mc.name} round ${r + 1}/${ROUNDS}: train ${rounds.trainT.at(-1)!.toFixed(1)} vs ${rounds.trainP.at(-1)!.toFixed(1)} ms, decode ${rounds.decT.at(-1)!.toFixed(0)} vs ${rounds.decP.at(-1)!.toFixed(0)} ms\n`);
+      }
+      const f = flops(config, B, T);
+      const trainTokens = B * T;
+      const decTokens = mc.decode.batch * mc.decode.newTokens;
+      const decFlops = Array.from({ length: mc.decode.newTokens }, (_, i) => f.decodeToken(mc.decode.promptLen + i)).reduce((a, b) => a + b, 0) * mc.decode.batch;
+      const trainMs = { troupe: median(rounds.trainT), pytorch: median(rounds.trainP) };
+      const decMs = { troupe: median(rounds.decT), pytorch: median(rounds.decP) };
+      results.push({
+        model: { name: mc.name, parameters: params },
+        figure: 'trainStep',
+        troupe: (trainTokens / trainMs.troupe) * 1000,
+        pytorch: (trainTokens / trainMs.pytorch) * 1000,
+        speedup: trainMs.pytorch / trainMs.troupe,
+        ms: trainMs,
+        roundMs: { troupe: rounds.trainT, pytorch: rounds.trainP },
+        gflops: { troupe: f.trainStep / trainMs.troupe / 1e6, pytorch: f.trainStep / trainMs.pytorch / 1e6 },
+        shape: { batch: B, seqLen: T, loss: 'ppo', optimizer: 'adamw' },
+      });
+      results.push({
+        model: { name: mc.name, parameters: params },
+        figure: 'decode',
+        troupe: (decTokens / decMs.troupe) * 1000,
+        pytorch: (decTokens / decMs.pytorch) * 1000,
+        speedup: decMs.pytorch / decMs.troupe,
+        ms: decMs,
+        roundMs: { troupe: rounds.decT, pytorch: rounds.decP },
+        gflops: { troupe: decFlops / decMs.troupe / 1e6, pytorch: decFlops / decMs.pytorch / 1e6 },
+        shape: { batch: mc.decode.batch, promptLen: mc.decode.promptLen, newTokens: mc.decode.newTokens, sampling: 'temperature 1' },
+      });
+    }
+  } finally {
+    await torch.close();
+    await engine.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+  const matmulPeak = { n: 512, troupe: median(peak.troupe), pytorch: median(peak.pytorch) };
+  for (const r of results) {
+    const g = r['gflops'] as { troupe: number; pytorch: number };
+    r['peakFraction'] = { troupe: g.troupe / matmulPeak.troupe, pytorch: g.pytorch / matmulPeak.troupe };
+  }
+  const ortVersion = (createRequire(import.meta.url)('onnxruntime-node/package.json') as { version: string }).version;
+  const out = {
+    date: new Date().toISOString(),
+    machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, platform: `${platform()} ${release()}`, node: process.version },
+    threads: THREADS,
+    rounds: ROUNDS,
+    versions: { onnxruntimeNode: ortVersion, torch: info.torch, blas: info.blasLibrary },
+    matmulPeakGflops: matmulPeak,
+    results,
+  };
+  const path = fileURLToPath(new URL('../results/engine.json', import.meta.url));
+  await writeFile(path, `${JSON.stringify(out, null, 2)}\n`);
+  const rows = results.map((r) => {
+    const m = r['model'] as { name: string; parameters: number };
+    const g = r['gflops'] as { troupe: number };
+    return `| ${m.name} (${(m.parameters / 1e6).toFixed(1)}M) | ${String(r['figure'])} | ${(r['troupe'] as number).toFixed(0)} | ${(r['pytorch'] as number).toFixed(0)} | ${(r['speedup'] as number).toFixed(2)}x | ${g.troupe.toFixed(1)} |`;
+  });
+  console.log(`\nMatMul peak (512², ${THREADS} threads): Troupe/ORT ${matmulPeak.troupe.toFixed(1)} GFLOP/s, PyTorch ${matmulPeak.pytorch.toFixed(1)} GFLOP/s`);
+  console.log('| model | figure | Troupe tok/s | PyTorch tok/s | speedup | Troupe GFLOP/s |');
+  console.log('|---|---|---|---|---|---|');
+  for (const row of rows) console.log(row);
+  console.log(`\nwrote ${path}`);
+}
+
+function shapeOf(c: ModelConfig, name: string): number[] {
+  for (const [n, s] of parameterShapesOf(c)) if (n === name) return s;
+  throw new Error(`unknown parameter ${name}`);
+}
+
+
+
+main().catch((e: unknown) => {
+  console.error(e instanceof Error ? e.stack : e);
+  process.exit(1);
+});
