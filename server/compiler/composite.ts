@@ -4,6 +4,7 @@
  * Shape legend: B batch, T new tokens, P past tokens, S = P+T keys, C width, H query heads,
  * Hkv key/value heads, G = H/Hkv queries per key head, D head dim, F MLP width, V vocab.
  */
+import { dimMul } from './dims.ts';
 import type { Graph, Node } from './ir.ts';
 import type { DType } from './ops.ts';
 
@@ -78,6 +79,12 @@ export function applyRope(b: Graph, x: Node, cos: Node, sin: Node): Node {
  * Scaled dot-product attention with grouped key/value heads and an additive bias.
  * q [B,T,H,D]; k, v [B,Hkv,S,D]; bias [B,T,S] (0 = visible, large negative = masked).
  * Returns [B,T,H·D].
+ *
+ * The G query heads that share a key head are stacked along the query axis ([B,Hkv,G·T,D]), so
+ * every product is a plain batched GEMM over (B, Hkv): keys are neither copied G times nor
+ * broadcast (a broadcast batch would make the key gradient a G-times larger product followed by a
+ * reduction). The 1/√D scale is applied to q ([B,T,H,D]) rather than to the scores ([B,H,T,S]),
+ * which are S/D times larger.
  */
 export function attention(b: Graph, q: Node, k: Node, v: Node, bias: Node): Node {
   const [, , H, D] = q.shape as [unknown, unknown, number, number];
@@ -85,19 +92,12 @@ export function attention(b: Graph, q: Node, k: Node, v: Node, bias: Node): Node
   const G = H / Hkv;
   const B = q.shape[0]!;
   const T = q.shape[1]!;
-  const scale = b.like(q, 1 / Math.sqrt(D));
-  const qh = b.transpose(q, [0, 2, 1, 3]); // [B,H,T,D]
-  let out: Node;
-  if (G === 1) {
-    const scores = b.add(b.mul(b.matmul(qh, b.transpose(k, [0, 1, 3, 2])), scale), b.unsqueeze(bias, [1])); // [B,H,T,S]
-    out = b.matmul(b.softmax(scores, -1), v); // [B,H,T,D]
-  } else {
-    // Queries of one key head share it by broadcasting over G instead of copying keys G times.
-    const q5 = b.reshape(qh, [B, Hkv, G, T, D]); // [B,Hkv,G,T,D]
-    const k5 = b.unsqueeze(b.transpose(k, [0, 1, 3, 2]), [2]); // [B,Hkv,1,D,S]
-    const scores = b.add(b.mul(b.matmul(q5, k5), scale), b.unsqueeze(bias, [1, 2])); // [B,Hkv,G,T,S]
-    const o5 = b.matmul(b.softmax(scores, -1), b.unsqueeze(v, [2])); // [B,Hkv,G,T,D]
-    out = b.reshape(o5, [B, H, T, D]);
-  }
-  return b.reshape(b.transpose(out, [0, 2, 1, 3]), [B, T, H * D]); // [B,T,H·D]
+  const qs = b.mul(q, b.like(q, 1 / Math.sqrt(D)));
+  const qg = b.reshape(b.transpose(qs, [0, 2, 1, 3]), [B, Hkv, dimMul(G, T), D]); // [B,Hkv,G·T,D]
+  let mask = b.unsqueeze(bias, [1]); // [B,1,T,S]
+  if (G > 1) mask = b.concat(Array.from({ length: G }, () => mask), 2); // [B,1,G·T,S]
+  const scores = b.add(b.matmul(qg, b.transpose(k, [0, 1, 3, 2])), mask); // [B,Hkv,G·T,S]
+  const out = b.matmul(b.softmax(scores, -1), v); // [B,Hkv,G·T,D]
+  const heads = b.reshape(out, [B, H, T, D]); // [B,H,T,D]
+  return b.reshape(b.transpose(heads, [0, 2, 1, 3]), [B, T, H * D]); // [B,T,H·D]
 }

@@ -64,17 +64,25 @@ export function dimProduct(dims: Shape): Dim {
   return dims.reduce<Dim>((acc, d) => dimMul(acc, d), 1);
 }
 
-/** a + b, canonical. Known sizes add; anything symbolic becomes a sum atom. */
+/** a + b, canonical: like terms combine (T + T = 2*T); other sums become a sum atom `(P+T)`. */
 export function dimAdd(a: Dim, b: Dim): Dim {
   if (typeof a === 'number' && typeof b === 'number') return a + b;
-  if (a === 0) return b;
-  if (b === 0) return a;
-  const strip = (d: Dim): string[] => {
+  const terms = new Map<string, number>();
+  const addTerms = (d: Dim) => {
     const s = String(d);
-    return s.startsWith('(') && s.endsWith(')') && !s.includes(')*') ? splitTopLevel(s.slice(1, -1), '+') : [s];
+    const parts = s.startsWith('(') && s.endsWith(')') && splitTopLevel(s, '*').length === 1 ? splitTopLevel(s.slice(1, -1), '+') : [s];
+    for (const part of parts) {
+      const m = toMonomial(/^\d+$/.test(part) ? Number(part) : part);
+      const key = [...m.syms].sort().join('*');
+      terms.set(key, (terms.get(key) ?? 0) + m.coef);
+    }
   };
-  const terms = [...strip(a), ...strip(b)].sort();
-  return `(${terms.join('+')})`;
+  addTerms(a);
+  addTerms(b);
+  const out = [...terms].filter(([, c]) => c !== 0).map(([key, coef]) => (key === '' ? coef : fromMonomial({ coef, syms: key.split('*') })));
+  if (out.length === 0) return 0;
+  if (out.length === 1) return out[0]!;
+  return `(${out.map(String).sort().join('+')})`;
 }
 
 export function dimEq(a: Dim, b: Dim): boolean {
