@@ -1,0 +1,86 @@
+/** Hand-computed AT-GRPO advantages, the size-1 and zero-variance rules, filters, and the loop vs vectorised equivalence. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ADVANTAGE_EPS, computeAdvantages, filterGroups, groupAdvantages, treeGroupId } from './advantages.ts';
+
+const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} vs ${b}`);
+
+test('hand-computed group: rewards [1, 0, 0, 1] → ±0.866 (unbiased std 0.5774)', () => {
+  // mean 0.5; unbiased variance = (4 × 0.25) / 3 = 1/3; std = 0.57735.
+  const a = groupAdvantages([1, 0, 0, 1]);
+  const std = Math.sqrt(1 / 3);
+  close(a[0]!, 0.5 / (std + ADVANTAGE_EPS));
+  close(a[1]!, -0.5 / (std + ADVANTAGE_EPS));
+  close(a[0]!, 0.8660239, 1e-6);
+});
+
+test('hand-computed tree branches: rewards [2, -1, 0.5] of one (env, agent, turn)', () => {
+  // mean 0.5; deviations 1.5, -1.5, 0; unbiased var = 4.5/2 = 2.25; std 1.5 → A = 1, -1, 0.
+  const a = groupAdvantages([2, -1, 0.5]);
+  close(a[0]!, 1.5 / (1.5 + ADVANTAGE_EPS));
+  close(a[1]!, -1.5 / (1.5 + ADVANTAGE_EPS));
+  close(a[2]!, 0);
+});
+
+test('a group of one and a zero-variance group give 0', () => {
+  assert.deepEqual(groupAdvantages([3.7]), [0]);
+  assert.deepEqual(groupAdvantages([0.25, 0.25, 0.25, 0.25]), [0, 0, 0, 0]);
+  assert.deepEqual(groupAdvantages([]), []);
+});
+
+test('groups are (environment instance, agent, turn): tool and plan at one turn never mix', () => {
+  const samples = [
+    { groupId: treeGroupId(0, 'tool', 0), reward: 1 },
+    { groupId: treeGroupId(0, 'tool', 0), reward: 0 },
+    { groupId: treeGroupId(0, 'plan', 0), reward: 5 },
+    { groupId: treeGroupId(0, 'plan', 0), reward: 5 },
+    { groupId: treeGroupId(1, 'tool', 0), reward: 7 },
+  ];
+  const { advantages, groups } = computeAdvantages(samples);
+  close(advantages[0]!, 0.5 / (Math.sqrt(0.5) + ADVANTAGE_EPS));
+  close(advantages[1]!, -0.5 / (Math.sqrt(0.5) + ADVANTAGE_EPS));
+  assert.equal(advantages[2], 0, 'zero variance');
+  assert.equal(advantages[3], 0, 'zero variance');
+  assert.equal(advantages[4], 0, 'size 1');
+  assert.equal(groups.size, 3);
+  assert.deepEqual(groups.get('0/plan/0'), { groupId: '0/plan/0', size: 2, mean: 5, std: 0 });
+});
+
+test('vectorised advantages equal the per-group reference loop on random data', () => {
+  let s = 99;
+  const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s / 4294967296);
+  for (let trial = 0; trial < 50; trial++) {
+    const samples = Array.from({ length: 1 + Math.floor(rnd() * 200) }, () => {
+      const g = Math.floor(rnd() * 20);
+      // Some groups constant on purpose, rewards on a coarse grid so ties happen.
+      const reward = g % 5 === 0 ? 1 : Math.round(rnd() * 4) / 2;
+      return { groupId: `g${g}`, reward };
+    });
+    const { advantages } = computeAdvantages(samples);
+    const byGroup = new Map<string, number[]>();
+    samples.forEach((x, i) => byGroup.set(x.groupId, [...(byGroup.get(x.groupId) ?? []), i]));
+    for (const idx of byGroup.values()) {
+      const ref = groupAdvantages(idx.map((i) => samples[i]!.reward));
+      idx.forEach((i, k) => close(advantages[i]!, ref[k]!, 1e-12));
+    }
+  }
+});
+
+test('non-finite rewards are refused, naming the sample and group', () => {
+  assert.throws(() => computeAdvantages([{ groupId: 'a', reward: 1 }, { groupId: 'b', reward: Number.NaN }]), /sample 1 \(group b\) has a non-finite reward NaN/);
+});
+
+test('filters drop zero-variance groups and the lowest-mean fraction', () => {
+  const { groups } = computeAdvantages([
+    { groupId: 'a', reward: 1 },
+    { groupId: 'a', reward: 1 },
+    { groupId: 'b', reward: 0 },
+    { groupId: 'b', reward: 1 },
+    { groupId: 'c', reward: 2 },
+    { groupId: 'c', reward: 4 },
+    { groupId: 'd', reward: 9 },
+  ]);
+  assert.deepEqual([...filterGroups(groups, { dropZeroVariance: true, dropLowestMeanFraction: 0 })].sort(), ['b', 'c']);
+  assert.deepEqual([...filterGroups(groups, { dropZeroVariance: false, dropLowestMeanFraction: 0.5 })].sort(), ['c', 'd']);
+  assert.deepEqual([...filterGroups(groups, { dropZeroVariance: true, dropLowestMeanFraction: 0.5 })].sort(), ['c']);
+});
