@@ -329,6 +329,15 @@ export class Policy {
     this.step = step;
   }
 
+  /** Releases this policy's sessions and resident tensors in the engine. */
+  async dispose(): Promise<void> {
+    for (const key of this.sessions.keys()) await this.engine.releaseSession(`${this.options.id}:${key}`);
+    this.sessions.clear();
+    const names: string[] = [];
+    for (const kind of ['w', 'ref', 'g', 'gs', 'm', 'v', 'n', 'm2', 'v2']) for (const name of this.shapes.keys()) names.push(this.res(kind, name));
+    await this.engine.drop(names);
+  }
+
   /** Trainable tensor names and shapes. */
   get trainableShapes(): ReadonlyArray<readonly [string, readonly number[]]> {
     return this.trainable;

@@ -1,0 +1,90 @@
+/**
+ * Validation: the policies play held-out environments (seeds from the validation range, which
+ * training never draws) with one branch per act, greedy by default, and we report task success
+ * and rewards per agent. The same seeds at every evaluation make the numbers comparable.
+ */
+import type { Environment } from '../envs/environment.ts';
+import { validationSeed } from '../envs/seed-ranges.ts';
+import { rollout, type RolloutContext, type Trajectory } from './rollout.ts';
+
+export interface EvaluationOptions {
+  readonly episodes: number;
+  /** First validation index (seed = validationSeed(offset + i)). */
+  readonly seedOffset: number;
+  readonly temperature: number;
+  readonly maxNewTokens: number;
+  readonly teamRewardWeight: number;
+  /** Environments per generate batch (bounds memory for large evaluations). */
+  readonly batch?: number;
+}
+
+export interface AgentEvaluation {
+  /** Mean per-episode sum of this agent's α·team + local rewards. */
+  readonly meanReward: number;
+  /** Mean per-episode sum of this agent's local rewards. */
+  readonly meanLocalReward: number;
+  /** Fraction of this agent's acts whose text did not parse. */
+  readonly parseFailureRate: number;
+  readonly acts: number;
+}
+
+export interface Evaluation {
+  /** Fraction of episodes solved (0..1). */
+  readonly success: number;
+  /** Mean per-episode team return + local returns (α-weighted), all agents. */
+  readonly meanReward: number;
+  readonly meanTeamReturn: number;
+  readonly perAgent: Record<string, AgentEvaluation>;
+  readonly episodes: number;
+  readonly seeds: readonly number[];
+  readonly trajectories: Trajectory[];
+}
+
+export async function evaluate(make: (seed: number) => Environment, ctx: RolloutContext, o: EvaluationOptions): Promise<Evaluation> {
+  if (!(Number.isInteger(o.episodes) && o.episodes > 0)) throw new Error(`evaluate: episodes must be a positive integer, got ${o.episodes}`);
+  const seeds = Array.from({ length: o.episodes }, (_, i) => validationSeed(o.seedOffset + i));
+  const batch = o.batch ?? 64;
+  const trajectories: Trajectory[] = [];
+  for (let start = 0; start < seeds.length; start += batch) {
+    const envs = seeds.slice(start, start + batch).map(make);
+    const r = await rollout(envs, ctx, {
+      mode: 'tree',
+      branches: 1,
+      teamRewardWeight: o.teamRewardWeight,
+      temperature: o.temperature,
+      topP: 1,
+      topK: 0,
+      maxNewTokens: o.maxNewTokens,
+      seed: 0x5eed ^ start,
+    });
+    r.trajectories.forEach((t) => trajectories.push({ ...t, envInstance: t.envInstance + start }));
+  }
+  const perAgent: Record<string, { reward: number; local: number; fails: number; acts: number }> = {};
+  let success = 0;
+  let reward = 0;
+  let team = 0;
+  for (const t of trajectories) {
+    if (t.success) success++;
+    team += t.teamReturn;
+    for (const s of t.samples) {
+      const a = (perAgent[s.agent] ??= { reward: 0, local: 0, fails: 0, acts: 0 });
+      a.reward += s.reward;
+      a.local += s.localReward;
+      a.acts++;
+      if (s.parseError !== null) a.fails++;
+      reward += s.reward;
+    }
+  }
+  const n = trajectories.length;
+  return {
+    success: success / n,
+    meanReward: reward / n,
+    meanTeamReturn: team / n,
+    perAgent: Object.fromEntries(
+      Object.entries(perAgent).map(([agent, a]) => [agent, { meanReward: a.reward / n, meanLocalReward: a.local / n, parseFailureRate: a.acts ? a.fails / a.acts : 0, acts: a.acts }]),
+    ),
+    episodes: n,
+    seeds,
+    trajectories,
+  };
+}

@@ -1,0 +1,46 @@
+/**
+ * A resolved experiment: the experiment config turned into the objects the trainer needs
+ * (environment factory, tokenizer, model configs with their initial weights' source, policies,
+ * router), with every cross-reference checked.
+ */
+import type { Environment } from '../envs/environment.ts';
+import type { ModelConfig } from '../models/model-config.ts';
+import type { OptimizerConfig } from '../models/optimizer.ts';
+import type { CharTokenizer } from '../models/tokenizer.ts';
+import type { LoraSpec } from '../models/transformer-graph.ts';
+import type { ExecutionProviderChoice } from '../runtime/engine.ts';
+import type { GroupFilter } from './advantages.ts';
+
+export type ModelSource = { readonly kind: 'init'; readonly seed: number } | { readonly kind: 'checkpoint'; readonly path: string };
+
+export interface ResolvedExperiment {
+  readonly name: string;
+  readonly seed: number;
+  readonly specialization: 'L0' | 'L1' | 'L2' | 'L3';
+  readonly env: { readonly name: string; readonly options: unknown; readonly make: (seed: number) => Environment };
+  readonly agents: readonly string[];
+  readonly tokenizer: CharTokenizer;
+  readonly models: ReadonlyMap<string, { readonly config: ModelConfig; readonly source: ModelSource }>;
+  readonly policies: ReadonlyMap<string, { readonly model: string; readonly lora: LoraSpec | null }>;
+  readonly router: ReadonlyMap<string, string>;
+  readonly algorithm: {
+    readonly name: 'at-grpo' | 'grpo';
+    readonly branches: number;
+    readonly teamRewardWeight: number;
+    readonly envsPerStep: number;
+    readonly temperature: number;
+    readonly topP: number;
+    readonly topK: number;
+    readonly maxNewTokens: number;
+    readonly clipEps: number;
+    readonly klCoef: number;
+    readonly entropyCoef: number;
+    readonly ppoEpochs: number;
+    readonly microBatch: number;
+    readonly filters: GroupFilter;
+  };
+  readonly optimizer: OptimizerConfig;
+  readonly warmStart: { readonly enabled: boolean; readonly demonstrations: number; readonly steps: number; readonly batchSize: number; readonly lr: number };
+  readonly training: { readonly steps: number; readonly validateEvery: number; readonly validationEpisodes: number; readonly checkpointEvery: number; readonly validationTemperature: number };
+  readonly engine: { readonly executionProvider: ExecutionProviderChoice; readonly threads?: number };
+}

@@ -1,0 +1,223 @@
+/**
+ * The rollout engine: plays batches of environments with the policies, either with AT-GRPO's
+ * tree sampling or with independent rollouts (the GRPO baseline).
+ *
+ * Tree sampling (DESIGN §3): at each (turn, agent), from the one current state of each
+ * environment instance, sample K responses; apply each to its own clone; score each branch
+ * r = α·r_team + r_local; keep the highest-scoring branch (ties: lowest index) and continue from
+ * that *stepped* clone. Every branch is recorded (with its `kept` flag) in group
+ * (instance, agent, turn).
+ * Independent rollouts: K copies of each task play one trajectory each; a trajectory's score is
+ * its return and its group is the task.
+ *
+ * Inference is batched across every live environment and branch: one `generate` call per policy
+ * per agent position, run in the engine worker, while environment stepping (clone + act) runs
+ * here on the main thread between calls.
+ */
+import type { Environment } from '../envs/environment.ts';
+import type { Policy } from '../models/policy.ts';
+import type { CharTokenizer } from '../models/tokenizer.ts';
+import { taskGroupId, treeGroupId } from './advantages.ts';
+
+export interface RolloutOptions {
+  readonly mode: 'tree' | 'independent';
+  /** K: branches per (turn, agent) in tree mode; rollouts per task in independent mode. */
+  readonly branches: number;
+  /** α in r = α·r_team + r_local. */
+  readonly teamRewardWeight: number;
+  readonly temperature: number;
+  readonly topP: number;
+  readonly topK: number;
+  readonly maxNewTokens: number;
+  /** Seed of this rollout batch (sampling streams derive from it). */
+  readonly seed: number;
+}
+
+/** One sampled response of one agent at one turn (a branch of the tree, kept or not). */
+export interface Sample {
+  readonly envInstance: number;
+  readonly envSeed: number;
+  /** Which independent rollout of the task (0 in tree mode). */
+  readonly rollout: number;
+  readonly agent: string;
+  readonly policyId: string;
+  readonly turn: number;
+  readonly branch: number;
+  kept: boolean;
+  readonly prompt: string;
+  readonly response: string;
+  readonly promptTokens: Int32Array;
+  readonly responseTokens: Int32Array;
+  /** Sampling log-probs of the response tokens. */
+  readonly logprobs: Float32Array;
+  readonly teamReward: number;
+  readonly localReward: number;
+  /** α·team + local of this act. */
+  readonly reward: number;
+  /** The value advantages are computed from: the act's reward (tree) or the trajectory's return (independent). */
+  score: number;
+  readonly groupId: string;
+  advantage: number;
+  readonly parseError: string | null;
+  readonly truncated: boolean;
+}
+
+export interface Trajectory {
+  readonly envInstance: number;
+  readonly envSeed: number;
+  readonly rollout: number;
+  readonly success: boolean;
+  readonly turns: number;
+  /** Sum of team rewards of the kept acts. */
+  readonly teamReturn: number;
+  /** Sum of local rewards of the kept acts, per agent. */
+  readonly localReturns: Record<string, number>;
+  /** All samples of this trajectory (every branch), in acting order. */
+  readonly samples: Sample[];
+}
+
+export interface RolloutResult {
+  readonly trajectories: Trajectory[];
+  readonly samples: Sample[];
+  /** Time inside generate calls (inference) and stepping environments, ms. */
+  readonly inferenceMs: number;
+  readonly envMs: number;
+  readonly generatedTokens: number;
+}
+
+export interface RolloutContext {
+  readonly tokenizer: CharTokenizer;
+  /** The policy acting for an agent, and its id. */
+  readonly route: (agent: string) => { policyId: string; policy: Policy };
+}
+
+interface Live {
+  env: Environment;
+  readonly traj: { envInstance: number; envSeed: number; rollout: number; samples: Sample[] };
+}
+
+/** Mixes integers into a 32-bit sampling seed. */
+function mixSeed(...xs: number[]): number {
+  let h = 0x811c9dc5;
+  for (const x of xs) {
+    h ^= x >>> 0;
+    h = Math.imul(h, 0x01000193) >>> 0;
+    h ^= h >>> 15;
+  }
+  return h >>> 0;
+}
+
+/**
+ * Plays `tasks` (fresh environments, one per task) to the end. In independent mode each task is
+ * cloned K times; in tree mode each task is one trajectory with K branches per act.
+ */
+export async function rollout(tasks: readonly Environment[], ctx: RolloutContext, o: RolloutOptions): Promise<RolloutResult> {
+  if (!(Number.isInteger(o.branches) && o.branches >= 1)) throw new Error(`rollout: branches must be a positive integer, got ${o.branches}`);
+  const K = o.mode === 'tree' ? o.branches : 1;
+  const live: Live[] = [];
+  tasks.forEach((env, i) => {
+    const copies = o.mode === 'independent' ? o.branches : 1;
+    for (let r = 0; r < copies; r++) live.push({ env: copies > 1 ? env.clone() : env, traj: { envInstance: i, envSeed: env.seed, rollout: r, samples: [] } });
+  });
+  let inferenceMs = 0;
+  let envMs = 0;
+  let generatedTokens = 0;
+  const tok = ctx.tokenizer;
+  for (let call = 0; ; call++) {
+    const active = live.filter((l) => !l.env.done);
+    if (active.length === 0) break;
+    // Environments can be at different agents (a finished round elsewhere); batch per policy.
+    const byPolicy = new Map<string, Live[]>();
+    for (const l of active) {
+      const { policyId } = ctx.route(l.env.currentAgent());
+      byPolicy.set(policyId, [...(byPolicy.get(policyId) ?? []), l]);
+    }
+    for (const [policyId, group] of byPolicy) {
+      const agents = group.map((l) => l.env.currentAgent());
+      const turns = group.map((l) => l.env.turn);
+      const prompts = group.map((l, i) => l.env.observe(agents[i]!));
+      const promptTokens = prompts.map((p) => tok.encodePrompt([{ role: 'user', text: p }]));
+      const batch: Int32Array[] = [];
+      for (const pt of promptTokens) for (let k = 0; k < K; k++) batch.push(pt);
+      const { policy } = ctx.route(agents[0]!);
+      const t0 = performance.now();
+      const gen = await policy.generate(batch, {
+        maxNewTokens: o.maxNewTokens,
+        sampling: { temperature: o.temperature, topP: o.topP, topK: o.topK },
+        seed: mixSeed(o.seed, call, policyId.length, policyId.charCodeAt(0)),
+        stopTokens: [tok.stopTokenId],
+        padToken: tok.specialIds.pad,
+      });
+      inferenceMs += performance.now() - t0;
+      const t1 = performance.now();
+      group.forEach((l, i) => {
+        const agent = agents[i]!;
+        const turn = turns[i]!;
+        const groupId = o.mode === 'tree' ? treeGroupId(l.traj.envInstance, agent, turn) : taskGroupId(l.traj.envInstance);
+        let best = -1;
+        let bestReward = -Infinity;
+        let bestEnv: Environment | null = null;
+        const branchSamples: Sample[] = [];
+        for (let k = 0; k < K; k++) {
+          const j = i * K + k;
+          const tokens = gen.tokens[j]!;
+          generatedTokens += tokens.length;
+          const truncated = gen.finish[j] !== 'stop';
+          const response = tok.decode(tokens, { specials: 'skip' });
+          // The last branch may step the live environment itself: it is not needed afterwards.
+          const env = k === K - 1 ? l.env : l.env.clone();
+          const r = env.act(agent, response);
+          const reward = o.teamRewardWeight * r.teamReward + r.localReward;
+          branchSamples.push({
+            envInstance: l.traj.envInstance,
+            envSeed: l.traj.envSeed,
+            rollout: l.traj.rollout,
+            agent,
+            policyId,
+            turn,
+            branch: k,
+            kept: false,
+            prompt: prompts[i]!,
+            response,
+            promptTokens: promptTokens[i]!,
+            responseTokens: tokens,
+            logprobs: gen.logprobs[j]!,
+            teamReward: r.teamReward,
+            localReward: r.localReward,
+            reward,
+            score: reward,
+            groupId,
+            advantage: 0,
+            parseError: r.parseError,
+            truncated,
+          });
+          if (reward > bestReward) {
+            bestReward = reward;
+            best = k;
+            bestEnv = env;
+          }
+        }
+        branchSamples[best]!.kept = true;
+        l.env = bestEnv!;
+        l.traj.samples.push(...branchSamples);
+      });
+      envMs += performance.now() - t1;
+    }
+  }
+  const trajectories: Trajectory[] = live.map((l) => {
+    const kept = l.traj.samples.filter((s) => s.kept);
+    const localReturns: Record<string, number> = Object.fromEntries(l.env.agents.map((a) => [a, 0]));
+    let teamReturn = 0;
+    for (const s of kept) {
+      teamReturn += s.teamReward;
+      localReturns[s.agent] = (localReturns[s.agent] ?? 0) + s.localReward;
+    }
+    if (o.mode === 'independent') {
+      // GRPO baseline: every act of a trajectory is scored by the trajectory's return.
+      const ret = kept.reduce((a, s) => a + s.reward, 0);
+      for (const s of l.traj.samples) s.score = ret;
+    }
+    return { ...l.traj, success: l.env.success, turns: l.env.turn, teamReturn, localReturns };
+  });
+  return { trajectories, samples: trajectories.flatMap((t) => t.samples), inferenceMs, envMs, generatedTokens };
+}

@@ -1,0 +1,98 @@
+/**
+ * Checkpoints of a training run, in its run folder:
+ *   checkpoints/warmstart/<modelId>/   the warm-started base model (config.json + model.safetensors)
+ *   checkpoints/step-<n>/              history checkpoints (every `checkpointEvery` steps, and the last)
+ *   checkpoints/resume/                the state after the last finished step, replaced every step
+ * A policy's state is `<policyId>.safetensors` (its trainable tensors: the adapter with LoRA, all
+ * weights otherwise), `<policyId>.optim.safetensors` (AdamW moments) and `state.json`.
+ * Every folder is written under a temporary name and renamed into place, so a crash leaves
+ * either the previous complete checkpoint or the new complete one.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import type { Policy } from '../models/policy.ts';
+import { readSafetensorsFile, writeSafetensorsFile } from '../models/safetensors.ts';
+
+const stateSchema = z.object({
+  /** RL step the checkpoint was taken after (0 = before any RL step). */
+  step: z.number().int().min(0),
+  policies: z.record(z.string(), z.object({ optimizerSteps: z.number().int().min(0), nonFiniteSkips: z.number().int().min(0) })),
+});
+export type CheckpointState = z.infer<typeof stateSchema>;
+
+export const checkpointsDir = (runDir: string) => join(runDir, 'checkpoints');
+export const resumeDir = (runDir: string) => join(checkpointsDir(runDir), 'resume');
+export const stepDir = (runDir: string, step: number) => join(checkpointsDir(runDir), `step-${step}`);
+export const warmStartDir = (runDir: string, modelId: string) => join(checkpointsDir(runDir), 'warmstart', modelId);
+
+async function writePolicies(dir: string, step: number, policies: ReadonlyMap<string, Policy>): Promise<void> {
+  const tmp = `${dir}.tmp-${process.pid}`;
+  await rm(tmp, { recursive: true, force: true });
+  await mkdir(tmp, { recursive: true });
+  const state: CheckpointState = { step, policies: {} };
+  for (const [id, p] of policies) {
+    const shapes = new Map(p.trainableShapes.map(([n, s]) => [n, s]));
+    const tensors = await p.trainableTensors();
+    await writeSafetensorsFile(join(tmp, `${id}.safetensors`), new Map([...tensors].map(([n, d]) => [n, { shape: shapes.get(n)!, data: d }])), { policy: id, step: String(step) });
+    const optim = await p.optimizerState();
+    await writeSafetensorsFile(join(tmp, `${id}.optim.safetensors`), new Map([...optim].map(([n, d]) => [n, { shape: shapes.get(n.replace(/\.(m|v)$/, ''))!, data: d }])));
+    state.policies[id] = { optimizerSteps: p.step, nonFiniteSkips: p.nonFiniteSkips };
+  }
+  await writeFile(join(tmp, 'state.json'), `${JSON.stringify(state, null, 2)}\n`);
+  const old = `${dir}.old-${process.pid}`;
+  if (existsSync(dir)) await rename(dir, old);
+  await rename(tmp, dir);
+  await rm(old, { recursive: true, force: true });
+}
+
+/** Writes the resume state (after every step). */
+export async function saveResumeState(runDir: string, step: number, policies: ReadonlyMap<string, Policy>): Promise<void> {
+  await mkdir(checkpointsDir(runDir), { recursive: true });
+  await writePolicies(resumeDir(runDir), step, policies);
+}
+
+/** Writes a history checkpoint for `step`; returns its folder. */
+export async function saveStepCheckpoint(runDir: string, step: number, policies: ReadonlyMap<string, Policy>): Promise<string> {
+  await mkdir(checkpointsDir(runDir), { recursive: true });
+  const dir = stepDir(runDir, step);
+  await writePolicies(dir, step, policies);
+  return dir;
+}
+
+/** Reads a checkpoint folder's state, or null when there is none. Errors name the file. */
+export async function readCheckpointState(dir: string): Promise<CheckpointState | null> {
+  const file = join(dir, 'state.json');
+  if (!existsSync(file)) return null;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await readFile(file, 'utf8'));
+  } catch (e) {
+    throw new Error(`${file}: not valid JSON (${e instanceof Error ? e.message : String(e)})`);
+  }
+  const r = stateSchema.safeParse(raw);
+  if (!r.success) throw new Error(`${file}: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return r.data;
+}
+
+/** Restores every policy from a checkpoint folder. */
+export async function restorePolicies(dir: string, policies: ReadonlyMap<string, Policy>): Promise<CheckpointState> {
+  const state = await readCheckpointState(dir);
+  if (!state) throw new Error(`no checkpoint in ${dir} (state.json missing)`);
+  for (const [id, p] of policies) {
+    const ps = state.policies[id];
+    if (!ps) throw new Error(`${join(dir, 'state.json')}: no state for policy '${id}'`);
+    const tensors = await readSafetensorsFile(join(dir, `${id}.safetensors`));
+    const optim = await readSafetensorsFile(join(dir, `${id}.optim.safetensors`));
+    const t = new Map([...tensors.tensors].map(([n, v]) => [n, v.data]));
+    for (const [name, shape] of p.trainableShapes) {
+      const got = tensors.tensors.get(name);
+      if (!got) throw new Error(`${join(dir, `${id}.safetensors`)}: missing tensor '${name}'`);
+      if (got.shape.join(',') !== shape.join(',')) throw new Error(`${join(dir, `${id}.safetensors`)}: tensor '${name}' has shape [${got.shape.join(', ')}], expected [${shape.join(', ')}]`);
+    }
+    await p.restore(t, new Map([...optim.tensors].map(([n, v]) => [n, v.data])), ps.optimizerSteps);
+    p.nonFiniteSkips = ps.nonFiniteSkips;
+  }
+  return state;
+}

@@ -1,0 +1,281 @@
+/**
+ * The training loop, top to bottom:
+ *   warm start → initial validation → for each step:
+ *   rollout (tree or independent) → score → group → advantages → per-policy update →
+ *   validate on fixed held-out seeds → log → commit the step → checkpoint.
+ *
+ * Crash safety: a step's rows (trajectories, turns, groups, metrics) are committed in one
+ * transaction *before* the resume checkpoint is replaced. After a kill, resume restarts from the
+ * checkpoint; if it is one step behind the store, that step is re-run from the same seeds and its
+ * rows replaced (the store treats re-committing the last step as a replace), so nothing committed
+ * is lost and nothing is applied twice.
+ */
+import { existsSync } from 'node:fs';
+import { cp, mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { trainSeed } from '../envs/seed-ranges.ts';
+import { loadCheckpoint } from '../models/checkpoint.ts';
+import { initParameters } from '../models/init.ts';
+import type { Policy } from '../models/policy.ts';
+import type { TrainSequence } from '../models/train-batch.ts';
+import type { Metric } from '../protocol/trajectory.ts';
+import { Engine } from '../runtime/engine.ts';
+import type { RunStore, StepInput } from '../store/index.ts';
+import { computeAdvantages, filterGroups } from './advantages.ts';
+import { evaluate, type Evaluation } from './evaluate.ts';
+import type { ResolvedExperiment } from './experiment.ts';
+import { createPolicies, routingContext } from './policies.ts';
+import { rollout, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
+import { readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, warmStartDir } from './run-checkpoint.ts';
+import { rolloutMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
+import { warmStart } from './warm-start.ts';
+
+export interface TrainOptions {
+  readonly experiment: ResolvedExperiment;
+  readonly store: RunStore;
+  readonly runId: string;
+  readonly runDir: string;
+  /** Folder of cached warm starts (shared by runs of a workspace). */
+  readonly cacheRoot: string;
+  /** Continue from the run's resume checkpoint. */
+  readonly resume: boolean;
+  /** Overrides `training.steps`. */
+  readonly steps?: number;
+  /** Polled at step boundaries: true stops the run after the current step (Ctrl-C). */
+  readonly shouldStop?: () => boolean;
+  readonly log: (line: string) => void;
+  readonly onStep?: (r: StepReport) => void;
+}
+
+export interface StepReport {
+  readonly step: number;
+  readonly steps: number;
+  readonly ms: number;
+  readonly trainSuccess: number;
+  readonly meanReward: number;
+  readonly policyLoss: number;
+  readonly validation: Evaluation | null;
+}
+
+export interface TrainSummary {
+  readonly initial: Evaluation | null;
+  readonly final: Evaluation | null;
+  readonly lastStep: number;
+  readonly stopped: boolean;
+}
+
+/** Initial weights of every base model: from the warm start (cached), else init or checkpoint. */
+async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOptions): Promise<Map<string, Map<string, Float32Array>>> {
+  const out = new Map<string, Map<string, Float32Array>>();
+  for (const [modelId, m] of exp.models) {
+    const saved = warmStartDir(o.runDir, modelId);
+    if (o.resume && existsSync(join(saved, 'model.safetensors'))) {
+      out.set(modelId, (await loadCheckpoint(saved)).params);
+      continue;
+    }
+    const initial = m.source.kind === 'init' ? initParameters(m.config, m.source.seed) : (await loadCheckpoint(m.source.path)).params;
+    if (!exp.warmStart.enabled) {
+      out.set(modelId, initial);
+      continue;
+    }
+    const agents = [...exp.router].filter(([, p]) => exp.policies.get(p)?.model === modelId).map(([a]) => a);
+    const ws = await warmStart(
+      engine,
+      { modelId, config: m.config, weights: initial, weightsKey: m.source.kind === 'init' ? `init:${m.source.seed}` : `checkpoint:${m.source.path}`, agents },
+      exp.env,
+      exp.warmStart,
+      exp.tokenizer,
+      o.cacheRoot,
+      o.log,
+    );
+    await rm(saved, { recursive: true, force: true });
+    await mkdir(join(saved, '..'), { recursive: true });
+    await cp(ws.cacheDir, saved, { recursive: true });
+    out.set(modelId, ws.weights);
+  }
+  return out;
+}
+
+function turnRows(t: Trajectory, trained: ReadonlySet<string> | null) {
+  return t.samples.map((s) => {
+    const inGroup = trained !== null && trained.has(s.groupId);
+    return {
+      turn: s.turn,
+      agentId: s.agent,
+      policyId: s.policyId,
+      branch: s.branch,
+      kept: s.kept,
+      promptText: s.prompt,
+      responseText: s.response,
+      promptTokens: s.promptTokens,
+      responseTokens: s.responseTokens,
+      logprobs: s.logprobs,
+      teamReward: s.teamReward,
+      localReward: s.localReward,
+      reward: s.reward,
+      ...(inGroup ? { advantage: s.advantage, groupId: s.groupId } : {}),
+      ...(s.parseError !== null ? { parseError: s.parseError } : {}),
+    };
+  });
+}
+
+function trajectoryRows(phase: 'train' | 'validation', envName: string, ts: readonly Trajectory[], trained: ReadonlySet<string> | null): NonNullable<StepInput['trajectories']> {
+  return ts.map((t) => ({
+    phase,
+    envName,
+    envSeed: t.envSeed,
+    envInstance: t.envInstance,
+    rollout: t.rollout,
+    success: t.success,
+    teamReward: t.teamReturn,
+    localReward: Object.values(t.localReturns).reduce((a, b) => a + b, 0),
+    turns: turnRows(t, trained),
+  }));
+}
+
+/** Trains every policy on the samples routed to it; returns metrics. */
+async function updatePolicies(exp: ResolvedExperiment, policies: ReadonlyMap<string, Policy>, samples: readonly Sample[], trained: ReadonlySet<string>): Promise<{ metrics: Metric[]; loss: number }> {
+  const a = exp.algorithm;
+  const metrics: Metric[] = [];
+  let loss = 0;
+  for (const [policyId, policy] of policies) {
+    const mine = samples.filter((s) => s.policyId === policyId && trained.has(s.groupId));
+    if (mine.length === 0) continue;
+    const seqs: TrainSequence[] = mine.map((s) => ({
+      tokens: Int32Array.from([...s.promptTokens, ...s.responseTokens]),
+      promptLength: s.promptTokens.length,
+      advantages: new Float32Array(s.responseTokens.length).fill(s.advantage),
+    }));
+    // Old log-probs are recomputed by the trainer at the sampling temperature (DESIGN §3), so the
+    // ratio compares like with like even where sampling truncated the distribution.
+    const old = await policy.score(seqs, a.temperature);
+    const ref = a.klCoef > 0 ? await policy.score(seqs, a.temperature, true) : null;
+    const batch = seqs.map((q, i) => ({ ...q, oldLogp: old[i]!, ...(ref ? { refLogp: ref[i]! } : {}) }));
+    const tokens = batch.reduce((n, q) => n + q.tokens.length - q.promptLength, 0);
+    for (let epoch = 0; epoch < a.ppoEpochs; epoch++) {
+      const s = await policy.update('ppo', batch, { temperature: a.temperature, clipEps: a.clipEps, klCoef: a.klCoef, entCoef: a.entropyCoef }, a.microBatch);
+      if (epoch === a.ppoEpochs - 1) {
+        metrics.push(...updateMetrics(policyId, s, tokens));
+        loss += Number.isFinite(s.loss) ? s.loss : 0;
+      }
+    }
+    metrics.push({ name: 'update/samples', value: mine.length, policyId }, { name: 'update/non_finite_skips', value: policy.nonFiniteSkips, policyId });
+  }
+  return { metrics, loss };
+}
+
+export async function train(o: TrainOptions): Promise<TrainSummary> {
+  const exp = o.experiment;
+  const a = exp.algorithm;
+  const totalSteps = o.steps ?? exp.training.steps;
+  const engine = await Engine.start({ executionProvider: exp.engine.executionProvider, ...(exp.engine.threads ? { threads: exp.engine.threads } : {}), log: o.log });
+  try {
+    const bases = await baseWeights(engine, exp, o);
+    const policies = await createPolicies(engine, exp, bases);
+    const ctx = routingContext(exp, policies);
+    const validate = () =>
+      evaluate(exp.env.make, ctx, {
+        episodes: exp.training.validationEpisodes,
+        seedOffset: 0,
+        temperature: exp.training.validationTemperature,
+        maxNewTokens: a.maxNewTokens,
+        teamRewardWeight: a.teamRewardWeight,
+      });
+
+    let startStep = 1;
+    let initial: Evaluation | null = null;
+    const resumeState = o.resume ? await readCheckpointState(resumeDir(o.runDir)) : null;
+    if (resumeState) {
+      await restorePolicies(resumeDir(o.runDir), policies);
+      startStep = resumeState.step + 1;
+      o.log(`resuming after step ${resumeState.step} (store has steps up to ${o.store.lastCommittedStep(o.runId) ?? 'none'})`);
+    } else {
+      // Step 0: the warm-started team before any RL, on the validation seeds.
+      const t0 = performance.now();
+      initial = await validate();
+      const warmRows = [...exp.models.keys()].map((m) => ({ step: 0, kind: 'warmstart' as const, path: warmStartDir(o.runDir, m), meta: { model: m } }));
+      o.store.commitStep(o.runId, {
+        step: 0,
+        timingsMs: { validation: performance.now() - t0 },
+        metrics: validationMetrics(initial),
+        trajectories: trajectoryRows('validation', exp.env.name, initial.trajectories, null),
+        checkpoints: exp.warmStart.enabled ? warmRows.filter((r) => existsSync(r.path)) : [],
+      });
+      await saveResumeState(o.runDir, 0, policies);
+      o.log(`step 0 (warm-started policy): validation success ${(initial.success * 100).toFixed(1)}%, mean reward ${initial.meanReward.toFixed(3)}`);
+    }
+
+    let final: Evaluation | null = null;
+    let lastStep = startStep - 1;
+    let stopped = false;
+    for (let step = startStep; step <= totalSteps; step++) {
+      const tStep = performance.now();
+      // 1. Rollout on fresh training tasks; seeds depend only on (seed, step), so a re-run step sees the same tasks.
+      const tasks = Array.from({ length: a.envsPerStep }, (_, i) => exp.env.make(trainSeed((exp.seed * 1_000_003 + step) * a.envsPerStep + i)));
+      const r: RolloutResult = await rollout(tasks, ctx, {
+        mode: a.name === 'at-grpo' ? 'tree' : 'independent',
+        branches: a.branches,
+        teamRewardWeight: a.teamRewardWeight,
+        temperature: a.temperature,
+        topP: a.topP,
+        topK: a.topK,
+        maxNewTokens: a.maxNewTokens,
+        seed: (exp.seed * 7919 + step) >>> 0,
+      });
+      const tRollout = performance.now();
+      // 2–3. Score and group: advantages within (instance, agent, turn) — or per task for GRPO.
+      const { advantages, groups } = computeAdvantages(r.samples.map((s) => ({ groupId: s.groupId, reward: s.score })));
+      r.samples.forEach((s, i) => (s.advantage = advantages[i]!));
+      const trained = filterGroups(groups, a.filters);
+      // 4. Per-policy update on the samples routed to each policy.
+      const upd = await updatePolicies(exp, policies, r.samples, trained);
+      const tUpdate = performance.now();
+      // 5. Validation on the fixed held-out seeds.
+      let val: Evaluation | null = null;
+      if (step % exp.training.validateEvery === 0 || step === totalSteps) val = await validate();
+      const tVal = performance.now();
+      // 6. Log and commit the step in one transaction.
+      const metrics: Metric[] = [...rolloutMetrics(r), ...upd.metrics, ...(val ? validationMetrics(val) : [])];
+      const timingsMs = { rollout: tRollout - tStep, inference: r.inferenceMs, env: r.envMs, update: tUpdate - tRollout, validation: tVal - tUpdate, total: tVal - tStep };
+      metrics.push(...Object.entries(timingsMs).map(([k, v]) => ({ name: `time/${k}_ms`, value: v })));
+      const groupRows = [...groups.values()]
+        .filter((g) => trained.has(g.groupId))
+        .map((g) => {
+          const s = r.samples.find((x) => x.groupId === g.groupId)!;
+          const task = a.name !== 'at-grpo';
+          return { groupId: g.groupId, envInstance: s.envInstance, agentId: task ? 'all' : s.agent, turn: task ? 0 : s.turn, size: g.size, rewardMean: g.mean, rewardStd: g.std };
+        });
+      const history = step % exp.training.checkpointEvery === 0 || step === totalSteps;
+      const stepCk = history ? await saveStepCheckpoint(o.runDir, step, policies) : null;
+      o.store.commitStep(o.runId, {
+        step,
+        timingsMs,
+        metrics,
+        groups: groupRows,
+        trajectories: [...trajectoryRows('train', exp.env.name, r.trajectories, trained), ...(val ? trajectoryRows('validation', exp.env.name, val.trajectories, null) : [])],
+        checkpoints: stepCk ? [{ step, kind: step === totalSteps ? 'final' : 'rl', path: stepCk }] : [],
+      });
+      // 7. Checkpoint the state the next step starts from.
+      await saveResumeState(o.runDir, step, policies);
+      lastStep = step;
+      if (val) final = val;
+      o.onStep?.({
+        step,
+        steps: totalSteps,
+        ms: performance.now() - tStep,
+        trainSuccess: r.trajectories.filter((t) => t.success).length / Math.max(1, r.trajectories.length),
+        meanReward: r.samples.filter((s) => s.kept).reduce((x, s) => x + s.reward, 0) / Math.max(1, r.trajectories.length),
+        policyLoss: upd.loss,
+        validation: val,
+      });
+      if (o.shouldStop?.() && step < totalSteps) {
+        stopped = true;
+        o.log(`stopped after step ${step}; resume with --resume`);
+        break;
+      }
+    }
+    return { initial, final, lastStep, stopped };
+  } finally {
+    await engine.close();
+  }
+}

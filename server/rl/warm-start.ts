@@ -1,0 +1,155 @@
+/**
+ * Warm start: supervised training of each base model on solver demonstrations before RL, so the
+ * tiny from-scratch model knows the action formats and roughly how to solve the task; RL then
+ * has something to improve. The result is cached by a hash of everything that determines it
+ * (model, initialisation, environment, demonstrations, budget, tokenizer, this file's version),
+ * so a second run with the same settings reuses it instead of retraining.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Environment } from '../envs/environment.ts';
+import { trainSeed } from '../envs/seed-ranges.ts';
+import { rolloutSolver } from '../envs/solver-rollout.ts';
+import { loadCheckpoint, saveCheckpoint } from '../models/checkpoint.ts';
+import type { ModelConfig } from '../models/model-config.ts';
+import { optimizerSchema } from '../models/optimizer.ts';
+import { Policy } from '../models/policy.ts';
+import { createPrng } from '../models/prng.ts';
+import type { CharTokenizer } from '../models/tokenizer.ts';
+import type { TrainSequence } from '../models/train-batch.ts';
+import type { Engine } from '../runtime/engine.ts';
+
+/** Bump when the warm-start procedure changes, so stale caches are not reused. */
+const WARM_START_VERSION = 1;
+
+/**
+ * Training seeds for demonstrations start here, far from the seeds RL steps draw (which start
+ * at 0), so the warm start does not simply memorise the first RL tasks.
+ */
+const DEMO_SEED_OFFSET = 500_000_000;
+
+export interface WarmStartBudget {
+  readonly demonstrations: number;
+  readonly steps: number;
+  readonly batchSize: number;
+  readonly lr: number;
+}
+
+export interface WarmStartJob {
+  readonly modelId: string;
+  readonly config: ModelConfig;
+  /** Initial weights (from an init seed or a checkpoint). */
+  readonly weights: ReadonlyMap<string, Float32Array>;
+  /** Identity of the initial weights for the cache key (e.g. `init:1` or a checkpoint hash). */
+  readonly weightsKey: string;
+  /** Agents whose demonstrations this model learns (the agents routed to its policies). */
+  readonly agents: readonly string[];
+}
+
+export interface WarmStartResult {
+  readonly weights: Map<string, Float32Array>;
+  readonly cached: boolean;
+  readonly cacheDir: string;
+  readonly firstLoss: number;
+  readonly lastLoss: number;
+  readonly demonstrations: number;
+}
+
+/** (prompt, response) sequences from solver rollouts on training seeds, for the given agents. */
+export function solverDemonstrations(make: (seed: number) => Environment, count: number, agents: readonly string[], tok: CharTokenizer): TrainSequence[] {
+  const wanted = new Set(agents);
+  const out: TrainSequence[] = [];
+  for (let i = 0; i < count; i++) {
+    const env = make(trainSeed(DEMO_SEED_OFFSET + i));
+    for (const d of rolloutSolver(env).demonstrations) {
+      if (!wanted.has(d.agent)) continue;
+      const prompt = tok.encodePrompt([{ role: 'user', text: d.observation }]);
+      const response = tok.encodeResponse(d.response);
+      out.push({ tokens: Int32Array.from([...prompt, ...response]), promptLength: prompt.length });
+    }
+  }
+  return out;
+}
+
+export function warmStartKey(job: WarmStartJob, env: { name: string; options: unknown }, budget: WarmStartBudget, tok: CharTokenizer): string {
+  const h = createHash('sha256');
+  h.update(
+    JSON.stringify({
+      version: WARM_START_VERSION,
+      model: job.config,
+      weights: job.weightsKey,
+      env,
+      agents: [...job.agents].sort(),
+      budget,
+      tokenizer: tok.toSpec(),
+    }),
+  );
+  return h.digest('hex').slice(0, 24);
+}
+
+/**
+ * Runs (or reuses) the warm start of one base model. `make` creates a training environment from a
+ * seed; `cacheRoot` holds finished warm starts by key.
+ */
+export async function warmStart(
+  engine: Engine,
+  job: WarmStartJob,
+  env: { name: string; options: unknown; make: (seed: number) => Environment },
+  budget: WarmStartBudget,
+  tok: CharTokenizer,
+  cacheRoot: string,
+  log: (line: string) => void,
+): Promise<WarmStartResult> {
+  const key = warmStartKey(job, { name: env.name, options: env.options }, budget, tok);
+  const dir = join(cacheRoot, key, job.modelId);
+  if (existsSync(join(dir, 'done.json'))) {
+    const ck = await loadCheckpoint(dir);
+    log(`warm start of '${job.modelId}': reusing cache ${key}`);
+    return { weights: ck.params, cached: true, cacheDir: dir, firstLoss: Number.NaN, lastLoss: Number.NaN, demonstrations: 0 };
+  }
+  const demos = solverDemonstrations(env.make, budget.demonstrations, job.agents, tok);
+  if (demos.length === 0) throw new Error(`warm start of '${job.modelId}': the solver produced no demonstrations for agents ${job.agents.join(', ')}`);
+  log(`warm start of '${job.modelId}': ${demos.length} demonstrations from ${budget.demonstrations} solver episodes, ${budget.steps} steps of ${budget.batchSize}`);
+  const policy = await Policy.create(engine, {
+    id: `warm-start:${job.modelId}`,
+    config: job.config,
+    weights: job.weights,
+    lora: null,
+    optimizer: optimizerSchema.parse({
+      lr: budget.lr,
+      weightDecay: 0.01,
+      schedule: { kind: 'cosine', warmupSteps: Math.min(20, Math.floor(budget.steps / 10)), totalSteps: budget.steps, minLrRatio: 0.1 },
+    }),
+    kl: false,
+    entropy: false,
+  });
+  const rng = createPrng(Number.parseInt(key.slice(0, 8), 16));
+  let firstLoss = Number.NaN;
+  let lastLoss = Number.NaN;
+  let ema = Number.NaN;
+  try {
+    for (let step = 0; step < budget.steps; step++) {
+      const batch = Array.from({ length: budget.batchSize }, () => demos[rng.nextUint32() % demos.length]!);
+      const s = await policy.update('ce', batch, null);
+      if (step === 0) firstLoss = s.loss;
+      lastLoss = s.loss;
+      ema = Number.isNaN(ema) ? s.loss : 0.9 * ema + 0.1 * s.loss;
+      if (step % 50 === 0 || step === budget.steps - 1) log(`  warm start ${step + 1}/${budget.steps}  loss ${ema.toFixed(4)}`);
+    }
+    const weights = await policy.weights();
+    // Write into a temporary folder and rename, so a crash never leaves a half-written cache entry.
+    const tmp = `${dir}.tmp-${process.pid}`;
+    await rm(tmp, { recursive: true, force: true });
+    await mkdir(tmp, { recursive: true });
+    await saveCheckpoint(tmp, job.config, weights, { metadata: { warmStartKey: key } });
+    await writeFile(join(tmp, 'done.json'), `${JSON.stringify({ key, firstLoss, lastLoss, demonstrations: demos.length, budget }, null, 2)}\n`);
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(join(dir, '..'), { recursive: true });
+    await rename(tmp, dir);
+    return { weights, cached: false, cacheDir: dir, firstLoss, lastLoss, demonstrations: demos.length };
+  } finally {
+    await policy.dispose();
+  }
+}
