@@ -58,6 +58,8 @@ import json
 import os
 import sys
 
+sys.dont_write_bytecode = True
+
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -8,7 +8,7 @@ Run: /usr/bin/python3 server/models/reference/self_check.py   (after make_fixtur
   3. Left padding: each padded row, run alone without its padding (positions 0..n-1, no mask), gives
      the same logits at its real positions as the padded batch (float64 and float32).
   4. KV cache: prefill + one token at a time through the preallocated KVCache (with the left-padding
-     mask) equals the full forward at real positions.
+     mask, the precomputed rope table) equals the full forward at real positions.
   5. An independent, deliberately naive forward (loops over batch, heads and query positions, written
      straight from the spec in torch_model.py's header) equals tm.forward at all positions (float64).
 Exits non-zero if a check exceeds its bound.
@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+
+sys.dont_write_bytecode = True
 
 import torch
 
@@ -175,11 +177,12 @@ def main():
                 pad_err[str(dtype).replace("torch.", "")] = e
                 Bn, Tn = inp["input_ids"].shape
                 cache = tm.KVCache(cfg, Bn, Tn, dtype)
+                rt_ = tm.rope_table(cfg, Tn, dtype)  # the cached path also exercises the precomputed rope table
                 P0 = 3
-                outs = [tm.forward(P, cfg, inp["input_ids"][:, :P0], inp["position_ids"][:, :P0], am[:, :P0], Lr, scale, cache)]
+                outs = [tm.forward(P, cfg, inp["input_ids"][:, :P0], inp["position_ids"][:, :P0], am[:, :P0], Lr, scale, cache, rt_)]
                 for j in range(P0, Tn):
                     outs.append(tm.forward(P, cfg, inp["input_ids"][:, j:j + 1], inp["position_ids"][:, j:j + 1],
-                                           am[:, :j + 1], Lr, scale, cache))
+                                           am[:, :j + 1], Lr, scale, cache, rt_))
                 inc = torch.cat(outs, 1)
                 cache_err[str(dtype).replace("torch.", "")] = float((inc - full)[real].abs().max())
                 assert torch.isfinite(full).all(), "non-finite logits (fully masked rows?)"

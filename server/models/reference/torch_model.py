@@ -69,7 +69,10 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 from typing import Dict, List, Optional, Tuple
+
+sys.dont_write_bytecode = True
 
 import numpy as np
 import torch
@@ -211,6 +214,13 @@ def rope_cos_sin(position_ids: torch.Tensor, D: int, theta: float, dtype) -> Tup
     return emb.cos(), emb.sin()
 
 
+def rope_table(cfg: dict, max_pos: int, dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Precomputed (cos, sin) [max_pos, D] for positions 0..max_pos-1 (same values as rope_cos_sin)."""
+    D = dims(cfg)[5]
+    cos, sin = rope_cos_sin(torch.arange(max_pos)[None], D, cfg["ropeTheta"], dtype)
+    return cos[0, :, 0], sin[0, :, 0]
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     h = x.shape[-1] // 2
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
@@ -250,13 +260,15 @@ class KVCache:
 def forward(params: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor,
             position_ids: Optional[torch.Tensor] = None, attention_mask: Optional[torch.Tensor] = None,
             lora: Optional[Dict[str, torch.Tensor]] = None, lora_scale: float = 0.0,
-            cache: Optional[KVCache] = None) -> torch.Tensor:
+            cache: Optional[KVCache] = None,
+            rope: Optional[Tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
     """Returns logits [B,t,V] for input_ids [B,t].
 
     Without a cache: a full forward (t = T). With a KVCache: input_ids are the next t tokens after
     cache.length cached ones, attention_mask (if given) covers [B, cache.length + t], and the new
     keys/values are written into the cache (cache.length advances by t).
     lora: {"<proj>.lora_A": [r,in], "<proj>.lora_B": [out,r]}; lora_scale = alpha / r.
+    rope: optional precomputed rope_table(cfg, max_pos, dtype) (a speed-up; same numbers).
     """
     V, C, L, H, Hkv, D, Fi = dims(cfg)
     G = H // Hkv
@@ -265,9 +277,14 @@ def forward(params: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor,
     past = cache.length if cache is not None else 0
     S = past + t
     dtype = params["embed.weight"].dtype
-    if position_ids is None:
-        position_ids = torch.arange(past, S).expand(B, t)
-    cos, sin = rope_cos_sin(position_ids, D, cfg["ropeTheta"], dtype)
+    if rope is not None and position_ids is None:
+        cos, sin = rope[0][None, past:S, None], rope[1][None, past:S, None]
+    elif rope is not None:
+        cos, sin = rope[0][position_ids][:, :, None], rope[1][position_ids][:, :, None]
+    else:
+        if position_ids is None:
+            position_ids = torch.arange(past, S).expand(B, t)
+        cos, sin = rope_cos_sin(position_ids, D, cfg["ropeTheta"], dtype)
     bias = attention_bias(attention_mask, B, t, past, dtype)
     if bias is not None:
         bias = bias[:, None, None]  # [B,1,1,t,S] over (kv head, group)
