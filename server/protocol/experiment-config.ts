@@ -1,0 +1,542 @@
+/**
+ * The experiment config: the JSON file users write (`configs/<env>/<level>.json`) to describe one
+ * training run: the environment, which policy acts for which agent, the RL algorithm, warm start,
+ * schedule and engine. DESIGN.md §3 defines the terms, §7 the editing experience.
+ *
+ * Three layers check a config:
+ *  1. this schema: types, ranges, enums, unknown keys (every object is strict, so a typo fails);
+ *     `configs/schema.json` is generated from it, so editors flag these instantly;
+ *  2. `checkExperimentConfig`: rules across fields (router targets exist, specialization levels);
+ *     the schema runs it as a refinement once the structure is valid;
+ *  3. `checkAgainstAgents`: the router against the environment's agents, which only the server
+ *     knows (protocol imports nothing but zod); the server also validates `env.options` with the
+ *     environment's own options schema.
+ *
+ * The `.describe()` texts become the hover text in the editor (through the JSON Schema).
+ *
+ * The model, LoRA and optimizer schemas below have the same shape and defaults as those in
+ * `server/models/` (model-config.ts, lora.ts, optimizer.ts), which protocol may not import; a
+ * test compares them. The models package can import these instead of keeping its own copy.
+ */
+import { z } from 'zod';
+import { ConfigError, didYouMean, issuesFromZod, quoteList, type ConfigIssue } from './config-errors.ts';
+
+/** Environment names (the keys of the server's environment registry, `envs/environments.ts`). */
+export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe'] as const;
+export type EnvironmentName = (typeof environmentNames)[number];
+
+export const specializationLevels = ['L0', 'L1', 'L2', 'L3'] as const;
+export type SpecializationLevel = (typeof specializationLevels)[number];
+
+export const algorithmNames = ['at-grpo', 'grpo'] as const;
+export type AlgorithmName = (typeof algorithmNames)[number];
+
+/** Built-in model sizes (`models/default-model.ts`): default ~1M parameters, medium ~10M. */
+export const modelPresets = ['default', 'medium'] as const;
+export type ModelPreset = (typeof modelPresets)[number];
+
+export const executionProviders = ['cpu', 'cuda', 'webgpu', 'auto'] as const;
+export type ExecutionProvider = (typeof executionProviders)[number];
+
+/** The projections a LoRA adapter may target, named as in the model's parameter table. */
+export const loraTargets = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
+export type LoraTarget = (typeof loraTargets)[number];
+
+/** Ids of models, policies and agents: they name folders and appear in metric keys. */
+export const configIdSchema = z
+  .string()
+  .regex(/^[A-Za-z][A-Za-z0-9_-]{0,63}$/, 'must start with a letter and contain only letters, digits, "-" and "_" (at most 64 characters)');
+
+// ---------------------------------------------------------------------------------------------
+// Models, adapters, optimizer (shared with server/models)
+
+/** Decoder-only transformer of the Qwen2/Llama shape (RMSNorm, RoPE, GQA attention, SwiGLU). */
+export const modelConfigSchema = z
+  .object({
+    /** Vocabulary size V; must equal the tokenizer's. */
+    vocabSize: z.number().int().positive().describe("Vocabulary size V; must equal the tokenizer's."),
+    /** Model width C. */
+    hiddenSize: z.number().int().positive().describe('Model width C (hidden size).'),
+    /** Transformer blocks L. */
+    numLayers: z.number().int().positive().describe('Number of transformer blocks L.'),
+    /** Query heads H. */
+    numHeads: z.number().int().positive().describe('Number of query heads H. Must divide hiddenSize unless headDim is given.'),
+    /** Key/value heads Hkv (grouped-query attention); defaults to numHeads. */
+    numKvHeads: z.number().int().positive().optional().describe('Number of key/value heads (grouped-query attention). Must divide numHeads. Default: numHeads.'),
+    /** Per-head dimension D; defaults to hiddenSize / numHeads. */
+    headDim: z.number().int().positive().optional().describe('Per-head dimension D, even (RoPE rotates pairs). Default: hiddenSize / numHeads.'),
+    /** Hidden size F of the SwiGLU MLP. */
+    intermediateSize: z.number().int().positive().describe('Hidden size F of the SwiGLU MLP.'),
+    /** RoPE base frequency. */
+    ropeTheta: z.number().positive().default(10000).describe('RoPE base frequency theta.'),
+    /** RMSNorm epsilon. */
+    rmsNormEps: z.number().positive().default(1e-6).describe('RMSNorm epsilon.'),
+    /** Whether the output head shares the embedding matrix. */
+    tieEmbeddings: z.boolean().default(true).describe('Whether the output head shares the embedding matrix.'),
+    /** Whether q/k/v projections carry a bias (Qwen2 does, Llama does not). */
+    attentionBias: z.boolean().default(false).describe('Whether the q/k/v projections carry a bias (Qwen2 does, Llama does not).'),
+    /** Longest sequence (prompt + response); sizes the KV caches. */
+    maxSequenceLength: z.number().int().positive().default(512).describe('Longest sequence (prompt + response) the model is used with; sizes the KV caches.'),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    const kv = c.numKvHeads ?? c.numHeads;
+    if (c.headDim === undefined && c.hiddenSize % c.numHeads !== 0) {
+      ctx.addIssue({ code: 'custom', path: ['numHeads'], message: `numHeads (${c.numHeads}) must divide hiddenSize (${c.hiddenSize}), or headDim must be given` });
+    }
+    if (c.numHeads % kv !== 0) {
+      ctx.addIssue({ code: 'custom', path: ['numKvHeads'], message: `numKvHeads (${kv}) must divide numHeads (${c.numHeads})` });
+    }
+    const d = c.headDim ?? Math.floor(c.hiddenSize / c.numHeads);
+    if (d % 2 !== 0) ctx.addIssue({ code: 'custom', path: ['headDim'], message: `head dimension (${d}) must be even for RoPE` });
+  });
+export type ModelConfig = z.output<typeof modelConfigSchema>;
+
+/** A LoRA adapter (Hu et al. 2021): y = W·x + (alpha / rank)·B·(A·x) on each targeted projection. */
+export const loraConfigSchema = z
+  .object({
+    /** Rank r of the update B·A. */
+    rank: z.int().positive().describe('Rank r of the low-rank update B·A.'),
+    /** Scale numerator (update × alpha / rank); defaults to rank, i.e. scale 1. */
+    alpha: z.number().positive().optional().describe('The update is scaled by alpha / rank. Default: rank (scale 1).'),
+    /** Projections adapted in every layer. */
+    targets: z
+      .array(z.enum(loraTargets))
+      .min(1)
+      .default(() => [...loraTargets])
+      .describe('Projections adapted in every layer: attention q, k, v, o and MLP gate, up, down. Default: all.'),
+    /** Dropout on the adapter input; only 0 is supported. */
+    dropout: z.literal(0).default(0).describe('Dropout on the adapter input. Only 0 is supported.'),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    const seen = new Set<string>();
+    c.targets.forEach((t, i) => {
+      if (seen.has(t)) ctx.addIssue({ code: 'custom', path: ['targets', i], message: `target '${t}' is listed twice` });
+      seen.add(t);
+    });
+  });
+export type LoraConfig = z.output<typeof loraConfigSchema>;
+
+export const scheduleSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('constant').describe('The learning rate stays at lr.') }).strict(),
+  z
+    .object({
+      kind: z.literal('cosine').describe('Linear warm-up to lr, then cosine decay to minLrRatio × lr.'),
+      /** Steps of linear warm-up from 0 to the peak rate. */
+      warmupSteps: z.number().int().min(0).describe('Optimizer steps of linear warm-up from 0 to lr.'),
+      /** Optimizer steps the schedule spans; afterwards the rate stays at its floor. */
+      totalSteps: z.number().int().positive().describe('Optimizer steps the schedule spans (warm-up included); afterwards the rate stays at its floor.'),
+      /** Floor of the decay as a fraction of the peak rate. */
+      minLrRatio: z.number().min(0).max(1).default(0).describe('Floor of the cosine decay as a fraction of lr.'),
+    })
+    .strict(),
+]);
+export type Schedule = z.output<typeof scheduleSchema>;
+
+/** AdamW with global-norm gradient clipping, as `models/optimizer.ts` runs it. */
+export const optimizerSchema = z
+  .object({
+    /** Peak learning rate. */
+    lr: z
+      .number()
+      .positive()
+      .default(1e-3)
+      .describe('Peak learning rate. The default suits LoRA adapters of rank 8 on the embedded model; training all weights (no lora) wants about 1e-4.'),
+    /** AdamW β₁. */
+    beta1: z.number().min(0).lt(1).default(0.9).describe('AdamW beta1 (first-moment decay).'),
+    /** AdamW β₂. */
+    beta2: z.number().min(0).lt(1).default(0.999).describe('AdamW beta2 (second-moment decay).'),
+    /** AdamW ε. */
+    eps: z.number().positive().default(1e-8).describe('AdamW epsilon.'),
+    /** Decoupled weight decay (matrices only). */
+    weightDecay: z.number().min(0).default(0.01).describe('Decoupled weight decay, applied to matrices (not to norm gains or biases).'),
+    /** Global gradient-norm clip; 0 disables. */
+    maxGradNorm: z.number().min(0).default(1.0).describe('Clip of the global gradient norm of each update; 0 disables clipping.'),
+    /** Learning-rate schedule over optimizer steps. */
+    schedule: scheduleSchema.default({ kind: 'constant' }).describe('Learning-rate schedule over optimizer steps: constant, or cosine with linear warm-up.'),
+  })
+  .strict();
+export type OptimizerConfig = z.output<typeof optimizerSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// The experiment
+
+/** Where a base model comes from: exactly one of preset, config, checkpoint. */
+export const modelSourceSchema = z
+  .object({
+    /** A built-in size, initialised from scratch, with the character tokenizer. */
+    preset: z.enum(modelPresets).optional().describe('Built-in architecture, initialised from scratch with the character tokenizer: default (~1M parameters) or medium (~10M).'),
+    /** An architecture to initialise from scratch, with the character tokenizer. */
+    config: modelConfigSchema.optional().describe('An architecture to initialise from scratch, with the character tokenizer (vocabSize must match it).'),
+    /** A checkpoint folder; relative paths resolve against the config file's folder. */
+    checkpoint: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Checkpoint folder: a Troupe checkpoint (config.json + model.safetensors) or a Hugging Face Qwen2/Llama model (config.json, model.safetensors, tokenizer.json). A relative path is resolved against this file\'s folder.'),
+  })
+  .strict()
+  .superRefine((m, ctx) => {
+    const given = (['preset', 'config', 'checkpoint'] as const).filter((k) => m[k] !== undefined);
+    if (given.length !== 1) {
+      const what = given.length === 0 ? 'none is given' : `got ${quoteList(given)}`;
+      ctx.addIssue({ code: 'custom', path: [], message: `a model needs exactly one of "preset", "config", "checkpoint"; ${what}` });
+    }
+  })
+  // The same rule for editors; zod's check above gives the message.
+  .meta({ oneOf: [{ required: ['preset'] }, { required: ['config'] }, { required: ['checkpoint'] }] })
+  .describe('A base model: exactly one of preset, config (a fresh architecture) or checkpoint (a folder).');
+export type ModelSource = z.output<typeof modelSourceSchema>;
+
+export const policySchema = z
+  .object({
+    /** Id of the base model (a key of `models`). */
+    model: configIdSchema.describe('Id of the base model (a key of "models").'),
+    /** LoRA adapter trained on the frozen base; absent: the model's own weights are trained. */
+    lora: loraConfigSchema.optional().describe("LoRA adapter trained on top of the frozen base model (L2, optionally L0). Absent: the model's own weights are trained (L1, L3)."),
+  })
+  .strict()
+  .describe('A trainable policy: a base model, plus a LoRA adapter when only the adapter is trained.');
+export type PolicyConfig = z.output<typeof policySchema>;
+
+export const algorithmSchema = z
+  .object({
+    /** at-grpo (tree sampling, per-(task, agent, turn) groups) or grpo (independent rollouts). */
+    name: z
+      .enum(algorithmNames)
+      .default('at-grpo')
+      .describe('at-grpo: at each (turn, agent) sample K branches, keep the best, group by (task, agent, turn) (arXiv 2510.11062). grpo: the baseline, K independent rollouts per task grouped by task, no tree.'),
+    /** K: branches per (turn, agent) node (at-grpo) or rollouts per task (grpo). */
+    branches: z
+      .int()
+      .min(2)
+      .max(64)
+      .default(4)
+      .describe('Group size K. at-grpo: responses sampled at each (turn, agent) node; grpo: independent rollouts per task. At least 2: advantages are normalised within a group, and a group of one has none.'),
+    /** α in r = α·r_team + r_local. */
+    teamRewardWeight: z.number().min(0).default(1).describe("alpha in r = alpha * r_team + r_local: weight of the shared task reward against the acting agent's own reward."),
+    /** Environment instances (tasks) per training step. */
+    envsPerStep: z.int().min(1).max(4096).default(8).describe('Environment instances (tasks) rolled out per training step.'),
+    /** Sampling temperature of training rollouts. */
+    temperature: z.number().positive().max(10).default(1.0).describe('Sampling temperature of training rollouts. Old log-probs are recomputed at this temperature.'),
+    /** Nucleus sampling threshold; 1 disables. */
+    topP: z.number().positive().max(1).default(1.0).describe('Nucleus sampling: sample from the smallest set of tokens whose probability reaches topP; 1 disables.'),
+    /** Top-k sampling; 0 disables. */
+    topK: z.int().min(0).default(0).describe('Sample only from the topK most likely tokens; 0 disables.'),
+    /** Longest response in tokens. */
+    maxNewTokens: z.int().min(1).max(4096).default(24).describe('Longest response, in tokens; a longer one is cut off and marked truncated.'),
+    /** PPO clip range ε. */
+    clipEps: z.number().positive().lt(1).default(0.2).describe('PPO clip range epsilon: the probability ratio is clipped to [1 - eps, 1 + eps].'),
+    /** Weight of the KL penalty to the reference policy. */
+    klCoef: z
+      .number()
+      .min(0)
+      .default(0)
+      .describe('Weight of the KL penalty to the reference policy (for a LoRA policy the base model with the adapter off; otherwise a frozen copy of the starting weights); 0 disables.'),
+    /** Weight of the entropy bonus. */
+    entropyCoef: z.number().min(0).default(0).describe('Weight of the entropy bonus; 0 disables.'),
+    /** Update passes over each step's samples. */
+    ppoEpochs: z.int().min(1).max(64).default(1).describe("Passes of policy updates over each step's samples."),
+    /** Sequences per forward/backward pass (memory only). */
+    microBatch: z
+      .int()
+      .min(1)
+      .default(64)
+      .describe("Sequences per forward/backward pass. It bounds memory and does not change the update: a policy's gradients are accumulated over all its samples into one update per epoch."),
+    /** Group filters applied before the update. */
+    filters: z
+      .object({
+        /** Drop groups whose rewards are all equal. */
+        dropZeroVariance: z.boolean().default(false).describe('Drop groups whose rewards are all equal: their advantages are 0 and only dilute the token mean.'),
+        /** Drop this fraction of groups with the lowest mean reward. */
+        dropLowestMeanFraction: z.number().min(0).lt(1).default(0).describe('Drop this fraction of the groups with the lowest mean reward (after the zero-variance filter); 0 keeps all.'),
+      })
+      .strict()
+      .prefault({})
+      .describe('Groups to leave out of the update.'),
+  })
+  .strict()
+  .describe('The RL algorithm: sampling, grouping and the PPO-clip loss (DESIGN.md §3).');
+export type AlgorithmConfig = z.output<typeof algorithmSchema>;
+
+export const warmStartSchema = z
+  .object({
+    /** Whether to warm-start. */
+    enabled: z.boolean().default(true).describe('Whether to warm-start before RL.'),
+    /** Solver episodes played to collect demonstrations. */
+    demonstrations: z.int().min(1).default(1500).describe('Solver episodes played to collect (prompt, response) demonstrations.'),
+    /** Supervised optimizer steps. */
+    steps: z.int().min(1).default(300).describe('Optimizer steps of supervised training.'),
+    /** Demonstration pairs per step. */
+    batchSize: z.int().min(1).default(32).describe('(prompt, response) pairs per optimizer step.'),
+    /** Learning rate of the supervised steps. */
+    lr: z.number().positive().default(3e-3).describe('Learning rate of the warm start (AdamW, with the betas, eps, weight decay and gradient clip of "optimizer").'),
+  })
+  .strict()
+  .describe(
+    'Supervised training on solver demonstrations before RL, so RL starts from a policy that writes well-formed actions. ' +
+      'Each model learns (all its weights) from the demonstrations of the agents whose policies use it; LoRA adapters start afterwards. ' +
+      'The result is cached under a hash of everything that determines it (models, environment, routing, seed, these settings).',
+  );
+export type WarmStartConfig = z.output<typeof warmStartSchema>;
+
+export const trainingSchema = z
+  .object({
+    /** RL training steps. */
+    steps: z.int().min(1).default(100).describe('RL training steps; each one rolls out, computes advantages and updates every policy.'),
+    /** Validation interval in steps. */
+    validateEvery: z.int().min(1).default(10).describe('Validate every this many steps. Validation also runs before the first step (the warm-start policy) and after the last.'),
+    /** Held-out episodes per validation. */
+    validationEpisodes: z
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .default(64)
+      .describe('Episodes per validation, on fixed held-out seeds (the same in every validation and every run) that training never draws.'),
+    /** Sampling temperature of validation; 0 is greedy. */
+    validationTemperature: z.number().min(0).max(10).default(0).describe('Sampling temperature of validation episodes; 0 decodes greedily.'),
+    /** Checkpoint interval in steps. */
+    checkpointEvery: z.int().min(1).default(20).describe('Write a checkpoint every this many steps (the last step always gets one); a run resumes from its last checkpoint.'),
+  })
+  .strict()
+  .describe('Length of the run, validation and checkpoints.');
+export type TrainingConfig = z.output<typeof trainingSchema>;
+
+export const engineSchema = z
+  .object({
+    /** ONNX Runtime execution provider. */
+    executionProvider: z
+      .enum(executionProviders)
+      .default('cpu')
+      .describe('Where ONNX Runtime runs the models: cpu, cuda (needs the CUDA libraries), webgpu, or auto (the best available). An unavailable provider falls back to cpu with a log line.'),
+    /** Intra-op threads of the CPU provider. */
+    threads: z.int().min(1).max(1024).optional().describe("Threads of the CPU provider. Default: ONNX Runtime's choice (the physical cores)."),
+  })
+  .strict()
+  .describe('The inference and training engine.');
+export type EngineConfig = z.output<typeof engineSchema>;
+
+/** The config's structure; `experimentConfigSchema` adds the cross-field rules. */
+const experimentConfigShape = z
+  .object({
+    /** The JSON Schema editors validate against; ignored by Troupe. */
+    $schema: z.string().optional().describe('Path or URL of the JSON Schema editors validate this file against (configs/schema.json). Ignored by Troupe.'),
+    /** Experiment name. */
+    name: z.string().min(1).max(200).describe('Name of the experiment, shown in the run list and on the dashboard.'),
+    /** Free text. */
+    description: z.string().optional().describe('What this experiment is for (free text).'),
+    /** Seed of everything random in the run. */
+    seed: z
+      .int()
+      .min(0)
+      .default(1)
+      .describe('Seed of everything random in the run: initialisation, demonstrations, the training tasks drawn, sampling. Validation tasks do not depend on it.'),
+    /** The environment. */
+    env: z
+      .object({
+        /** Registry name of the environment. */
+        name: z.enum(environmentNames).describe('The environment: plan-path (grid path finding), sudoku, sokoban, or tic-tac-toe (self-play).'),
+        /** Options validated by the environment's own schema on the server. */
+        options: z
+          .record(z.string(), z.unknown())
+          .default({})
+          .describe("The environment's options (size, maxTurns, variant, ...), checked by the environment when the run starts; unset options take its defaults."),
+      })
+      .strict()
+      .describe('The task generator and agent workflow to train on.'),
+    /** L0 single agent; L1 one shared policy; L2 one base + a LoRA adapter per agent; L3 a model per agent. */
+    specialization: z
+      .enum(specializationLevels)
+      .describe('How agents map to weights. L0: a single agent. L1: one policy shared by all agents, roles differ only by prompt. L2: one base model with a LoRA adapter per agent. L3: a separate model per agent (sizes may differ).'),
+    /** Base models by id. */
+    models: z
+      .record(configIdSchema, modelSourceSchema)
+      .prefault({ base: { preset: 'default' } })
+      .describe('Base models by id. Default: {"base": {"preset": "default"}}, the embedded ~1M-parameter model.'),
+    /** Policies by id. */
+    policies: z.record(configIdSchema, policySchema).describe('Trainable policies by id. Each trains only on the samples of the agents routed to it.'),
+    /** Agent id → policy id. */
+    router: z
+      .record(configIdSchema, configIdSchema)
+      .describe("Which policy acts for each agent (agent id -> policy id). The keys must be exactly the environment's agents: tool and plan for a puzzle's team variant, solo for its single variant, x and o for tic-tac-toe."),
+    algorithm: algorithmSchema.prefault({}),
+    optimizer: optimizerSchema.prefault({}).describe('AdamW for the RL updates; each policy has its own optimizer state.'),
+    warmStart: warmStartSchema.prefault({}),
+    training: trainingSchema.prefault({}),
+    engine: engineSchema.prefault({}),
+  })
+  .strict();
+
+export type ExperimentConfig = z.output<typeof experimentConfigShape>;
+export type ExperimentConfigInput = z.input<typeof experimentConfigShape>;
+
+/** The whole config: structure, then (once the structure is valid) `checkExperimentConfig`. */
+export const experimentConfigSchema = experimentConfigShape
+  .superRefine((config, ctx) => {
+    for (const issue of checkExperimentConfig(config)) ctx.addIssue({ code: 'custom', path: [...issue.path], message: issue.message });
+  })
+  .meta({ title: 'Troupe experiment config' });
+
+// ---------------------------------------------------------------------------------------------
+// Rules across fields
+
+const levelNames: Record<SpecializationLevel, string> = {
+  L0: 'L0 (single agent)',
+  L1: 'L1 (one shared policy)',
+  L2: 'L2 (a LoRA adapter per agent)',
+  L3: 'L3 (a model per agent)',
+};
+
+/** Cross-field rules of a structurally valid config; an empty list means it is consistent. */
+export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  const add = (path: ConfigIssue['path'], message: string): void => void issues.push({ path, message });
+  const modelIds = Object.keys(c.models);
+  const policyIds = Object.keys(c.policies);
+  const routes = Object.entries(c.router);
+  const level = levelNames[c.specialization];
+
+  // References: router → policies → models, and nothing declared but unused (usually a typo).
+  // Object.hasOwn, not `in`: "constructor" is a valid id and `in` would find it on the prototype.
+  if (routes.length === 0) add(['router'], 'must map at least one agent to a policy');
+  for (const [agent, policyId] of routes) {
+    if (!Object.hasOwn(c.policies, policyId)) add(['router', agent], `unknown policy ${JSON.stringify(policyId)}${didYouMean(policyId, policyIds)}; declared policies: ${quoteList(policyIds) || 'none'}`);
+  }
+  const routed = new Set(Object.values(c.router));
+  for (const [id, p] of Object.entries(c.policies)) {
+    if (!Object.hasOwn(c.models, p.model)) add(['policies', id, 'model'], `unknown model ${JSON.stringify(p.model)}${didYouMean(p.model, modelIds)}; declared models: ${quoteList(modelIds) || 'none'}`);
+    if (!routed.has(id)) add(['policies', id], `policy ${JSON.stringify(id)} is not used: no agent in "router" maps to it`);
+  }
+  const used = new Set(Object.values(c.policies).map((p) => p.model));
+  for (const id of modelIds) {
+    if (!used.has(id)) add(['models', id], `model ${JSON.stringify(id)} is not used by any policy`);
+  }
+
+  // Specialization levels (DESIGN.md §3).
+  const lora = Object.entries(c.policies).filter(([, p]) => p.lora !== undefined);
+  const noLora = Object.entries(c.policies).filter(([, p]) => p.lora === undefined);
+  switch (c.specialization) {
+    case 'L0':
+      if (routes.length > 1) add(['router'], `${level} needs exactly one agent, got ${routes.length} (${quoteList(routes.map(([a]) => a))})`);
+      if (policyIds.length > 1) add(['policies'], `${level} needs exactly one policy, got ${policyIds.length} (${quoteList(policyIds)})`);
+      break;
+    case 'L1':
+      if (policyIds.length > 1) add(['policies'], `${level} needs exactly one policy for all agents, got ${policyIds.length} (${quoteList(policyIds)})`);
+      for (const [id] of lora) add(['policies', id, 'lora'], `${level} trains the shared model itself and takes no LoRA adapter (L2 gives each agent an adapter)`);
+      break;
+    case 'L2': {
+      for (const [id] of noLora) add(['policies', id], `${level} needs a "lora" adapter in every policy`);
+      const [first, ...rest] = Object.entries(c.policies);
+      for (const [id, p] of rest) {
+        if (first !== undefined && p.model !== first[1].model) {
+          add(['policies', id, 'model'], `${level} puts every adapter on one base model: expected ${JSON.stringify(first[1].model)} (as in policy ${JSON.stringify(first[0])}), got ${JSON.stringify(p.model)}`);
+        }
+      }
+      checkOnePolicyPerAgent(c, level, add);
+      break;
+    }
+    case 'L3': {
+      for (const [id] of lora) add(['policies', id, 'lora'], `${level} trains each agent's own model and takes no LoRA adapter (use L2 for adapters)`);
+      checkOnePolicyPerAgent(c, level, add);
+      const owner = new Map<string, string>();
+      for (const [id, p] of Object.entries(c.policies)) {
+        const other = owner.get(p.model);
+        if (other !== undefined) add(['policies', id, 'model'], `${level} needs a separate model per policy, but ${JSON.stringify(p.model)} is already used by policy ${JSON.stringify(other)}`);
+        else owner.set(p.model, id);
+      }
+      break;
+    }
+  }
+
+  // Lengths and intervals.
+  const t = c.training;
+  if (t.validateEvery > t.steps) add(['training', 'validateEvery'], `must be at most training.steps (${t.steps}), got ${t.validateEvery}`);
+  if (t.checkpointEvery > t.steps) add(['training', 'checkpointEvery'], `must be at most training.steps (${t.steps}), got ${t.checkpointEvery}`);
+  const s = c.optimizer.schedule;
+  if (s.kind === 'cosine' && s.warmupSteps >= s.totalSteps) {
+    add(['optimizer', 'schedule', 'warmupSteps'], `must be less than totalSteps (${s.totalSteps}), got ${s.warmupSteps}`);
+  }
+  for (const [id, m] of Object.entries(c.models)) {
+    if (m.config !== undefined && c.algorithm.maxNewTokens >= m.config.maxSequenceLength) {
+      add(['algorithm', 'maxNewTokens'], `must be less than the maxSequenceLength of model ${JSON.stringify(id)} (${m.config.maxSequenceLength}), which also holds the prompt; got ${c.algorithm.maxNewTokens}`);
+    }
+  }
+  return issues;
+}
+
+/** L2 and L3 give every agent a policy of its own. */
+function checkOnePolicyPerAgent(c: ExperimentConfig, level: string, add: (path: ConfigIssue['path'], message: string) => void): void {
+  const first = new Map<string, string>();
+  for (const [agent, policyId] of Object.entries(c.router)) {
+    const other = first.get(policyId);
+    if (other !== undefined) add(['router', agent], `${level} gives each agent its own policy, but ${JSON.stringify(agent)} shares ${JSON.stringify(policyId)} with ${JSON.stringify(other)}`);
+    else first.set(policyId, agent);
+  }
+}
+
+/**
+ * The router against the environment's agents (in turn order, e.g. ['tool', 'plan']): every agent
+ * must have a policy and every routed agent must exist. The server calls this with the agents of an
+ * environment created from `config.env`, since they depend on its options (a puzzle's variant).
+ */
+export function checkAgainstAgents(c: ExperimentConfig, agents: readonly string[]): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  const env = c.env.name;
+  const listed = quoteList(agents);
+  for (const agent of Object.keys(c.router)) {
+    if (!agents.includes(agent)) issues.push({ path: ['router', agent], message: `unknown agent ${JSON.stringify(agent)}${didYouMean(agent, agents)}; ${env} has agents ${listed}` });
+  }
+  const missing = agents.filter((a) => !Object.hasOwn(c.router, a));
+  if (missing.length > 0) issues.push({ path: ['router'], message: `no policy for ${missing.length === 1 ? 'agent' : 'agents'} ${quoteList(missing)} of ${env} (its agents: ${listed})` });
+  if (c.specialization === 'L0' && agents.length !== 1) {
+    issues.push({ path: ['specialization'], message: `L0 trains a single agent, but ${env} has ${agents.length} agents (${listed}); for a puzzle, set env.options.variant to "single"` });
+  }
+  if (c.specialization !== 'L0' && agents.length === 1) {
+    issues.push({ path: ['specialization'], message: `${c.specialization} is for several agents, but ${env} has one (${listed}); use L0` });
+  }
+  return issues;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+
+export type ExperimentConfigResult = { success: true; config: ExperimentConfig } | { success: false; issues: ConfigIssue[] };
+
+/** Validates a parsed JSON value without throwing: the config, or every issue (for diagnostics). */
+export function safeParseExperimentConfig(json: unknown): ExperimentConfigResult {
+  const r = experimentConfigSchema.safeParse(json);
+  if (r.success) return { success: true, config: r.data };
+  return { success: false, issues: issuesFromZod(r.error, experimentConfigSchema, json) };
+}
+
+/**
+ * Validates a parsed JSON value, throwing one `ConfigError` that lists every issue as
+ * `source: path: message`. `source` names the origin (usually the file path).
+ */
+export function parseExperimentConfig(json: unknown, source: string): ExperimentConfig {
+  const r = safeParseExperimentConfig(json);
+  if (!r.success) throw new ConfigError(source, r.issues);
+  return r.config;
+}
+
+/**
+ * The JSON Schema of the config file (draft-07, which VS Code's JSON support handles fully), for
+ * `configs/schema.json`. It describes the input: fields with defaults are optional.
+ */
+export function experimentConfigJsonSchema(): Record<string, unknown> {
+  return z.toJSONSchema(experimentConfigSchema, {
+    target: 'draft-07',
+    io: 'input',
+    // z.int() emits the safe-integer range as bounds; they say nothing to a reader, so drop them.
+    override: ({ jsonSchema: s }) => {
+      if (s.maximum === Number.MAX_SAFE_INTEGER) delete s.maximum;
+      if (s.minimum === Number.MIN_SAFE_INTEGER) delete s.minimum;
+    },
+  });
+}
+
+/** `configs/schema.json` exactly as the generator writes it. */
+export function experimentConfigJsonSchemaText(): string {
+  return `${JSON.stringify(experimentConfigJsonSchema(), null, 2)}\n`;
+}
