@@ -1,0 +1,95 @@
+/**
+ * From an experiment config file to a `ResolvedExperiment`: parse and check the JSON (errors name
+ * the file and the JSON path), validate the environment's options with the environment's own
+ * schema, check the router against the environment's agents, and turn model references into
+ * model configs with the source of their initial weights.
+ */
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { createEnvironment, environments, type EnvironmentName } from '../envs/environments.ts';
+import { defaultModelConfig, mediumModelConfig } from '../models/default-model.ts';
+import { loraTargets, parseModelConfig, type ModelConfig } from '../models/model-config.ts';
+import { optimizerSchema } from '../models/optimizer.ts';
+import { defaultTokenizer } from '../models/tokenizer.ts';
+import { ConfigError } from '../protocol/config-errors.ts';
+import { checkAgainstAgents, parseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
+import type { ModelSource, ResolvedExperiment } from './experiment.ts';
+
+/** Reads, parses and resolves a config file. */
+export async function loadExperiment(path: string): Promise<{ config: ExperimentConfig; experiment: ResolvedExperiment }> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (e) {
+    throw new Error(`cannot read experiment config ${path}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`${path}: not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const config = parseExperimentConfig(json, path);
+  return { config, experiment: await resolveExperiment(config, path) };
+}
+
+export async function resolveExperiment(c: ExperimentConfig, source: string): Promise<ResolvedExperiment> {
+  const envName = c.env.name as EnvironmentName;
+  const factory = environments[envName];
+  const parsedOptions = factory.optionsSchema.safeParse(c.env.options);
+  if (!parsedOptions.success) {
+    throw new ConfigError(
+      source,
+      parsedOptions.error.issues.map((i) => ({ path: ['env', 'options', ...i.path.map((p) => (typeof p === 'symbol' ? String(p) : p))], message: i.message })),
+    );
+  }
+  const options = parsedOptions.data;
+  const probe = createEnvironment(envName, 0, options);
+  const agentIssues = checkAgainstAgents(c, probe.agents);
+  if (agentIssues.length) throw new ConfigError(source, agentIssues);
+
+  const models = new Map<string, { config: ModelConfig; source: ModelSource }>();
+  for (const [id, m] of Object.entries(c.models)) {
+    if (m.preset) {
+      models.set(id, { config: m.preset === 'medium' ? mediumModelConfig : defaultModelConfig, source: { kind: 'init', seed: c.seed } });
+    } else if (m.config) {
+      const config = parseModelConfig(m.config, `${source}: models.${id}.config`);
+      if (config.vocabSize !== defaultTokenizer.vocabSize) {
+        throw new ConfigError(source, [{ path: ['models', id, 'config', 'vocabSize'], message: `must be ${defaultTokenizer.vocabSize} (the character tokenizer's vocabulary), got ${config.vocabSize}` }]);
+      }
+      models.set(id, { config, source: { kind: 'init', seed: c.seed } });
+    } else if (m.checkpoint) {
+      const dir = isAbsolute(m.checkpoint) ? m.checkpoint : resolve(dirname(source), m.checkpoint);
+      if (!existsSync(join(dir, 'config.json'))) throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: `no checkpoint at ${dir} (config.json missing)` }]);
+      const raw = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+      if ('model_type' in raw) {
+        throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: `${dir} is a Hugging Face checkpoint; training one needs its tokenizer, which Troupe does not load yet (only the character tokenizer)` }]);
+      }
+      models.set(id, { config: parseModelConfig(raw, join(dir, 'config.json')), source: { kind: 'checkpoint', path: dir } });
+    }
+  }
+
+  const policies = new Map<string, { model: string; lora: { rank: number; alpha: number; targets: Array<(typeof loraTargets)[number]> } | null }>();
+  for (const [id, p] of Object.entries(c.policies)) {
+    const lora = p.lora ? { rank: p.lora.rank, alpha: p.lora.alpha ?? p.lora.rank, targets: loraTargets.filter((t) => p.lora!.targets.includes(t)) } : null;
+    policies.set(id, { model: p.model, lora });
+  }
+
+  return {
+    name: c.name,
+    seed: c.seed,
+    specialization: c.specialization,
+    env: { name: envName, options, make: (seed: number) => createEnvironment(envName, seed, options) },
+    agents: probe.agents,
+    tokenizer: defaultTokenizer,
+    models,
+    policies,
+    router: new Map(Object.entries(c.router)),
+    algorithm: { ...c.algorithm, filters: { ...c.algorithm.filters } },
+    optimizer: optimizerSchema.parse(c.optimizer),
+    warmStart: c.warmStart,
+    training: c.training,
+    engine: c.engine.threads === undefined ? { executionProvider: c.engine.executionProvider } : { executionProvider: c.engine.executionProvider, threads: c.engine.threads },
+  };
+}
