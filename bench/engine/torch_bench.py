@@ -35,7 +35,7 @@ Commands
       the KV cache, each sampling one more token. So each run is 1 prefill + (N-1) one-token forwards
       and yields B*N sampled tokens (HF generate semantics). Cache: "prealloc" (default) = per layer
       [B,Hkv,P+N,D] tensors written in place; "cat" = torch.cat per step. Sampling:
-      softmax(logits/temperature), top-p (nucleus over the sorted cumulative probabilities, keeping the
+      softmax(logits/temperature) (temperature <= 0: greedy argmax), top-p (nucleus over the sorted cumulative probabilities, keeping the
       smallest prefix with mass >= topP; skipped when topP >= 1), then torch.multinomial (default) or
       the exponential-race trick argmax(p / Exp(1)) (same distribution). No per-sequence Python loops.
       Attention in the one-token steps: "mulsum" (default; broadcast multiply + sum, ~2x faster than
@@ -263,6 +263,8 @@ def cmd_load(c):
         for name, shape in tm.lora_shapes(cfg, r, targets):
             for key in (name, "param." + name):
                 if key in tensors:
+                    if list(tensors[key].shape) != list(shape):
+                        raise ValueError(f"load: {key} has shape {list(tensors[key].shape)}, lora needs {shape}")
                     lora[name] = tensors[key].to(torch.float32).clone()
                     break
             else:
