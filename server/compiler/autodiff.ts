@@ -30,12 +30,18 @@ export function gradients(b: Graph, output: Node, wrt: readonly Node[], seed?: N
     if (targets.has(n.id) || n.inputs.some((i) => needed.has(i.id))) needed.add(n.id);
   }
 
+  // Contributions to each adjoint are collected and summed when the node is reached (reverse
+  // topological order guarantees all of them are in by then), so the sum can be built well.
+  const contributions = new Map<number, Node[]>();
+  contributions.set(output.id, [start]);
   const adjoint = new Map<number, Node>();
-  adjoint.set(output.id, start);
   for (let k = order.length - 1; k >= 0; k--) {
     const n = order[k]!;
-    const g = adjoint.get(n.id);
-    if (!g || n.inputs.length === 0 || !n.inputs.some((i) => needed.has(i.id))) continue;
+    const parts = contributions.get(n.id);
+    if (!parts) continue;
+    const g = sumAdjoints(b, parts);
+    adjoint.set(n.id, g);
+    if (n.inputs.length === 0 || !n.inputs.some((i) => needed.has(i.id))) continue;
     const grads = gradRules[n.op]({ node: n, g, b });
     if (grads.length !== n.inputs.length) {
       throw new GraphError(`gradient rule of ${n.op} returned ${grads.length} adjoints for ${n.inputs.length} inputs at ${describe(n)}`, n.op, n.id);
@@ -50,9 +56,44 @@ export function gradients(b: Graph, output: Node, wrt: readonly Node[], seed?: N
           n.id,
         );
       }
-      const prev = adjoint.get(x.id);
-      adjoint.set(x.id, prev ? b.add(prev, gx) : gx);
+      const list = contributions.get(x.id);
+      if (list) list.push(gx);
+      else contributions.set(x.id, [gx]);
     });
   }
   return wrt.map((w) => adjoint.get(w.id) ?? b.expandLike(b.like(w, 0), w));
+}
+
+/**
+ * Sums adjoint contributions. When they are zero-paddings of disjoint pieces that tile one axis
+ * (the gradients of slices that split a tensor, e.g. q|k|v out of one fused projection), the sum
+ * is their concatenation: one copy instead of padded copies and additions.
+ */
+function sumAdjoints(b: Graph, parts: readonly Node[]): Node {
+  if (parts.length === 1) return parts[0]!;
+  const tiled = asTiling(parts);
+  if (tiled) return b.concat(tiled.pieces, tiled.axis);
+  return parts.slice(1).reduce((acc, p) => b.add(acc, p), parts[0]!);
+}
+
+function asTiling(parts: readonly Node[]): { axis: number; pieces: Node[] } | null {
+  if (!parts.every((p) => p.op === 'pad')) return null;
+  const rank = parts[0]!.shape.length;
+  const axisOf = (p: Node) => {
+    const a = p.attrs['axis'] as number;
+    return a < 0 ? a + rank : a;
+  };
+  const axis = axisOf(parts[0]!);
+  if (!parts.every((p) => axisOf(p) === axis)) return null;
+  const total = parts[0]!.shape[axis];
+  if (typeof total !== 'number') return null;
+  const sorted = [...parts].sort((p, q) => (p.attrs['before'] as number) - (q.attrs['before'] as number));
+  let offset = 0;
+  for (const p of sorted) {
+    const inner = p.inputs[0]!.shape[axis];
+    if (typeof inner !== 'number' || p.attrs['before'] !== offset) return null;
+    offset += inner;
+  }
+  if (offset !== total) return null;
+  return { axis, pieces: sorted.map((p) => p.inputs[0]!) };
 }

@@ -15,15 +15,18 @@ export interface LoraPair {
   readonly scale: number;
 }
 
+/** The LoRA update of a projection: scale · (x Aᵀ) Bᵀ. */
+export function loraDelta(b: Graph, x: Node, lora: LoraPair): Node {
+  const down = b.matmul(x, b.transpose(lora.a, [1, 0])); // [..., r]
+  const up = b.matmul(down, b.transpose(lora.b, [1, 0])); // [..., out]
+  return b.mul(up, b.like(up, lora.scale));
+}
+
 /** y = x Wᵀ (+ bias) (+ LoRA), with W stored [out, in] as in PyTorch. */
 export function linear(b: Graph, x: Node, w: Node, bias?: Node | null, lora?: LoraPair | null): Node {
   let y = b.matmul(x, b.transpose(w, [1, 0])); // [..., out]
   if (bias) y = b.add(y, bias);
-  if (lora) {
-    const down = b.matmul(x, b.transpose(lora.a, [1, 0])); // [..., r]
-    const up = b.matmul(down, b.transpose(lora.b, [1, 0])); // [..., out]
-    y = b.add(y, b.mul(up, b.like(up, lora.scale)));
-  }
+  if (lora) y = b.add(y, loraDelta(b, x, lora));
   return y;
 }
 
@@ -77,7 +80,7 @@ export function applyRope(b: Graph, x: Node, cos: Node, sin: Node): Node {
 
 /**
  * Scaled dot-product attention with grouped key/value heads and an additive bias.
- * q [B,T,H,D]; k, v [B,Hkv,S,D]; bias [B,T,S] (0 = visible, large negative = masked).
+ * q [B,T,H,D]; k, v [B,Hkv,S,D]; bias [B,T,S] or [T,S] (0 = visible, large negative = masked).
  * Returns [B,T,H·D].
  *
  * The G query heads that share a key head are stacked along the query axis ([B,Hkv,G·T,D]), so
@@ -94,8 +97,10 @@ export function attention(b: Graph, q: Node, k: Node, v: Node, bias: Node): Node
   const T = q.shape[1]!;
   const qs = b.mul(q, b.like(q, 1 / Math.sqrt(D)));
   const qg = b.reshape(b.transpose(qs, [0, 2, 1, 3]), [B, Hkv, dimMul(G, T), D]); // [B,Hkv,G·T,D]
-  let mask = b.unsqueeze(bias, [1]); // [B,1,T,S]
-  if (G > 1) mask = b.concat(Array.from({ length: G }, () => mask), 2); // [B,1,G·T,S]
+  // bias [B,T,S] (per-sequence padding) or [T,S] (one causal mask for the batch).
+  let mask = bias.shape.length === 3 ? b.unsqueeze(bias, [1]) : bias; // [B,1,T,S] | [T,S]
+  const axis = mask.shape.length - 2;
+  if (G > 1) mask = b.concat(Array.from({ length: G }, () => mask), axis); // [B,1,G·T,S] | [G·T,S]
   const scores = b.add(b.matmul(qg, b.transpose(k, [0, 1, 3, 2])), mask); // [B,Hkv,G·T,S]
   const out = b.matmul(b.softmax(scores, -1), v); // [B,Hkv,G·T,D]
   const heads = b.reshape(out, [B, H, T, D]); // [B,H,T,D]

@@ -64,10 +64,15 @@ function tokenLogProbs(b: Graph, logits: Node, targets: Node, temperature: Node,
   return { logp: b.reduceSum(b.mul(logpAll, onehot), [2]), logpAll };
 }
 
-/** Causal LM forward over a full (teacher-forced) batch: the cache-free path of the train step. */
-function teacherForced(b: Graph, c: ModelConfig, m: ModelInputs, dtype: DType) {
+/**
+ * Causal LM forward over a full (teacher-forced) batch: the cache-free path of the train step.
+ * Batches are right-padded (`train-batch.ts`), so a real token never sees a padding key through
+ * the causal mask and one [T,T] bias serves the whole batch; `perSequenceMask` takes a [B,T,T]
+ * bias instead, for left-padded batches.
+ */
+function teacherForced(b: Graph, c: ModelConfig, m: ModelInputs, dtype: DType, perSequenceMask = false) {
   const { ids, positions } = batchInputs(b);
-  const bias = b.input('attention_bias', dtype, ['B', 'T', 'T']);
+  const bias = b.input('attention_bias', dtype, perSequenceMask ? ['B', 'T', 'T'] : ['T', 'T']);
   const targets = b.input('targets', 'int64', ['B', 'T']);
   return { logits: forward(b, c, m, { ids, positions, bias }).logits, targets };
 }
@@ -93,6 +98,8 @@ export interface TrainStepOptions {
   /** Include the entropy bonus. */
   readonly entropy: boolean;
   readonly dtype?: DType;
+  /** Take a [B,T,T] attention bias (left-padded batches) instead of the shared causal [T,T]. */
+  readonly perSequenceMask?: boolean;
 }
 
 /**
@@ -111,7 +118,7 @@ export function buildTrainStep(c: ModelConfig, o: TrainStepOptions): Artifact {
   if (o.trainable === 'lora' && !o.lora) throw new Error('buildTrainStep: trainable "lora" needs a LoRA spec');
   const b = new Graph();
   const m = declareModelInputs(b, c, dtype, o.lora);
-  const { logits, targets } = teacherForced(b, c, m, dtype);
+  const { logits, targets } = teacherForced(b, c, m, dtype, o.perSequenceMask ?? false);
   const mask = b.input('loss_mask', dtype, ['B', 'T']);
   const tokenWeight = b.input('token_weight', dtype, []);
   const weighted = (perToken: Node) => b.mul(b.reduceSum(b.mul(mask, perToken), [0, 1]), tokenWeight);

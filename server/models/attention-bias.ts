@@ -19,3 +19,10 @@ export function causalBias(mask: ArrayLike<number>, B: number, T: number): Float
   }
   return bias;
 }
+
+/** The plain causal bias [T,T]: query i sees keys j ≤ i (right-padded batches need nothing more). */
+export function causalMask(T: number): Float32Array {
+  const bias = new Float32Array(T * T).fill(MASKED_BIAS);
+  for (let i = 0; i < T; i++) for (let j = 0; j <= i; j++) bias[i * T + j] = 0;
+  return bias;
+}

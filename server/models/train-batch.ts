@@ -7,7 +7,7 @@
  * cannot influence them, and positions simply count from 0.
  */
 import { f32, i64, type HostTensor } from '../runtime/tensor.ts';
-import { causalBias } from './attention-bias.ts';
+import { causalMask } from './attention-bias.ts';
 
 export interface TrainSequence {
   /** Prompt followed by response, token ids. */
@@ -60,7 +60,6 @@ export function packBatch(seqs: readonly TrainSequence[], vocabSize: number, nee
   const ids = new Float64Array(B * T);
   const targets = new Float64Array(B * T);
   const positions = new Float64Array(B * T);
-  const valid = new Float32Array(B * T);
   const mask = new Float32Array(B * T);
   const adv = new Float32Array(B * T);
   const old = new Float32Array(B * T);
@@ -73,7 +72,6 @@ export function packBatch(seqs: readonly TrainSequence[], vocabSize: number, nee
       ids[k] = s.tokens[t]!;
       targets[k] = s.tokens[t + 1]!;
       positions[k] = t;
-      valid[k] = 1;
     }
     const r = s.tokens.length - s.promptLength;
     for (let j = 0; j < r; j++) {
@@ -93,7 +91,7 @@ export function packBatch(seqs: readonly TrainSequence[], vocabSize: number, nee
     input_ids: i64([B, T], ids),
     position_ids: i64([B, T], positions),
     targets: i64([B, T], targets),
-    attention_bias: f32([B, T, T], causalBias(valid, B, T)),
+    attention_bias: f32([T, T], causalMask(T)),
     loss_mask: f32([B, T], mask),
   };
   if (need.advantages) tensors['advantages'] = f32([B, T], adv);

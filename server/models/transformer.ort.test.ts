@@ -131,6 +131,7 @@ for (const name of ['tiny-full-ppo', 'tiny-lora-ppo', 'tiny-full-ce']) {
         lora: fx.lora,
         kl: fx.loss === 'ppo',
         entropy: fx.loss === 'ppo',
+        perSequenceMask: true,
       });
       await engine.createSession(`train-${name}`, art.bytes);
       const fetches = Object.fromEntries(art.outputs.map((o) => [o, 'return' as const]));

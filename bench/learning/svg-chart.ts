@@ -1,0 +1,46 @@
+/** A small dependency-free SVG line chart: validation success (0..1) against step, one line per series. */
+export interface Series {
+  readonly name: string;
+  readonly points: ReadonlyArray<readonly [step: number, value: number]>;
+}
+
+const palette = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
+
+const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+export function lineChart(title: string, series: readonly Series[], opts: { width?: number; height?: number; yLabel?: string } = {}): string {
+  const W = opts.width ?? 640;
+  const H = opts.height ?? 360;
+  const m = { left: 56, right: 160, top: 36, bottom: 44 };
+  const maxStep = Math.max(1, ...series.flatMap((s) => s.points.map(([x]) => x)));
+  const x = (step: number) => m.left + (step / maxStep) * (W - m.left - m.right);
+  const y = (v: number) => m.top + (1 - v) * (H - m.top - m.bottom);
+  const out: string[] = [];
+  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`);
+  out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
+  out.push(`<text x="${m.left}" y="20" font-size="14" font-weight="bold">${esc(title)}</text>`);
+  for (let i = 0; i <= 5; i++) {
+    const v = i / 5;
+    out.push(`<line x1="${m.left}" x2="${W - m.right}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>`);
+    out.push(`<text x="${m.left - 8}" y="${y(v) + 4}" text-anchor="end">${(v * 100).toFixed(0)}%</text>`);
+  }
+  const ticks = 5;
+  for (let i = 0; i <= ticks; i++) {
+    const s = Math.round((i / ticks) * maxStep);
+    out.push(`<text x="${x(s)}" y="${H - m.bottom + 16}" text-anchor="middle">${s}</text>`);
+  }
+  out.push(`<text x="${(m.left + W - m.right) / 2}" y="${H - 8}" text-anchor="middle">RL step</text>`);
+  out.push(`<text transform="translate(14 ${(m.top + H - m.bottom) / 2}) rotate(-90)" text-anchor="middle">${esc(opts.yLabel ?? 'validation success')}</text>`);
+  out.push(`<line x1="${m.left}" x2="${m.left}" y1="${m.top}" y2="${H - m.bottom}" stroke="#333"/><line x1="${m.left}" x2="${W - m.right}" y1="${H - m.bottom}" y2="${H - m.bottom}" stroke="#333"/>`);
+  series.forEach((s, i) => {
+    const color = palette[i % palette.length]!;
+    const pts = s.points.map(([a, b]) => `${x(a).toFixed(1)},${y(b).toFixed(1)}`).join(' ');
+    out.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts}"/>`);
+    for (const [a, b] of s.points) out.push(`<circle cx="${x(a).toFixed(1)}" cy="${y(b).toFixed(1)}" r="3" fill="${color}"/>`);
+    const ly = m.top + 10 + i * 20;
+    out.push(`<line x1="${W - m.right + 12}" x2="${W - m.right + 32}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"/>`);
+    out.push(`<text x="${W - m.right + 38}" y="${ly + 4}">${esc(s.name)}</text>`);
+  });
+  out.push('</svg>');
+  return `${out.join('\n')}\n`;
+}
