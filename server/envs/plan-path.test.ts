@@ -17,7 +17,8 @@ function readGrid(prompt: string): Grid {
   const lines = prompt.split('\n');
   const n = Number(/(\d+)x\1/.exec(lines[0] ?? '')?.[1]);
   assert.equal(lines[1], 'P=you G=goal #=wall');
-  const rows = lines.slice(2, 2 + n);
+  assert.match(lines[2] ?? '', /^goal: (here|(\d+[UD])?( ?\d+[LR])?)$/);
+  const rows = lines.slice(3, 3 + n);
   const walls: boolean[] = [];
   let player: [number, number] = [-1, -1];
   let goal: [number, number] = [-1, -1];
@@ -30,6 +31,11 @@ function readGrid(prompt: string): Grid {
       if (ch === 'G') goal = [r, c];
     });
   });
+  // The offset line must agree with the grid.
+  const dr = goal[0] - player[0];
+  const dc = goal[1] - player[1];
+  const expected = [dr > 0 ? `${dr}D` : dr < 0 ? `${-dr}U` : '', dc > 0 ? `${dc}R` : dc < 0 ? `${-dc}L` : ''].filter(Boolean).join(' ') || 'here';
+  assert.equal(lines[2], `goal: ${expected}`);
   return { n, walls, player, goal };
 }
 

@@ -132,6 +132,13 @@ class PlanPathState implements PuzzleState<Direction[]> {
   render(): string {
     const { size, walls } = this.grid;
     const rows: string[] = ['P=you G=goal #=wall'];
+    // Where the goal lies relative to the agent, spelled in move letters ("goal: 2D 1L"): a tiny
+    // character-level model reads this far more easily than it locates two cells in the grid, so
+    // the grid's remaining job is the walls.
+    const dr = Math.floor(this.goal / size) - Math.floor(this.position / size);
+    const dc = (this.goal % size) - (this.position % size);
+    const offset = [dr > 0 ? `${dr}D` : dr < 0 ? `${-dr}U` : '', dc > 0 ? `${dc}R` : dc < 0 ? `${-dc}L` : ''].filter(Boolean).join(' ');
+    rows.push(`goal: ${offset || 'here'}`);
     for (let r = 0; r < size; r++) {
       let line = '';
       for (let c = 0; c < size; c++) {

@@ -73,11 +73,15 @@ export function solverDemonstrations(make: (seed: number) => Environment, count:
   return out;
 }
 
-export function warmStartKey(job: WarmStartJob, env: { name: string; options: unknown }, budget: WarmStartBudget, tok: CharTokenizer): string {
+export function warmStartKey(job: WarmStartJob, env: { name: string; options: unknown; make: (seed: number) => Environment }, budget: WarmStartBudget, tok: CharTokenizer): string {
   const h = createHash('sha256');
+  // A few demonstrations' text stands in for the environment's code: a change to its rendering
+  // or its solver changes the key, so a stale warm start is never reused.
+  const sample = solverDemonstrations(env.make, 3, job.agents, tok).map((s) => tok.decode(s.tokens));
   h.update(
     JSON.stringify({
       version: WARM_START_VERSION,
+      sample,
       model: job.config,
       weights: job.weightsKey,
       env,
@@ -102,7 +106,7 @@ export async function warmStart(
   cacheRoot: string,
   log: (line: string) => void,
 ): Promise<WarmStartResult> {
-  const key = warmStartKey(job, { name: env.name, options: env.options }, budget, tok);
+  const key = warmStartKey(job, env, budget, tok);
   const dir = join(cacheRoot, key, job.modelId);
   if (existsSync(join(dir, 'done.json'))) {
     const ck = await loadCheckpoint(dir);
