@@ -1,43 +1,53 @@
 #!/usr/bin/env node
 /**
  * The `troupe` command line. Wiring only: each subcommand lives in its own module.
+ * Exit codes: 0 success, 1 error (one line `troupe: <message>`), 2 usage error (message and
+ * usage), 128 + signal number when training was interrupted (Ctrl-C: 130).
  */
-import { parseArgs } from 'node:util';
-import { runEngineDemo } from './engine-demo.ts';
+import { UsageError, type Command } from './command.ts';
+import { demoCommand } from './demo-command.ts';
+import { evalCommand } from './eval-command.ts';
+import { exportCommand } from './export-command.ts';
+import { runsCommand } from './runs-command.ts';
+import { trainCommand } from './train-command.ts';
+
+const commands = {
+  train: trainCommand,
+  eval: evalCommand,
+  runs: runsCommand,
+  export: exportCommand,
+  demo: demoCommand,
+} as const satisfies Record<string, Command>;
 
 const usage = `usage: troupe <command> [options]
 
 commands:
-  demo [--steps N] [--batch N] [--seed N]   train the embedded default model on a toy task (engine smoke test)
+${Object.values(commands)
+  .map((c) => `  ${c.summary}`)
+  .join('\n')}
+
+Run folders, the database and the warm-start cache live in <workspace>/.troupe/ (the workspace is
+the current directory unless --workspace says otherwise). troupe <command> --help for details.
 `;
 
-async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  switch (command) {
-    case 'demo': {
-      const { values } = parseArgs({ args: rest, options: { steps: { type: 'string', default: '200' }, batch: { type: 'string', default: '32' }, seed: { type: 'string', default: '1' } }, strict: true });
-      const int = (name: string, v: string) => {
-        const n = Number(v);
-        if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} must be a positive integer, got '${v}'`);
-        return n;
-      };
-      const r = await runEngineDemo({ steps: int('steps', values.steps), batch: int('batch', values.batch), seed: int('seed', values.seed), log: (l) => console.log(l) });
-      return r.lastLoss < r.firstLoss ? 0 : 1;
-    }
-    case undefined:
-    case '--help':
-    case '-h':
-      process.stdout.write(usage);
-      return command === undefined ? 1 : 0;
-    default:
-      process.stderr.write(`troupe: unknown command '${command}'\n${usage}`);
-      return 2;
+async function main(argv: readonly string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h') {
+    process.stdout.write(usage);
+    return name === undefined ? 2 : 0;
   }
+  const command = Object.hasOwn(commands, name) ? commands[name as keyof typeof commands] : undefined;
+  if (!command) throw new UsageError(`unknown command '${name}'`, usage);
+  return command.run(rest);
 }
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
+    if (err instanceof UsageError) {
+      process.stderr.write(`troupe: ${err.message}\n${err.usage}`);
+      process.exit(2);
+    }
     process.stderr.write(`troupe: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);
   },

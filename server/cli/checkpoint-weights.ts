@@ -1,0 +1,92 @@
+/**
+ * Which weights `--checkpoint initial|latest|<step>` means in a run folder, for `eval` and `export`:
+ *   initial  the warm-started team before any RL step: base weights from checkpoints/warmstart/<model>,
+ *            LoRA adapters fresh (B = 0, so the base itself), exactly the policy validated at step 0;
+ *   latest   checkpoints/resume, the state after the last finished step;
+ *   <step>   checkpoints/step-<step> (0 is the same as initial).
+ */
+import { existsSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CHECKPOINT_WEIGHTS_FILE, loadCheckpoint } from '../models/checkpoint.ts';
+import { initParameters } from '../models/init.ts';
+import { initLoraParameters, parseLoraConfig } from '../models/lora.ts';
+import { readSafetensorsFile } from '../models/safetensors.ts';
+import type { ResolvedExperiment } from '../rl/experiment.ts';
+import { stringSeed } from '../rl/policies.ts';
+import { checkpointsDir, readCheckpointState, resumeDir, stepDir, warmStartDir } from '../rl/run-checkpoint.ts';
+
+export type CheckpointChoice = { readonly kind: 'initial' } | { readonly kind: 'latest' } | { readonly kind: 'step'; readonly step: number };
+
+export const checkpointChoiceHelp = 'initial | latest | <step>';
+
+/** Parses the `--checkpoint` value; null when it is none of the forms. */
+export function parseCheckpointChoice(text: string): CheckpointChoice | null {
+  if (text === 'initial' || text === 'latest') return { kind: text };
+  if (/^(0|[1-9][0-9]*)$/.test(text)) return Number(text) === 0 ? { kind: 'initial' } : { kind: 'step', step: Number(text) };
+  return null;
+}
+
+export interface RunCheckpoint {
+  /** `initial`, `latest` or `step-<n>`. */
+  readonly label: string;
+  /** The RL step the weights are from (0: before RL). */
+  readonly step: number;
+  /** The policy checkpoint folder, or null for the initial team (no RL state). */
+  readonly dir: string | null;
+}
+
+/** Finds the checkpoint folder; errors list what the run has. */
+export async function findRunCheckpoint(runDir: string, choice: CheckpointChoice): Promise<RunCheckpoint> {
+  if (choice.kind === 'initial') return { label: 'initial', step: 0, dir: null };
+  if (choice.kind === 'latest') {
+    const state = await readCheckpointState(resumeDir(runDir));
+    if (!state) throw new Error(`run folder ${runDir} has no checkpoint yet (${resumeDir(runDir)} is missing: the run has not finished its first validation)`);
+    return { label: 'latest', step: state.step, dir: resumeDir(runDir) };
+  }
+  const dir = stepDir(runDir, choice.step);
+  if (!(await readCheckpointState(dir))) {
+    const steps = existsSync(checkpointsDir(runDir))
+      ? (await readdir(checkpointsDir(runDir))).flatMap((n) => /^step-(\d+)$/.exec(n)?.[1] ?? []).map(Number).sort((a, b) => a - b)
+      : [];
+    throw new Error(`run folder ${runDir} has no checkpoint of step ${choice.step}; available: initial, latest${steps.length ? `, ${steps.join(', ')}` : ''}`);
+  }
+  return { label: `step-${choice.step}`, step: choice.step, dir };
+}
+
+/**
+ * The base weights of every model as the run's policies started: the run's warm-start copy, or,
+ * without a warm start, the model's initialisation or source checkpoint.
+ */
+export async function runBaseWeights(runDir: string, exp: ResolvedExperiment): Promise<Map<string, Map<string, Float32Array>>> {
+  const out = new Map<string, Map<string, Float32Array>>();
+  for (const [modelId, m] of exp.models) {
+    const saved = warmStartDir(runDir, modelId);
+    if (existsSync(join(saved, CHECKPOINT_WEIGHTS_FILE))) out.set(modelId, (await loadCheckpoint(saved)).params);
+    else if (exp.warmStart.enabled) throw new Error(`run folder ${runDir} has no warm-started model '${modelId}' (${saved}): the run did not finish its warm start`);
+    else out.set(modelId, m.source.kind === 'init' ? initParameters(m.config, m.source.seed) : (await loadCheckpoint(m.source.path)).params);
+  }
+  return out;
+}
+
+/**
+ * Every policy's trainable tensors at a checkpoint: the adapter with LoRA, all weights otherwise.
+ * `bases` are the run's base weights (for the initial team).
+ */
+export async function policyTensors(exp: ResolvedExperiment, ck: RunCheckpoint, bases: ReadonlyMap<string, ReadonlyMap<string, Float32Array>>): Promise<Map<string, Map<string, Float32Array>>> {
+  const out = new Map<string, Map<string, Float32Array>>();
+  for (const [policyId, spec] of exp.policies) {
+    const model = exp.models.get(spec.model);
+    if (!model) throw new Error(`policy '${policyId}': unknown model '${spec.model}'`);
+    if (ck.dir) {
+      const { tensors } = await readSafetensorsFile(join(ck.dir, `${policyId}.safetensors`));
+      out.set(policyId, new Map([...tensors].map(([name, t]) => [name, t.data])));
+    } else if (spec.lora) {
+      // The same adapter the trainer starts from (policies.ts): seeded by the policy id, B = 0.
+      out.set(policyId, initLoraParameters(model.config, parseLoraConfig({ rank: spec.lora.rank, alpha: spec.lora.alpha, targets: [...spec.lora.targets] }), stringSeed(policyId, exp.seed)));
+    } else {
+      out.set(policyId, new Map(bases.get(spec.model)));
+    }
+  }
+  return out;
+}

@@ -1,0 +1,114 @@
+/**
+ * `troupe eval`: plays a run's team at one checkpoint on held-out validation seeds and reports
+ * task success and mean reward, overall and per agent. It needs only the run folder (its
+ * config.json and checkpoints); nothing is written. With the defaults (the config's
+ * validationEpisodes from seed offset 0) it replays the seeds the trainer validated on, so
+ * `--checkpoint initial` reproduces step 0 and `latest` the last validation.
+ */
+import { seedRanges } from '../envs/seed-ranges.ts';
+import { createPolicies, routingContext } from '../rl/policies.ts';
+import { evaluate, type Evaluation } from '../rl/evaluate.ts';
+import { restorePolicies } from '../rl/run-checkpoint.ts';
+import { Engine } from '../runtime/engine.ts';
+import { checkpointChoiceHelp, findRunCheckpoint, parseCheckpointChoice, runBaseWeights, type RunCheckpoint } from './checkpoint-weights.ts';
+import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
+import { loadRunExperiment, readRunFolder } from './run-folder.ts';
+import { formatTable, percent } from './text-format.ts';
+
+const usage = `usage: troupe eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]
+
+Validation success and mean reward per agent of a run's team on the held-out validation seeds
+S .. S+N-1 (the seeds training never draws).
+
+options:
+  --checkpoint C   initial: the warm-started team before any RL step (step 0);
+                   latest: the state after the last finished step (default);
+                   <step>: the history checkpoint of that step (checkpoints/step-<step>)
+  --episodes N     episodes to play (default: the config's training.validationEpisodes)
+  --seed-offset S  first validation seed index (default 0, the seeds training validates on)
+  --json           print one JSON object: success (0..1), meanReward, meanTeamReturn, perAgent,
+                   checkpoint, step, episodes, seedOffset, runId
+  -h, --help       this text
+`;
+
+function report(runDir: string, runId: string, ck: RunCheckpoint, seedOffset: number, ev: Evaluation) {
+  return {
+    runId,
+    runDir,
+    checkpoint: ck.label,
+    step: ck.step,
+    episodes: ev.episodes,
+    seedOffset,
+    success: ev.success,
+    meanReward: ev.meanReward,
+    meanTeamReturn: ev.meanTeamReturn,
+    perAgent: ev.perAgent,
+  };
+}
+
+function printTable(r: ReturnType<typeof report>): void {
+  const lines = [
+    `run ${r.runId}, checkpoint ${r.checkpoint} (step ${r.step}), validation seeds ${r.seedOffset}..${r.seedOffset + r.episodes - 1}`,
+    `success      ${percent(r.success)}`,
+    `mean reward  ${r.meanReward.toFixed(3)}  (team return ${r.meanTeamReturn.toFixed(3)})`,
+    '',
+    formatTable(
+      ['agent', 'mean reward', 'local reward', 'parse failures', 'acts'],
+      Object.entries(r.perAgent).map(([agent, a]) => [agent, a.meanReward.toFixed(3), a.meanLocalReward.toFixed(3), percent(a.parseFailureRate), String(a.acts)]),
+      ['left', 'right', 'right', 'right', 'right'],
+    ),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+export const evalCommand: Command = {
+  summary: `eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]   validation success per agent`,
+  usage,
+  async run(args) {
+    const { values, positionals } = parseCommandLine(usage, {
+      args: [...args],
+      options: {
+        checkpoint: { type: 'string', default: 'latest' },
+        episodes: { type: 'string' },
+        'seed-offset': { type: 'string', default: '0' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+    if (values.help) return printUsage(usage);
+    expectPositionals(positionals, ['<run folder>'], usage);
+    const choice = parseCheckpointChoice(values.checkpoint);
+    if (!choice) throw new UsageError(`--checkpoint must be ${checkpointChoiceHelp}, got '${values.checkpoint}'`, usage);
+    const seedOffset = integerFlag('seed-offset', values['seed-offset'], 0, usage);
+
+    const folder = await readRunFolder(positionals[0]!);
+    const { experiment: exp } = await loadRunExperiment(folder);
+    const episodes = values.episodes === undefined ? exp.training.validationEpisodes : integerFlag('episodes', values.episodes, 1, usage);
+    const seedCount = seedRanges.validation.end - seedRanges.validation.start;
+    if (seedOffset + episodes > seedCount) throw new UsageError(`--seed-offset + --episodes must be at most ${seedCount} (the validation seeds), got ${seedOffset + episodes}`, usage);
+    const ck = await findRunCheckpoint(folder.dir, choice);
+    const bases = await runBaseWeights(folder.dir, exp);
+    // Engine log lines (provider choice) go to stderr, so that --json leaves stdout one JSON object.
+    const engine = await Engine.start({ executionProvider: exp.engine.executionProvider, ...(exp.engine.threads ? { threads: exp.engine.threads } : {}), log: (l) => process.stderr.write(`${l}\n`) });
+    let ev: Evaluation;
+    try {
+      const policies = await createPolicies(engine, exp, bases);
+      if (ck.dir) await restorePolicies(ck.dir, policies);
+      ev = await evaluate(exp.env.make, routingContext(exp, policies), {
+        episodes,
+        seedOffset,
+        temperature: exp.training.validationTemperature,
+        maxNewTokens: exp.algorithm.maxNewTokens,
+        teamRewardWeight: exp.algorithm.teamRewardWeight,
+      });
+    } finally {
+      await engine.close();
+    }
+    const r = report(folder.dir, folder.runId, ck, seedOffset, ev);
+    if (values.json) process.stdout.write(`${JSON.stringify(r)}\n`);
+    else printTable(r);
+    return 0;
+  },
+};

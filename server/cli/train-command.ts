@@ -1,0 +1,238 @@
+/**
+ * `troupe train`: runs the trainer on an experiment config, or continues a run, with a progress
+ * bar, Ctrl-C handling and the run's lifecycle recorded in the workspace database:
+ *   running → done     every step trained;
+ *   running → paused   stopped by Ctrl-C (or SIGTERM) at a step boundary, or a second Ctrl-C;
+ *   running → failed   an error, whose message is stored with the run;
+ *   paused | failed | running-but-killed → running   with --resume.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { constants } from 'node:os';
+import type { ResolvedExperiment } from '../rl/experiment.ts';
+import { loadExperiment } from '../rl/resolve-experiment.ts';
+import { readCheckpointState, resumeDir } from '../rl/run-checkpoint.ts';
+import { train, type StepReport } from '../rl/trainer.ts';
+import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index.ts';
+import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
+import { ProgressBar } from './progress-bar.ts';
+import { findRunToResume } from './resume-target.ts';
+import { createRunFolder, isRunFolder, loadRunExperiment, setRunFolderSteps, type RunFolder } from './run-folder.ts';
+import { RunLock } from './run-lock.ts';
+import { displayPath, errorMessage, formatDuration, percent } from './text-format.ts';
+
+const usage = `usage: troupe train <config.json> [--out DIR] [--steps N] [--workspace DIR]
+       troupe train --resume <run folder | run id | config.json> [--steps N] [--workspace DIR]
+
+Trains the team of agents an experiment config describes. Every step is committed to the
+workspace database (<workspace>/.troupe/troupe.db) and checkpointed in the run folder.
+
+options:
+  --out DIR        the run folder (default <workspace>/.troupe/runs/<run id>); must be new or empty
+  --steps N        train to step N instead of the config's training.steps
+  --resume         continue a paused, failed or killed run from its last checkpoint, losing
+                   nothing committed. The argument says which run:
+                     a run folder   the run it holds (its run.json)
+                     a config file  the newest run of the workspace whose name is the config's
+                                    "name" and that is not done; the file must equal the config
+                                    the run was started with
+                     a run id       that run of the workspace (troupe runs lists them)
+                   It trains to the run's own target unless --steps gives a new one.
+  --workspace DIR  the folder holding .troupe/ (database, warm-start cache, run folders); default .
+  -h, --help       this text
+
+Ctrl-C stops after the step in flight: the run is left 'paused' with a checkpoint to resume from.
+A second Ctrl-C exits at once; the step in flight is lost, committed steps are kept.
+At the end it prints validation success on the held-out seeds before RL (step 0, the warm-started
+policy) and after, and the difference in points.
+`;
+
+interface Session {
+  readonly store: RunStore;
+  readonly folder: RunFolder;
+  readonly experiment: ResolvedExperiment;
+  readonly lock: RunLock;
+  readonly resume: boolean;
+}
+
+async function newSession(configArg: string, workspace: string, out: string | undefined, steps: number | undefined): Promise<Session> {
+  const configPath = resolve(configArg);
+  const { config, experiment } = await loadExperiment(configPath);
+  const text = await readFile(configPath, 'utf8');
+  const runDir = out === undefined ? undefined : resolve(out);
+  if (runDir && existsSync(runDir) && (await readdir(runDir)).length > 0) {
+    const hint = isRunFolder(runDir) ? `; it holds a run: continue it with troupe train --resume ${displayPath(runDir)}` : '';
+    throw new Error(`--out ${displayPath(runDir)} is not empty${hint}`);
+  }
+  const dbPath = defaultDatabasePath(workspace);
+  await mkdir(dirname(dbPath), { recursive: true });
+  const store = openRunStore(dbPath);
+  let runId: string | undefined;
+  try {
+    const run = store.createRun({ name: config.name, config: JSON.parse(text) as unknown, state: 'running', ...(runDir ? { runDir } : {}) });
+    runId = run.id;
+    const folder: RunFolder = { dir: run.runDir, runId: run.id, databasePath: store.path, configSource: configPath, steps: steps ?? config.training.steps };
+    await createRunFolder(folder, text);
+    return { store, folder, experiment, lock: RunLock.acquire(folder.dir, run.id), resume: false };
+  } catch (e) {
+    if (runId) recordFailure(store, runId, e);
+    store.close();
+    throw e;
+  }
+}
+
+async function resumeSession(target: string, workspace: string, steps: number | undefined): Promise<Session> {
+  const { store, run, folder: found } = await findRunToResume(target, workspace);
+  let lock: RunLock | undefined;
+  try {
+    let folder = found;
+    const last = store.lastCommittedStep(run.id);
+    if (run.state === 'done' && (steps === undefined || steps <= (last ?? 0))) {
+      throw new Error(`run ${run.id} is done (${last ?? 0} steps); to train it further pass --steps N with N > ${last ?? 0}`);
+    }
+    if (steps !== undefined && last !== null && steps < last) throw new Error(`--steps ${steps} is below step ${last}, which run ${run.id} has already committed`);
+    lock = RunLock.acquire(folder.dir, run.id);
+    const state = await readCheckpointState(resumeDir(folder.dir));
+    if (last !== null && last > 0 && state === null) {
+      throw new Error(`run ${run.id} has steps up to ${last} committed but no resume checkpoint (${resumeDir(folder.dir)} is missing); it cannot be resumed`);
+    }
+    const { experiment } = await loadRunExperiment(folder);
+    if (steps !== undefined && steps !== folder.steps) folder = await setRunFolderSteps(folder, steps);
+    store.setRunState(run.id, 'running');
+    return { store, folder, experiment, lock, resume: true };
+  } catch (e) {
+    lock?.release();
+    store.close();
+    throw e;
+  }
+}
+
+/** Marks the run failed with the error's message; a store that fails too must not hide the first error. */
+function recordFailure(store: RunStore, runId: string, e: unknown): void {
+  try {
+    store.setRunState(runId, 'failed', errorMessage(e));
+  } catch (inner) {
+    process.stderr.write(`troupe: could not record run ${runId} as failed: ${errorMessage(inner)}\n`);
+  }
+}
+
+function stepFields(r: StepReport): string[] {
+  return [
+    `train ${percent(r.trainSuccess)}`,
+    `reward ${r.meanReward.toFixed(3)}`,
+    `loss ${r.policyLoss.toFixed(4)}`,
+    ...(r.validation ? [`val ${percent(r.validation.success)}`] : []),
+  ];
+}
+
+/** Validation success before RL (step 0) and at the latest validated step, from the store. */
+function printValidationSummary(store: RunStore, runId: string, exp: ResolvedExperiment, write: (line: string) => void): void {
+  const series = store.metricSeries({ runId, name: 'val/success' });
+  const before = series.find((p) => p.step === 0);
+  const after = series.filter((p) => p.step > 0).at(-1);
+  if (!before) return;
+  write(`validation success on ${exp.training.validationEpisodes} held-out seeds:`);
+  write(`  before RL (step 0, warm-started policy)  ${percent(before.value).padStart(6)}`);
+  if (after) {
+    const delta = (after.value - before.value) * 100;
+    const label = `  after RL  (step ${after.step})`.padEnd(42);
+    write(`${label} ${percent(after.value).padStart(6)}  (${delta >= 0 ? '+' : ''}${delta.toFixed(1)} points)`);
+  } else {
+    write(`  after RL: not validated since step 0 (validation runs every ${exp.training.validateEvery} steps and after the last)`);
+  }
+}
+
+async function trainSession(s: Session): Promise<number> {
+  const { store, folder, experiment, lock } = s;
+  const runId = folder.runId;
+  const resumeHint = `troupe train --resume ${displayPath(folder.dir)}`;
+  const bar = new ProgressBar({ total: folder.steps });
+  bar.log(`${s.resume ? 'resuming' : 'training'} run ${runId} (${experiment.name}) to step ${folder.steps}; run folder ${displayPath(folder.dir)}`);
+
+  let signalled: NodeJS.Signals | null = null;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled === null) {
+      signalled = signal;
+      bar.log(`${signal}: stopping after the step in flight (press Ctrl-C again to exit now)`);
+      return;
+    }
+    // Second signal: leave at once. Committed steps and the last checkpoint are intact (both are
+    // written atomically), so the run is resumable; only the step in flight is lost.
+    bar.finish();
+    const last = store.lastCommittedStep(runId);
+    store.setRunState(runId, 'paused');
+    lock.release();
+    process.stderr.write(`troupe: interrupted; run ${runId} is paused ${last === null ? 'before step 0' : `after step ${last}`} (the step in flight is lost); resume with: ${resumeHint}\n`);
+    // Die by the signal itself rather than process.exit: exiting runs the engine worker's teardown
+    // while a session may be mid-run, which aborts inside ONNX Runtime. Without our listeners the
+    // signal's default action applies (the shell reports 128 + its number, 130 for Ctrl-C).
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    process.kill(process.pid, signal);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const t0 = performance.now();
+  try {
+    const summary = await train({
+      experiment,
+      store,
+      runId,
+      runDir: folder.dir,
+      cacheRoot: join(store.storeDir, 'cache', 'warm-start'),
+      resume: s.resume,
+      steps: folder.steps,
+      shouldStop: () => signalled !== null,
+      log: (line) => bar.log(line),
+      onStep: (r) => bar.tick(r.step, r.ms, stepFields(r), r.validation !== null),
+    });
+    bar.finish();
+    const write = (line: string) => process.stdout.write(`${line}\n`);
+    if (summary.stopped) {
+      store.setRunState(runId, 'paused');
+      write(`paused after step ${summary.lastStep} of ${folder.steps}; resume with: ${resumeHint}`);
+    } else {
+      store.setRunState(runId, 'done');
+      write(`done: run ${runId} trained to step ${summary.lastStep} (${formatDuration(performance.now() - t0)})`);
+    }
+    printValidationSummary(store, runId, experiment, write);
+    return signalled === null ? 0 : 128 + constants.signals[signalled];
+  } catch (e) {
+    bar.finish();
+    recordFailure(store, runId, e);
+    throw e;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    lock.release();
+    store.close();
+  }
+}
+
+export const trainCommand: Command = {
+  summary: 'train <config.json> [--out DIR] [--steps N] [--resume]   train a team (Ctrl-C pauses; --resume continues)',
+  usage,
+  async run(args) {
+    const { values, positionals } = parseCommandLine(usage, {
+      args: [...args],
+      options: {
+        out: { type: 'string' },
+        steps: { type: 'string' },
+        resume: { type: 'boolean', default: false },
+        workspace: { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+    if (values.help) return printUsage(usage);
+    expectPositionals(positionals, [values.resume ? '<run folder | run id | config.json>' : '<config.json>'], usage);
+    if (values.resume && values.out !== undefined) throw new UsageError('--out cannot be combined with --resume: pass the run folder itself (troupe train --resume DIR)', usage);
+    const steps = values.steps === undefined ? undefined : integerFlag('steps', values.steps, 1, usage);
+    const workspace = resolve(values.workspace ?? '.');
+    const target = positionals[0]!;
+    const session = values.resume ? await resumeSession(target, workspace, steps) : await newSession(target, workspace, values.out, steps);
+    return trainSession(session);
+  },
+};
