@@ -7,7 +7,9 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 export interface Command {
-  /** One line for `troupe --help`: the synopsis and what it does. */
+  /** Command-line forms for `troupe --help`, without the leading `troupe`. */
+  readonly synopsis: readonly string[];
+  /** What it does, in one line. */
   readonly summary: string;
   /** Full usage text, printed by `troupe <command> --help` and after a usage error. */
   readonly usage: string;

@@ -18,7 +18,8 @@ options:
 `;
 
 export const demoCommand: Command = {
-  summary: 'demo [--steps N] [--batch N] [--seed N]   train the embedded default model on a toy task (engine smoke test)',
+  synopsis: ['demo [--steps N] [--batch N] [--seed N]'],
+  summary: 'train the embedded default model on a toy task (engine smoke test)',
   usage,
   async run(args) {
     const { values, positionals } = parseCommandLine(usage, {

@@ -62,7 +62,8 @@ function printTable(r: ReturnType<typeof report>): void {
 }
 
 export const evalCommand: Command = {
-  summary: `eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]   validation success per agent`,
+  synopsis: [`eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]`],
+  summary: 'validation success and mean reward per agent of a checkpoint, on held-out seeds',
   usage,
   async run(args) {
     const { values, positionals } = parseCommandLine(usage, {

@@ -34,7 +34,8 @@ options:
 `;
 
 export const exportCommand: Command = {
-  summary: `export <run folder> --out DIR [--checkpoint ${checkpointChoiceHelp}]   write PEFT adapters / model checkpoints`,
+  synopsis: [`export <run folder> --out DIR [--checkpoint ${checkpointChoiceHelp}]`],
+  summary: 'write the LoRA adapters (PEFT layout) and model checkpoints of a checkpoint',
   usage,
   async run(args) {
     const { values, positionals } = parseCommandLine(usage, {

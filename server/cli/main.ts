@@ -21,9 +21,8 @@ const commands = {
 
 const usage = `usage: troupe <command> [options]
 
-commands:
 ${Object.values(commands)
-  .map((c) => `  ${c.summary}`)
+  .map((c) => `${c.synopsis.map((l) => `  troupe ${l}`).join('\n')}\n      ${c.summary}`)
   .join('\n')}
 
 Run folders, the database and the warm-start cache live in <workspace>/.troupe/ (the workspace is

@@ -46,9 +46,13 @@ export const isRunFolder = (dir: string): boolean => existsSync(join(dir, RUN_FI
 
 /** Writes config.json and run.json into a new run's folder (created if needed). */
 export async function createRunFolder(f: RunFolder, configText: string): Promise<void> {
-  await mkdir(f.dir, { recursive: true });
-  await writeTextFileAtomic(join(f.dir, RUN_CONFIG_FILE), configText);
-  await writeRunFile(f);
+  try {
+    await mkdir(f.dir, { recursive: true });
+    await writeTextFileAtomic(join(f.dir, RUN_CONFIG_FILE), configText);
+    await writeRunFile(f);
+  } catch (e) {
+    throw new Error(`cannot create run folder ${f.dir}: ${e instanceof Error ? e.message : String(e)}`);
+  }
 }
 
 /** Records a new target step count (a resume with `--steps`). */

@@ -23,7 +23,8 @@ options:
 `;
 
 export const runsCommand: Command = {
-  summary: 'runs [--workspace DIR] [--json]   list the runs of the workspace',
+  synopsis: ['runs [--workspace DIR] [--json]'],
+  summary: 'list the runs of the workspace: id, name, state, step, created, run folder',
   usage,
   async run(args) {
     const { values, positionals } = parseCommandLine(usage, {

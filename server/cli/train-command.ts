@@ -46,6 +46,10 @@ Ctrl-C stops after the step in flight: the run is left 'paused' with a checkpoin
 A second Ctrl-C exits at once; the step in flight is lost, committed steps are kept.
 At the end it prints validation success on the held-out seeds before RL (step 0, the warm-started
 policy) and after, and the difference in points.
+
+Run states: running, then done (every step trained, exit 0), paused (Ctrl-C, exit 130) or
+failed (the error is stored with the run, exit 1). A killed process leaves 'running'; troupe runs
+marks such runs, and --resume takes them over.
 `;
 
 interface Session {
@@ -211,7 +215,8 @@ async function trainSession(s: Session): Promise<number> {
 }
 
 export const trainCommand: Command = {
-  summary: 'train <config.json> [--out DIR] [--steps N] [--resume]   train a team (Ctrl-C pauses; --resume continues)',
+  synopsis: ['train <config.json> [--out DIR] [--steps N] [--workspace DIR]', 'train --resume <run folder | run id | config.json> [--steps N] [--workspace DIR]'],
+  summary: 'train a team of agents; Ctrl-C pauses the run, --resume continues it',
   usage,
   async run(args) {
     const { values, positionals } = parseCommandLine(usage, {

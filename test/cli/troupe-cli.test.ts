@@ -178,6 +178,8 @@ describe('troupe CLI', () => {
       assert.equal(s.getRun(runId)!.state, 'running', 'a killed run keeps the state it had');
       assert.ok((s.lastCommittedStep(runId) ?? -1) >= 1);
     });
+    const listed = await troupe('runs');
+    assert.match(listed.stdout, new RegExp(`^${runId}\\s.*\\srunning\\*\\s`, 'm'), 'runs flags a running run whose process is gone');
 
     const r = await troupe('train', '--resume', 'run-k');
     expectOk(r, 'resume');
@@ -205,6 +207,12 @@ describe('troupe CLI', () => {
     assert.match(r.stdout, new RegExp(`paused after step ${last} of 4`));
     const state = JSON.parse(readFileSync(join(ws, 'run-p', 'checkpoints', 'resume', 'state.json'), 'utf8')) as { step: number };
     assert.equal(state.step, last, 'the resume checkpoint is the last committed step');
+
+    // A config that no longer equals the run's is refused, naming where it differs.
+    writeFileSync(join(ws, 'changed.json'), JSON.stringify({ ...tinyConfig, training: { ...tinyConfig.training, validationEpisodes: 8 } }));
+    const changed = await troupe('train', '--resume', 'changed.json');
+    assert.equal(changed.code, 1);
+    assert.match(changed.stderr, new RegExp(`^troupe: changed\\.json differs from the config run ${runId} was started with \\(at training\\.validationEpisodes\\)`));
 
     // The config names the run: the newest unfinished run of that name is run-p.
     const c = await troupe('train', '--resume', 'tiny.json');
