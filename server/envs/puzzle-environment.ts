@@ -92,6 +92,7 @@ export class PuzzleEnvironment<A> implements Environment {
   #done = false;
   #success = false;
   #report: string | null = null; // the tool's report line of this round, shown to the planner
+  #lastReport: string | null = null; // the previous round's report, shown to the tool
   #stats: Record<string, AgentStats>;
 
   constructor(name: string, seed: number, state: PuzzleState<A>, options: { maxTurns: number; variant: PuzzleVariant }) {
@@ -133,6 +134,9 @@ export class PuzzleEnvironment<A> implements Environment {
     checkAgent(this, agent);
     const lines = [`${this.#state.title}, turn ${Math.min(this.#turn + 1, this.maxTurns)}/${this.maxTurns}`, this.#state.render()];
     if (agent === 'plan') lines.push(this.#report ?? 'tool: no report');
+    // The tool sees how its previous proposal fared, so a greedy tool stuck behind a wall gets a
+    // prompt that differs from the one that led it there.
+    else if (agent === 'tool' && this.#lastReport !== null) lines.push(`last ${this.#lastReport}`);
     lines.push(`${agent}: ${this.#state.hint}`);
     return `${lines.join('\n')}\n`;
   }
@@ -186,6 +190,7 @@ export class PuzzleEnvironment<A> implements Environment {
   #advance(): void {
     const committed = this.#next === this.agents.length - 1;
     if (committed) {
+      this.#lastReport = this.#report;
       this.#report = null;
       this.#turn++;
       this.#next = 0;
@@ -210,6 +215,7 @@ export class PuzzleEnvironment<A> implements Environment {
     copy.#done = this.#done;
     copy.#success = this.#success;
     copy.#report = this.#report;
+    copy.#lastReport = this.#lastReport;
     copy.#stats = copyStats(this.#stats);
     return copy;
   }

@@ -115,6 +115,10 @@ async function createSession(req: Request & { kind: 'createSession' }): Promise<
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     logSeverityLevel: 3,
+    // Batch and sequence sizes change on every call in RL; ORT's memory-pattern cache keeps a plan
+    // (and arena blocks) per distinct input shape and grew a 15-minute run past 5 GB. Without it
+    // the arena still reuses freed blocks.
+    enableMemPattern: false,
   };
   let s: ort.InferenceSession;
   try {
