@@ -9,8 +9,8 @@
  * either the previous complete checkpoint or the new complete one.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import type { Policy } from '../models/policy.ts';
 import { readSafetensorsFile, writeSafetensorsFile } from '../models/safetensors.ts';
@@ -61,8 +61,17 @@ export async function saveStepCheckpoint(runDir: string, step: number, policies:
   return dir;
 }
 
+/** A crash between writePolicies' two renames leaves the previous checkpoint under `<dir>.old-<pid>` and no `<dir>`: put it back. */
+async function recoverSetAside(dir: string): Promise<void> {
+  if (existsSync(dir)) return;
+  const names = await readdir(dirname(dir)).catch(() => [] as string[]);
+  const aside = names.find((n) => n.startsWith(`${basename(dir)}.old-`) && existsSync(join(dirname(dir), n, 'state.json')));
+  if (aside) await rename(join(dirname(dir), aside), dir);
+}
+
 /** Reads a checkpoint folder's state, or null when there is none. Errors name the file. */
 export async function readCheckpointState(dir: string): Promise<CheckpointState | null> {
+  await recoverSetAside(dir);
   const file = join(dir, 'state.json');
   if (!existsSync(file)) return null;
   let raw: unknown;

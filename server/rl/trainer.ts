@@ -208,7 +208,9 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     let final: Evaluation | null = null;
     let lastStep = startStep - 1;
     let stopped = false;
-    for (let step = startStep; step <= totalSteps; step++) {
+    // A stop asked for during the warm start or step 0 takes effect before the first RL step.
+    if (o.shouldStop?.() && startStep <= totalSteps) stopped = true;
+    for (let step = startStep; !stopped && step <= totalSteps; step++) {
       const tStep = performance.now();
       // 1. Rollout on fresh training tasks; seeds depend only on (seed, step), so a re-run step sees the same tasks.
       const tasks = Array.from({ length: a.envsPerStep }, (_, i) => exp.env.make(trainSeed((exp.seed * 1_000_003 + step) * a.envsPerStep + i)));
@@ -268,11 +270,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         policyLoss: upd.loss,
         validation: val,
       });
-      if (o.shouldStop?.() && step < totalSteps) {
-        stopped = true;
-        o.log(`stopped after step ${step}; resume with --resume`);
-        break;
-      }
+      if (o.shouldStop?.() && step < totalSteps) stopped = true;
     }
     return { initial, final, lastStep, stopped };
   } finally {
