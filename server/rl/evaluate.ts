@@ -5,6 +5,7 @@
  */
 import type { Environment } from '../envs/environment.ts';
 import { validationSeed } from '../envs/seed-ranges.ts';
+import { evaluateAgainst, minimaxPlayer, randomPlayer, type MatchResult, type TextPolicy } from '../envs/tic-tac-toe-players.ts';
 import { rollout, type RolloutContext, type Trajectory } from './rollout.ts';
 
 export interface EvaluationOptions {
@@ -38,6 +39,27 @@ export interface Evaluation {
   readonly episodes: number;
   readonly seeds: readonly number[];
   readonly trajectories: Trajectory[];
+  /**
+   * Games against scripted opponents, for symmetric games (tic-tac-toe): the policy plays each
+   * side in turn, `episodes` games per opponent, greedy.
+   */
+  readonly opponents?: { readonly random: MatchResult; readonly minimax: MatchResult };
+}
+
+/** A text policy that answers with the routed policy's greedy response. */
+function greedyTextPolicy(ctx: RolloutContext, maxNewTokens: number): TextPolicy {
+  const tok = ctx.tokenizer;
+  return async (observation, game) => {
+    const { policy } = ctx.route(game.agent);
+    const g = await policy.generate([tok.encodePrompt([{ role: 'user', text: observation }])], {
+      maxNewTokens,
+      sampling: { temperature: 0, topP: 1, topK: 0 },
+      seed: 0,
+      stopTokens: [tok.stopTokenId],
+      padToken: tok.specialIds.pad,
+    });
+    return tok.decode(g.tokens[0]!, { specials: 'skip' });
+  };
 }
 
 export async function evaluate(make: (seed: number) => Environment, ctx: RolloutContext, o: EvaluationOptions): Promise<Evaluation> {
@@ -76,7 +98,14 @@ export async function evaluate(make: (seed: number) => Environment, ctx: Rollout
     }
   }
   const n = trajectories.length;
+  let opponents: Evaluation['opponents'];
+  if (trajectories[0] && make(seeds[0]!).name === 'tic-tac-toe') {
+    const policy = greedyTextPolicy(ctx, o.maxNewTokens);
+    const match = { games: o.episodes, side: 'both' as const, seed: seeds[0]! };
+    opponents = { random: await evaluateAgainst(policy, randomPlayer, match), minimax: await evaluateAgainst(policy, minimaxPlayer, match) };
+  }
   return {
+    ...(opponents ? { opponents } : {}),
     success: success / n,
     meanReward: reward / n,
     meanTeamReturn: team / n,

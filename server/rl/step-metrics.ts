@@ -62,6 +62,11 @@ export function validationMetrics(v: Evaluation): Metric[] {
     { name: 'val/reward', value: v.meanReward },
     { name: 'val/team_return', value: v.meanTeamReturn },
   ];
+  if (v.opponents) {
+    for (const [name, m] of Object.entries(v.opponents)) {
+      out.push({ name: `val/vs_${name}/win_rate`, value: m.winRate }, { name: `val/vs_${name}/non_loss_rate`, value: m.nonLossRate });
+    }
+  }
   for (const [agentId, a] of Object.entries(v.perAgent)) {
     out.push({ name: 'val/reward', value: a.meanReward, agentId }, { name: 'val/parse_fail_rate', value: a.parseFailureRate, agentId });
   }
