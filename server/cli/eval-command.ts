@@ -43,6 +43,7 @@ function report(runDir: string, runId: string, ck: RunCheckpoint, seedOffset: nu
     meanReward: ev.meanReward,
     meanTeamReturn: ev.meanTeamReturn,
     perAgent: ev.perAgent,
+    ...(ev.opponents ? { opponents: ev.opponents } : {}),
   };
 }
 
@@ -58,6 +59,10 @@ function printTable(r: ReturnType<typeof report>): void {
       ['left', 'right', 'right', 'right', 'right'],
     ),
   ];
+  if (r.opponents) {
+    lines.push('', 'against scripted opponents (both sides, greedy):');
+    for (const [name, m] of Object.entries(r.opponents)) lines.push(`  vs ${name.padEnd(8)} win ${percent(m.winRate)}  draw ${percent(m.draws / m.games)}  loss ${percent(m.losses / m.games)}  (${m.games} games, ${m.forfeits} forfeits)`);
+  }
   process.stdout.write(`${lines.join('\n')}\n`);
 }
 
