@@ -22,34 +22,16 @@ import { loraTargets, modelDims, projectionName, projectionSize } from './model-
 import type { LoraTarget, ModelConfig } from './model-config.ts';
 import { matchTensors, shapeParameters } from './checkpoint.ts';
 import type { ExpectedShapes } from './checkpoint.ts';
+import { loraConfigSchema } from '../protocol/experiment-config.ts';
 import { hfProjectionModule, hfProjectionNames } from './hf-names.ts';
 import { parseWithSchema, readJsonFile, writeJsonFile } from './json-file.ts';
 import { createPrng, deriveSeed, fillUniform } from './prng.ts';
 import { readSafetensorsFile, writeSafetensorsFile } from './safetensors.ts';
 import type { SafetensorsReadOptions, SafetensorsTensor } from './safetensors.ts';
 
-export const loraConfigSchema = z
-  .object({
-    /** Rank r of the low-rank update B·A. */
-    rank: z.int().positive(),
-    /**
-     * Scale numerator: the update is multiplied by alpha / rank. Defaults to rank (scale 1), which
-     * equals PEFT's default (alpha 8 with r 8) and keeps the update's scale fixed when the rank changes.
-     */
-    alpha: z.number().positive().optional(),
-    /** Projections adapted in every layer. Default: all attention and MLP projections. */
-    targets: z.array(z.enum(loraTargets)).min(1).default(() => [...loraTargets]),
-    /** Dropout on the adapter input. Only 0 is supported for now. */
-    dropout: z.literal(0).default(0),
-  })
-  .strict()
-  .superRefine((c, ctx) => {
-    const seen = new Set<string>();
-    c.targets.forEach((t, i) => {
-      if (seen.has(t)) ctx.addIssue({ code: 'custom', path: ['targets', i], message: `target '${t}' is listed twice` });
-      seen.add(t);
-    });
-  });
+// The schema lives in protocol (the experiment config embeds it, and protocol may import only
+// zod); models uses the same object so the two cannot drift.
+export { loraConfigSchema };
 
 export type LoraConfigInput = z.input<typeof loraConfigSchema>;
 export type LoraConfig = z.output<typeof loraConfigSchema>;
