@@ -12,7 +12,8 @@
  * Options (env): LEARNING_ENVS (plan-path,sudoku), LEARNING_STEPS (override training.steps),
  * LEARNING_VARIANTS (at-grpo,grpo,single).
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +27,7 @@ const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sudoku').split(',');
 const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? 'at-grpo,grpo,single').split(',');
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
 const files: Record<string, string> = { 'at-grpo': 'L2-lora.json', grpo: 'L2-grpo.json', single: 'L0-single.json' };
+const VARIANT_ORDER = ['at-grpo', 'grpo', 'single'];
 
 interface VariantResult {
   variant: string;
@@ -79,7 +81,16 @@ async function main(): Promise<void> {
   }
   const outDir = join(root, 'bench', 'results');
   await mkdir(outDir, { recursive: true });
-  await writeFile(join(outDir, 'learning.json'), `${JSON.stringify({ date: new Date().toISOString(), results }, null, 2)}\n`);
+  // Merge into earlier results, so one environment or variant can be re-run on its own.
+  const file = join(outDir, 'learning.json');
+  if (existsSync(file)) {
+    const old = JSON.parse(await readFile(file, 'utf8')) as { results?: Record<string, VariantResult[]> };
+    for (const [env, rs] of Object.entries(old.results ?? {})) {
+      const fresh = results[env] ?? [];
+      results[env] = [...rs.filter((r) => !fresh.some((f) => f.variant === r.variant)), ...fresh].sort((a, b) => VARIANT_ORDER.indexOf(a.variant) - VARIANT_ORDER.indexOf(b.variant));
+    }
+  }
+  await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), results }, null, 2)}\n`);
   for (const [env, rs] of Object.entries(results)) {
     const svg = lineChart(`${env}: validation success on held-out seeds`, rs.map((r) => ({ name: r.variant, points: r.curve.map((p) => [p.step, p.success] as const) })));
     await writeFile(join(outDir, `learning-${env}.svg`), svg);

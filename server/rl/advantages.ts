@@ -3,7 +3,7 @@
  *
  * A group is every sample that answered the same question from the same state: with tree
  * sampling, the K branches of one (environment instance, agent, turn); with the GRPO baseline,
- * the K independent rollouts of one task. Within a group
+ * the same agent and turn across the K independent rollouts of one task. Within a group
  *     A = (r − mean) / (std_unbiased + 1e-6),
  * and a group of one sample, or whose rewards are all equal, gives A = 0 (nothing to compare;
  * the unbiased std of one sample is undefined, and dividing a zero spread by 1e-6 would only
@@ -106,7 +106,12 @@ export function treeGroupId(envInstance: number, agent: string, turn: number): s
   return `${envInstance}/${agent}/${turn}`;
 }
 
-/** Group id of a GRPO-baseline group: all rollouts of one task. */
-export function taskGroupId(envInstance: number): string {
-  return `task/${envInstance}`;
+/**
+ * Group id of a GRPO-baseline group: the acts of one agent at one turn across the K independent
+ * rollouts of a task, each scored by its trajectory's return. (Splitting the task's group by
+ * agent and turn keeps each group to one agent's responses, as in the run store and the editor's
+ * sibling view; a task's rollouts are still compared only with each other.)
+ */
+export function taskGroupId(envInstance: number, agent: string, turn: number): string {
+  return `task/${envInstance}/${agent}/${turn}`;
 }

@@ -68,7 +68,7 @@ test('tree sampling continues from the kept branch: the next prompt is the kept 
   assert.equal(replay.success, t.success);
 });
 
-test('independent rollouts: K copies per task, one branch per act, grouped by task, scored by return', async () => {
+test('independent rollouts: K copies per task, one branch per act, grouped per (task, agent, turn), scored by return', async () => {
   const r = await rollout([make(1), make(2)], ctx, { ...opts, mode: 'independent' });
   assert.equal(r.trajectories.length, 6);
   for (const t of r.trajectories) {
@@ -76,12 +76,13 @@ test('independent rollouts: K copies per task, one branch per act, grouped by ta
     for (const s of t.samples) {
       assert.equal(s.kept, true);
       assert.equal(s.branch, 0);
-      assert.equal(s.groupId, `task/${t.envInstance}`);
+      assert.equal(s.groupId, `task/${t.envInstance}/${s.agent}/${s.turn}`);
       assert.ok(Math.abs(s.score - ret) < 1e-12);
     }
   }
   const { groups } = computeAdvantages(r.samples.map((s) => ({ groupId: s.groupId, reward: s.score })));
-  assert.equal(groups.size, 2);
+  // Turn 0 of both agents is played by all three rollouts of each task.
+  for (const task of [0, 1]) for (const agent of ['tool', 'plan']) assert.equal(groups.get(`task/${task}/${agent}/0`)?.size, 3);
 });
 
 test('rollouts are reproducible from their seed', async () => {

@@ -7,8 +7,9 @@
  * r = α·r_team + r_local; keep the highest-scoring branch (ties: lowest index) and continue from
  * that *stepped* clone. Every branch is recorded (with its `kept` flag) in group
  * (instance, agent, turn).
- * Independent rollouts: K copies of each task play one trajectory each; a trajectory's score is
- * its return and its group is the task.
+ * Independent rollouts: K copies of each task play one trajectory each; every act is scored by
+ * its trajectory's return and grouped with the same agent's act at the same turn in the task's
+ * other rollouts.
  *
  * Inference is batched across every live environment and branch: one `generate` call per policy
  * per agent position, run in the engine worker, while environment stepping (clone + act) runs
@@ -153,7 +154,7 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
       group.forEach((l, i) => {
         const agent = agents[i]!;
         const turn = turns[i]!;
-        const groupId = o.mode === 'tree' ? treeGroupId(l.traj.envInstance, agent, turn) : taskGroupId(l.traj.envInstance);
+        const groupId = o.mode === 'tree' ? treeGroupId(l.traj.envInstance, agent, turn) : taskGroupId(l.traj.envInstance, agent, turn);
         let best = -1;
         let bestReward = -Infinity;
         let bestEnv: Environment | null = null;

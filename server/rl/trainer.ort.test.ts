@@ -54,3 +54,21 @@ test('a short AT-GRPO run raises the team reward and commits every step', { time
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('the GRPO baseline trains and commits its per-(task, agent, turn) groups', { timeout: 120_000 }, async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-trainer-grpo-'));
+  const store = openRunStore(join(dir, 'troupe.db'));
+  try {
+    const grpo = { ...config, name: 'grpo test', algorithm: { ...config.algorithm, name: 'grpo', envsPerStep: 3, branches: 2 }, warmStart: { enabled: false }, training: { steps: 2, validateEvery: 2, validationEpisodes: 4, checkpointEvery: 2 } };
+    const experiment = await resolveExperiment(parseExperimentConfig(grpo, 'grpo test'), join(dir, 'config.json'));
+    const run = store.createRun({ name: grpo.name, config: grpo, runDir: join(dir, 'run') });
+    await train({ experiment, store, runId: run.id, runDir: join(dir, 'run'), cacheRoot: join(dir, 'cache'), resume: false, log: () => {} });
+    assert.deepEqual(store.listSteps(run.id).map((s) => s.step), [0, 1, 2]);
+    const trajectories = store.listTrajectories({ runId: run.id, step: 1, phase: 'train', limit: 100, offset: 0 });
+    assert.equal(trajectories.length, 6, 'three tasks, two independent rollouts each');
+    assert.deepEqual([...new Set(trajectories.map((t) => t.rollout))].sort(), [0, 1]);
+  } finally {
+    store.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -244,8 +244,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         .filter((g) => trained.has(g.groupId))
         .map((g) => {
           const s = r.samples.find((x) => x.groupId === g.groupId)!;
-          const task = a.name !== 'at-grpo';
-          return { groupId: g.groupId, envInstance: s.envInstance, agentId: task ? 'all' : s.agent, turn: task ? 0 : s.turn, size: g.size, rewardMean: g.mean, rewardStd: g.std };
+          return { groupId: g.groupId, envInstance: s.envInstance, agentId: s.agent, turn: s.turn, size: g.size, rewardMean: g.mean, rewardStd: g.std };
         });
       const history = step % exp.training.checkpointEvery === 0 || step === totalSteps;
       const stepCk = history ? await saveStepCheckpoint(o.runDir, step, policies) : null;
