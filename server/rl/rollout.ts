@@ -145,7 +145,7 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
       const gen = await policy.generate(batch, {
         maxNewTokens: o.maxNewTokens,
         sampling: { temperature: o.temperature, topP: o.topP, topK: o.topK },
-        seed: mixSeed(o.seed, call, ...Array.from(policyId, (ch) => ch.charCodeAt(0))),
+        seed: mixSeed(o.seed, call, policyId.length, policyId.charCodeAt(0)),
         stopTokens: [tok.stopTokenId],
         padToken: tok.specialIds.pad,
       });
