@@ -22,7 +22,7 @@ import type { TrainSequence } from '../models/train-batch.ts';
 import type { Engine } from '../runtime/engine.ts';
 
 /** Bump when the warm-start procedure changes, so stale caches are not reused. */
-const WARM_START_VERSION = 1;
+const WARM_START_VERSION = 2;
 
 /**
  * Training seeds for demonstrations start here, far from the seeds RL steps draw (which start
@@ -57,18 +57,34 @@ export interface WarmStartResult {
   readonly demonstrations: number;
 }
 
+/**
+ * One in `NOISY_EVERY` demonstration episodes starts with a botched round (the first half of each
+ * solver answer, so progress is partial or the text malformed) that is played but not recorded:
+ * the recorded acts that follow then see what later rounds look like — a moved position, the
+ * previous round's report — which a solver that always finishes in one round never shows.
+ */
+const NOISY_EVERY = 3;
+
 /** (prompt, response) sequences from solver rollouts on training seeds, for the given agents. */
 export function solverDemonstrations(make: (seed: number) => Environment, count: number, agents: readonly string[], tok: CharTokenizer): TrainSequence[] {
   const wanted = new Set(agents);
   const out: TrainSequence[] = [];
+  const push = (observation: string, response: string) => {
+    const prompt = tok.encodePrompt([{ role: 'user', text: observation }]);
+    out.push({ tokens: Int32Array.from([...prompt, ...tok.encodeResponse(response)]), promptLength: prompt.length });
+  };
   for (let i = 0; i < count; i++) {
     const env = make(trainSeed(DEMO_SEED_OFFSET + i));
-    for (const d of rolloutSolver(env).demonstrations) {
-      if (!wanted.has(d.agent)) continue;
-      const prompt = tok.encodePrompt([{ role: 'user', text: d.observation }]);
-      const response = tok.encodeResponse(d.response);
-      out.push({ tokens: Int32Array.from([...prompt, ...response]), promptLength: prompt.length });
+    if (i % NOISY_EVERY === NOISY_EVERY - 1 && env.maxTurns > 1) {
+      const round = env.turn;
+      while (!env.done && env.turn === round) {
+        const agent = env.currentAgent();
+        const full = env.solution(agent);
+        env.act(agent, full.slice(0, Math.floor(full.length / 2)));
+      }
+      if (env.done) continue;
     }
+    for (const d of rolloutSolver(env).demonstrations) if (wanted.has(d.agent)) push(d.observation, d.response);
   }
   return out;
 }
