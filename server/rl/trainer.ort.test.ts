@@ -127,3 +127,31 @@ test('PPO updates on a real rollout batch raise the reward the policy expects fr
     await engine.close();
   }
 });
+
+test('L1 (one shared policy) and L3 (a model per agent, sizes differ) train, and a warm start is reused from its cache', { timeout: 120_000 }, async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-trainer-levels-'));
+  const store = openRunStore(join(dir, 'troupe.db'));
+  const small = { vocabSize: 112, hiddenSize: 32, numLayers: 1, numHeads: 2, intermediateSize: 64, maxSequenceLength: 160 };
+  const base = { ...config, algorithm: { ...config.algorithm, envsPerStep: 2, branches: 2 }, warmStart: { demonstrations: 10, steps: 3, batchSize: 4, lr: 0.005 }, training: { steps: 1, validateEvery: 1, validationEpisodes: 2, checkpointEvery: 1 } };
+  const levels = {
+    L1: { ...base, name: 'L1 test', specialization: 'L1', models: { base: { config: small } }, policies: { shared: { model: 'base' } }, router: { tool: 'shared', plan: 'shared' }, optimizer: { lr: 1e-4 } },
+    L3: { ...base, name: 'L3 test', specialization: 'L3', models: { t: { config: small }, p: { config: { ...small, hiddenSize: 48, numHeads: 3 } } }, policies: { tool: { model: 't' }, plan: { model: 'p' } }, router: { tool: 'tool', plan: 'plan' }, optimizer: { lr: 1e-4 } },
+  };
+  try {
+    for (const [level, cfg] of Object.entries(levels)) {
+      const experiment = await resolveExperiment(parseExperimentConfig(cfg, `${level} test`), join(dir, 'config.json'));
+      for (const attempt of [0, 1]) {
+        const runDir = join(dir, `${level}-${attempt}`);
+        const run = store.createRun({ name: cfg.name, config: cfg, runDir });
+        const lines: string[] = [];
+        await train({ experiment, store, runId: run.id, runDir, cacheRoot: join(dir, 'cache'), resume: false, log: (l) => lines.push(l) });
+        assert.deepEqual(store.listSteps(run.id).map((s) => s.step), [0, 1], `${level} attempt ${attempt}`);
+        const reused = lines.filter((l) => l.includes('reusing cache')).length;
+        assert.equal(reused, attempt === 0 ? 0 : experiment.models.size, `${level} attempt ${attempt}: warm starts reused`);
+      }
+    }
+  } finally {
+    store.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
