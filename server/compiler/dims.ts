@@ -85,18 +85,6 @@ export function dimAdd(a: Dim, b: Dim): Dim {
   return `(${out.map(String).sort().join('+')})`;
 }
 
-export function dimEq(a: Dim, b: Dim): boolean {
-  return a === b;
-}
-
-export function shapeEq(a: Shape, b: Shape): boolean {
-  return a.length === b.length && a.every((d, i) => d === b[i]);
-}
-
-export function isStatic(shape: Shape): shape is readonly number[] {
-  return shape.every((d) => typeof d === 'number');
-}
-
 export function formatShape(shape: Shape): string {
   return `[${shape.join(', ')}]`;
 }

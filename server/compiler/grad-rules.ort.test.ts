@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test';
 import { Engine } from '../runtime/engine.ts';
 import { f64, type HostTensor } from '../runtime/tensor.ts';
 import { gradients } from './autodiff.ts';
+import { logSoftmaxReference, softmaxReference } from './composite.ts';
 import { Graph, type Node } from './ir.ts';
 import { emitOnnx } from './onnx-emit.ts';
 import { opDefs, type Op } from './ops.ts';
@@ -149,4 +150,29 @@ test('stopGradient blocks the gradient: d/dx [x · stop(x)] = stop(x)', async ()
   await engine.createSession('stop', emitOnnx([['g', g!]], { name: 'stop' }));
   const out = await engine.run('stop', { x: f64([3], [1, -2, 3]) }, { g: 'return' });
   assert.deepEqual(Array.from(out['g']!.data as Float64Array), [1, -2, 3]);
+});
+
+test('the softmax and log-softmax primitives equal their exp/reduce definitions, values and gradients', async () => {
+  const b = new Graph();
+  const x = b.input('x', 'float64', [3, 5]);
+  const r = b.constant(values(15), [3, 5], 'float64');
+  const weigh = (y: Node) => b.reduceSum(b.mul(y, r), [0, 1]);
+  const pairs = [
+    [b.softmax(x, -1), softmaxReference(b, x, -1)],
+    [b.logSoftmax(x, -1), logSoftmaxReference(b, x, -1)],
+  ] as const;
+  const outputs: Array<[string, Node]> = [];
+  pairs.forEach(([fused, ref], i) => {
+    outputs.push([`fused${i}`, fused], [`ref${i}`, ref]);
+    outputs.push([`gfused${i}`, gradients(b, weigh(fused), [x])[0]!], [`gref${i}`, gradients(b, weigh(ref), [x])[0]!]);
+  });
+  await engine.createSession('softmax-ref', emitOnnx(outputs, { name: 'softmax-ref' }), { optimization: 'basic' });
+  const out = await engine.run('softmax-ref', { x: f64([3, 5], values(15, -3, 3)) }, Object.fromEntries(outputs.map(([n]) => [n, 'return' as const])));
+  for (const kind of ['', 'g']) {
+    for (const i of [0, 1]) {
+      const a = out[`${kind}fused${i}`]!.data as Float64Array;
+      const c = out[`${kind}ref${i}`]!.data as Float64Array;
+      a.forEach((v, k) => assert.ok(Math.abs(v - c[k]!) < 1e-12, `${kind}${i === 0 ? 'softmax' : 'logSoftmax'}[${k}]: ${v} vs ${c[k]}`));
+    }
+  }
 });

@@ -6,7 +6,7 @@
  * teaching the other two is a compile error. Composite ops (RMSNorm, RoPE, attention, SwiGLU, …)
  * live in `composite.ts` as functions of these. Softmax and log-softmax are primitives, not
  * composites: ONNX Runtime has fused kernels for them and they sit on the hottest tensors of a
- * transformer (attention scores, logits); `composite.test.ts` checks them against their
+ * transformer (attention scores, logits); `grad-rules.ort.test.ts` checks them against their
  * definition in terms of exp/reduce.
  */
 import { broadcastShapes, dimAdd, dimProduct, formatShape, type Dim, type Shape } from './dims.ts';
@@ -299,13 +299,3 @@ export const opDefs = {
 } as const satisfies Record<string, OpDef>;
 
 export type Op = keyof typeof opDefs;
-
-/** Element count of a static shape (throws on symbols). */
-export function staticSize(shape: Shape, what: string): number {
-  let n = 1;
-  for (const d of shape) {
-    if (typeof d !== 'number') throw new ShapeError(`${what} has symbolic dim '${d}' where a static size is needed`);
-    n *= d;
-  }
-  return n;
-}

@@ -131,7 +131,9 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
     const byPolicy = new Map<string, Live[]>();
     for (const l of active) {
       const { policyId } = ctx.route(l.env.currentAgent());
-      byPolicy.set(policyId, [...(byPolicy.get(policyId) ?? []), l]);
+      const group = byPolicy.get(policyId);
+      if (group) group.push(l);
+      else byPolicy.set(policyId, [l]);
     }
     for (const [policyId, group] of byPolicy) {
       const agents = group.map((l) => l.env.currentAgent());

@@ -240,10 +240,12 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       const metrics: Metric[] = [...rolloutMetrics(r), ...upd.metrics, ...(val ? validationMetrics(val) : [])];
       const timingsMs = { rollout: tRollout - tStep, inference: r.inferenceMs, env: r.envMs, update: tUpdate - tRollout, validation: tVal - tUpdate, total: tVal - tStep };
       metrics.push(...Object.entries(timingsMs).map(([k, v]) => ({ name: `time/${k}_ms`, value: v })));
+      const firstOfGroup = new Map<string, Sample>();
+      for (const s of r.samples) if (!firstOfGroup.has(s.groupId)) firstOfGroup.set(s.groupId, s);
       const groupRows = [...groups.values()]
         .filter((g) => trained.has(g.groupId))
         .map((g) => {
-          const s = r.samples.find((x) => x.groupId === g.groupId)!;
+          const s = firstOfGroup.get(g.groupId)!;
           return { groupId: g.groupId, envInstance: s.envInstance, agentId: s.agent, turn: s.turn, size: g.size, rewardMean: g.mean, rewardStd: g.std };
         });
       const history = step % exp.training.checkpointEvery === 0 || step === totalSteps;

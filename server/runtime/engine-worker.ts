@@ -218,12 +218,6 @@ async function handle(req: Request): Promise<Reply> {
       }
       return { kind: 'ok' };
     }
-    case 'copy': {
-      const src = resident(req.from);
-      const data = (src.data as HostTensor['data']).slice();
-      residents.set(req.to, new ort.Tensor(src.type as HostTensor['dtype'], data as never, [...src.dims]));
-      return { kind: 'ok' };
-    }
     case 'accumulate': {
       for (const [into, from] of req.pairs) {
         const dst = resident(into).data as Float32Array;

@@ -138,10 +138,6 @@ export class Engine {
     await this.call({ kind: 'swap', pairs }, 'swap');
   }
 
-  async copy(from: string, to: string): Promise<void> {
-    await this.call({ kind: 'copy', from, to }, `copy '${from}' → '${to}'`);
-  }
-
   /** into += scale · from, elementwise, for each pair (gradient accumulation across micro-batches). */
   async accumulate(pairs: ReadonlyArray<readonly [into: string, from: string]>, scale = 1): Promise<void> {
     await this.call({ kind: 'accumulate', pairs, scale }, 'accumulate');

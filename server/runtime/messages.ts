@@ -33,7 +33,6 @@ export type Request =
   | { kind: 'download'; name: string }
   | { kind: 'drop'; names: readonly string[] }
   | { kind: 'swap'; pairs: ReadonlyArray<readonly [string, string]> }
-  | { kind: 'copy'; from: string; to: string }
   | { kind: 'accumulate'; pairs: ReadonlyArray<readonly [into: string, from: string]>; scale: number }
   | { kind: 'run'; session: string; feeds: Record<string, Feed>; fetches: Record<string, Fetch> }
   | { kind: 'generate'; request: GenerateRequest };

@@ -46,8 +46,3 @@ export function i64(dims: readonly number[], data: ArrayLike<number>): HostTenso
   if (arr.length !== elementCount(dims)) throw new Error(`i64 tensor [${dims.join(', ')}] needs ${elementCount(dims)} values, got ${arr.length}`);
   return { dtype: 'int64', dims, data: arr };
 }
-
-/** Reads a float tensor's values as JS numbers. */
-export function toNumbers(t: HostTensor): number[] {
-  return Array.from(t.data as ArrayLike<number | bigint>, (v) => Number(v));
-}
