@@ -9,6 +9,7 @@ import { demoCommand } from './demo-command.ts';
 import { evalCommand } from './eval-command.ts';
 import { exportCommand } from './export-command.ts';
 import { runsCommand } from './runs-command.ts';
+import { serveCommand } from './serve-command.ts';
 import { trainCommand } from './train-command.ts';
 
 const commands = {
@@ -16,6 +17,7 @@ const commands = {
   eval: evalCommand,
   runs: runsCommand,
   export: exportCommand,
+  serve: serveCommand,
   demo: demoCommand,
 } as const satisfies Record<string, Command>;
 

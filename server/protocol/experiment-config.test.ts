@@ -117,7 +117,7 @@ describe('shipped configs', () => {
 
 describe('configs/schema.json', () => {
   test('is up to date with the zod schema', () => {
-    const stale = 'configs/schema.json is stale: regenerate it with `npm run schema` (node --import tsx server/protocol/generate-config-schema.ts)';
+    const stale = 'configs/schema.json is stale: regenerate it with `npm run schema` (node --import tsx server/protocol/generate-schemas.ts)';
     let current: string;
     try {
       current = readFileSync(schemaPath, 'utf8');

@@ -1,0 +1,29 @@
+/**
+ * `adapters/export`: the same export as `troupe export`, for a run of the workspace. It reads
+ * checkpoint files only, so it is safe while the run trains (checkpoints are replaced atomically).
+ */
+import { isAbsolute, join, resolve } from 'node:path';
+import type { CheckpointChoice } from '../cli/checkpoint-weights.ts';
+import { exportRun } from '../cli/export-run.ts';
+import { ErrorCodes, RpcError } from '../protocol/json-rpc.ts';
+import type { RequestHandlers } from './connection.ts';
+import type { RunManager } from '../runs/run-manager.ts';
+
+export function exportHandler(manager: RunManager, workspace: string): RequestHandlers['adapters/export'] {
+  return async (p, ctx) => {
+    const run = manager.store.getRun(p.runId);
+    if (!run) throw new RpcError(ErrorCodes.UnknownRun, `unknown run '${p.runId}'`);
+    const out = isAbsolute(p.outDir) ? p.outDir : resolve(workspace, p.outDir);
+    const choice: CheckpointChoice =
+      p.checkpoint === 'initial' || p.checkpoint === 0 ? { kind: 'initial' } : p.checkpoint === 'latest' ? { kind: 'latest' } : { kind: 'step', step: p.checkpoint };
+    ctx.progress.begin(`Exporting run ${run.id}`, `checkpoint ${String(p.checkpoint)}`);
+    try {
+      const r = await exportRun(run.runDir, choice, out);
+      ctx.progress.end(`wrote ${r.written.length} folders`);
+      return { outDir: out, step: r.step, files: [...r.written.flatMap((w) => w.files.map((f) => join(w.dir, f))), r.manifestPath] };
+    } catch (e) {
+      ctx.progress.end('failed');
+      throw new RpcError(ErrorCodes.FileError, `cannot export run ${run.id}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
+}

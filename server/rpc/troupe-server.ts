@@ -1,0 +1,194 @@
+/**
+ * The training server: one workspace, one run manager, any number of clients.
+ *
+ *   clients ──ws──▶ websocket-listener (token + origin) ──▶ Connection (parse, dispatch)
+ *                                                             ├─ run-handlers ──▶ RunManager ──▶ run workers
+ *                                                             ├─ config-handlers (LSP for configs)
+ *                                                             └─ export-handler
+ *   RunManager events (state, progress, log) ──▶ every initialized connection
+ *
+ * Runs belong to the server, not to a connection: a client that disconnects leaves its runs
+ * training, and a client that connects later finds them with `runs/list` and the notifications that
+ * follow. Training happens in the run manager's worker threads, so this thread only parses, queries
+ * SQLite and forwards events.
+ */
+import type { IncomingMessage } from 'node:http';
+import { resolve } from 'node:path';
+import type { WebSocket } from 'ws';
+import { ErrorCodes, RpcError } from '../protocol/json-rpc.ts';
+import { PROTOCOL_VERSION, type ServerNotificationMethod, type ServerNotificationParams } from '../protocol/methods.ts';
+import { TextDocumentSyncKind } from '../protocol/lsp.ts';
+import { RunManager } from '../runs/run-manager.ts';
+import { configHandlers } from './config-handlers.ts';
+import { Connection, type NotificationHandlers, type RequestHandlers } from './connection.ts';
+import { exportHandler } from './export-handler.ts';
+import { runHandlers } from './run-handlers.ts';
+import { createToken, readLiveServerFile, removeServerFile, writeServerFile } from './server-info-file.ts';
+import { isLoopback, listen, type Listener } from './websocket-listener.ts';
+
+export const SERVER_VERSION = '0.1.0';
+/** Largest frame accepted; an experiment config or an open document is far below it. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024;
+
+export interface ServeOptions {
+  /** Folder holding `.troupe/` (database, run folders, server.json). */
+  readonly workspace: string;
+  /** Default 127.0.0.1. Anything not loopback is allowed but logged as a warning. */
+  readonly host?: string;
+  /** Default 0: a free port. */
+  readonly port?: number;
+  readonly maxPayloadBytes?: number;
+  readonly maxConcurrentRuns?: number;
+  readonly log?: (line: string) => void;
+}
+
+export class TroupeServer {
+  private readonly connections = new Set<Connection>();
+  private nextConnectionId = 1;
+  private closing: Promise<void> | null = null;
+  private readonly startedAt = performance.now();
+
+  private constructor(
+    readonly workspace: string,
+    readonly manager: RunManager,
+    private readonly listener: Listener,
+    /** Absolute path of the token file. */
+    readonly tokenFile: string,
+    private readonly log: (line: string) => void,
+    private readonly requests: RequestHandlers,
+    private readonly notifications: NotificationHandlers,
+  ) {}
+
+  /** `ws://127.0.0.1:PORT`. */
+  get url(): string {
+    return this.listener.url;
+  }
+
+  get clientCount(): number {
+    return this.connections.size;
+  }
+
+  static async start(o: ServeOptions): Promise<TroupeServer> {
+    const workspace = resolve(o.workspace);
+    const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+    const host = o.host ?? '127.0.0.1';
+    const other = await readLiveServerFile(workspace);
+    if (other) throw new Error(`a Troupe server (pid ${other.pid}) is already serving ${workspace} at ${other.url}; connect to it, or stop it first`);
+    if (!isLoopback(host)) log(`warning: listening on ${host}, not loopback: anyone who can reach this address and has the token can drive training`);
+
+    const manager = await RunManager.open({ workspace, log, ...(o.maxConcurrentRuns !== undefined ? { maxConcurrentRuns: o.maxConcurrentRuns } : {}) });
+    let listener: Listener | undefined;
+    try {
+      const { token, tokenFile } = await createToken(workspace);
+      // The handler tables need the server (status, connections) and the server needs the tables;
+      // `self` is assigned before the listener accepts its first connection.
+      let self: TroupeServer | undefined;
+      const server = (): TroupeServer => self!;
+      const config = configHandlers({ log });
+      const requests = {
+        initialize: (p) => {
+          const major = p.protocolVersion?.split('.')[0];
+          if (major !== undefined && major !== PROTOCOL_VERSION.split('.')[0]) {
+            throw new RpcError(ErrorCodes.IncompatibleProtocol, `client speaks protocol ${p.protocolVersion}, this server ${PROTOCOL_VERSION}: update the extension or the server`);
+          }
+          return {
+            protocolVersion: PROTOCOL_VERSION,
+            serverInfo: { name: 'troupe', version: SERVER_VERSION },
+            capabilities: {
+              textDocumentSync: { openClose: true, change: TextDocumentSyncKind.Incremental },
+              completionProvider: { triggerCharacters: ['"', ':'] },
+              hoverProvider: true,
+            },
+            workspace,
+          };
+        },
+        shutdown: () => null,
+        'server/status': () => ({
+          protocolVersion: PROTOCOL_VERSION,
+          pid: process.pid,
+          uptimeMs: performance.now() - server().startedAt,
+          activeRuns: manager.list().filter((r) => manager.isActive(r.id)).map((r) => r.id),
+          clients: server().clientCount,
+          rssBytes: process.memoryUsage.rss(),
+        }),
+        ...runHandlers(manager, workspace),
+        'adapters/export': exportHandler(manager, workspace),
+        ...config.requests,
+      } satisfies RequestHandlers;
+      const notifications = {
+        initialized: () => {},
+        exit: (_p, c) => c.close(1000, 'exit'),
+        '$/cancelRequest': (p, c) => c.cancel(p.id),
+        ...config.notifications,
+      } satisfies NotificationHandlers;
+
+      listener = await listen({
+        host,
+        port: o.port ?? 0,
+        token,
+        maxPayloadBytes: o.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
+        log,
+        onConnection: (ws, req) => server().accept(ws, req),
+      });
+      self = new TroupeServer(workspace, manager, listener, tokenFile, log, requests, notifications);
+      manager.onDidChangeState((e) => self?.broadcast('run/didChangeState', { runId: e.runId, state: e.state, previous: e.previous, run: e.run }));
+      manager.onDidProgress((e) => self?.broadcast('run/didProgress', { runId: e.runId, step: e.step, steps: e.steps, stepMs: e.stepMs, etaMs: e.etaMs, metrics: [...e.metrics] }));
+      manager.onDidLog((e) => self?.broadcast('run/didLog', { runId: e.runId, line: e.line }));
+      await writeServerFile(workspace, { url: listener.url, pid: process.pid, protocolVersion: PROTOCOL_VERSION, tokenFile, workspace, startedAt: new Date().toISOString() });
+      log(`troupe server ${SERVER_VERSION} (protocol ${PROTOCOL_VERSION}) serving ${workspace} at ${listener.url}`);
+      return self;
+    } catch (e) {
+      await listener?.close();
+      await manager.close();
+      throw e;
+    }
+  }
+
+  private accept(ws: WebSocket, req: IncomingMessage): void {
+    if (this.closing) {
+      ws.close(1001, 'server shutting down');
+      return;
+    }
+    const connection = new Connection(
+      {
+        send: (text) => ws.send(text),
+        close: (code, reason) => ws.close(code, reason),
+        bufferedAmount: () => ws.bufferedAmount,
+      },
+      { id: this.nextConnectionId++, requests: this.requests, notifications: this.notifications, log: this.log },
+    );
+    this.connections.add(connection);
+    this.log(`client ${connection.id} connected from ${req.socket.remoteAddress ?? '?'}`);
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) {
+        connection.close(1003, 'binary frames are not accepted: send JSON-RPC as text');
+        return;
+      }
+      connection.receive(Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.from(data as ArrayBuffer).toString('utf8'));
+    });
+    ws.on('close', (code, reason) => {
+      connection.closed();
+      this.connections.delete(connection);
+      this.log(`client ${connection.id} disconnected (${code}${reason.length > 0 ? ` ${reason.toString()}` : ''})`);
+    });
+    // ws reports protocol violations (oversized frames, bad opcodes) here and then closes the socket
+    // with the matching code; the error must be consumed so it does not crash the process.
+    ws.on('error', (e) => this.log(`client ${connection.id}: ${e.message}`));
+  }
+
+  private broadcast<M extends ServerNotificationMethod>(method: M, params: ServerNotificationParams<M>): void {
+    for (const c of this.connections) if (c.isInitialized) c.notify(method, params);
+  }
+
+  /** Pauses live runs at their step boundary, closes every client and removes server.json. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.log('shutting down: live runs pause at their next step boundary');
+      // Runs first, so connected clients see them pause; then the sockets.
+      await this.manager.close();
+      await this.listener.close();
+      await removeServerFile(this.workspace);
+    })();
+    return this.closing;
+  }
+}
