@@ -19,23 +19,9 @@ import { importPeftAdapter } from '../../server/models/lora.ts';
 import { readSafetensorsFile } from '../../server/models/safetensors.ts';
 import { defaultModelConfig } from '../../server/models/default-model.ts';
 import { openRunStore, type RunStore } from '../../server/store/index.ts';
+import { tinyConfig } from '../fixtures/tiny-config.ts';
 
 const cli = fileURLToPath(new URL('../../server/cli/troupe.mjs', import.meta.url));
-
-/** Plan-Path 3x3, two agents with a LoRA adapter each; a step takes a second or two on 2 cores. */
-const tinyConfig = {
-  name: 'tiny plan-path L2',
-  seed: 1,
-  env: { name: 'plan-path', options: { size: 3, maxTurns: 2, variant: 'team' } },
-  specialization: 'L2',
-  models: { base: { preset: 'default' } },
-  policies: { 'tool-lora': { model: 'base', lora: { rank: 4 } }, 'plan-lora': { model: 'base', lora: { rank: 4 } } },
-  router: { tool: 'tool-lora', plan: 'plan-lora' },
-  algorithm: { name: 'at-grpo', branches: 2, envsPerStep: 2, maxNewTokens: 12 },
-  warmStart: { enabled: true, demonstrations: 20, steps: 5, batchSize: 8, lr: 0.003 },
-  training: { steps: 2, validateEvery: 1, validationEpisodes: 4, checkpointEvery: 1 },
-  engine: { executionProvider: 'cpu', threads: 1 },
-};
 
 let ws = '';
 const children = new Set<ChildProcess>();
