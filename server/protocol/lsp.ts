@@ -239,16 +239,3 @@ export type Hover = z.infer<typeof hoverSchema>;
 
 /** How the client should send changes: the server accepts both full and incremental ones. */
 export const TextDocumentSyncKind = { None: 0, Full: 1, Incremental: 2 } as const;
-
-/**
- * The LSP messages for config files, each declared once with its direction, params and result, so
- * the server's handler table can be typed against it.
- */
-export const configLanguageMessages = {
-  'textDocument/didOpen': { kind: 'notification', direction: 'clientToServer', params: didOpenTextDocumentParamsSchema },
-  'textDocument/didChange': { kind: 'notification', direction: 'clientToServer', params: didChangeTextDocumentParamsSchema },
-  'textDocument/didClose': { kind: 'notification', direction: 'clientToServer', params: didCloseTextDocumentParamsSchema },
-  'textDocument/publishDiagnostics': { kind: 'notification', direction: 'serverToClient', params: publishDiagnosticsParamsSchema },
-  'textDocument/completion': { kind: 'request', direction: 'clientToServer', params: completionParamsSchema, result: completionListSchema },
-  'textDocument/hover': { kind: 'request', direction: 'clientToServer', params: hoverParamsSchema, result: hoverSchema.nullable() },
-} as const;
