@@ -1,4 +1,4 @@
-// The one build script: bundles the server (CLI + engine worker) for Node with esbuild.
+// The one build script: bundles the server (CLI, run worker, engine worker) for Node with esbuild.
 // Native packages stay external (they load their own .node binaries at run time).
 // The extension and webview bundles join this file when those packages land.
 import { build } from 'esbuild';
@@ -11,12 +11,17 @@ const common = {
   sourcemap: true,
   external: ['onnxruntime-node', 'better-sqlite3', 'tsx', 'tsx/*'],
   logLevel: 'info',
+  // Prefer a package's ES module build: jsonc-parser's default (UMD) entry loads its parts with a
+  // require() of relative paths that esbuild cannot follow, so the bundle would look for them at run time.
+  mainFields: ['module', 'main'],
   // ESM bundles still meet CommonJS dependencies that call require().
   banner: { js: "import { createRequire as __troupeCreateRequire } from 'node:module'; const require = __troupeCreateRequire(import.meta.url);" },
 };
 
 await build({
   ...common,
-  entryPoints: { troupe: 'server/cli/main.ts', 'engine-worker': 'server/runtime/engine-worker.ts' },
+  // Workers are found next to the code that starts them (`new URL('./run-worker.js', import.meta.url)`),
+  // so every entry lands in the one folder.
+  entryPoints: { troupe: 'server/cli/main.ts', 'run-worker': 'server/runs/run-worker.ts', 'engine-worker': 'server/runtime/engine-worker.ts' },
   outdir: 'dist/server',
 });

@@ -7,20 +7,19 @@
  *   paused | failed | running-but-killed → running   with --resume.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { readdir } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { constants } from 'node:os';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
-import { loadExperiment } from '../rl/resolve-experiment.ts';
-import { readCheckpointState, resumeDir } from '../rl/run-checkpoint.ts';
-import { train, type StepReport } from '../rl/trainer.ts';
+import type { StepReport } from '../rl/trainer.ts';
+import { createRun, loadConfigFile, prepareResume, recordFailure, trainRun } from '../runs/run-session.ts';
 import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index.ts';
 import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
 import { ProgressBar } from './progress-bar.ts';
 import { findRunToResume } from './resume-target.ts';
-import { createRunFolder, isRunFolder, loadRunExperiment, setRunFolderSteps, type RunFolder } from './run-folder.ts';
-import { RunLock } from './run-lock.ts';
-import { displayPath, errorMessage, formatDuration, percent } from './text-format.ts';
+import { isRunFolder, type RunFolder } from './run-folder.ts';
+import type { RunLock } from './run-lock.ts';
+import { displayPath, formatDuration, percent } from './text-format.ts';
 
 const usage = `usage: troupe train <config.json> [--out DIR] [--steps N] [--workspace DIR]
        troupe train --resume <run folder | run id | config.json> [--steps N] [--workspace DIR]
@@ -60,27 +59,20 @@ interface Session {
   readonly resume: boolean;
 }
 
+const warn = (line: string) => process.stderr.write(`troupe: ${line}\n`);
+
 async function newSession(configArg: string, workspace: string, out: string | undefined, steps: number | undefined): Promise<Session> {
-  const configPath = resolve(configArg);
-  const { config, experiment } = await loadExperiment(configPath);
-  const text = await readFile(configPath, 'utf8');
+  const loaded = await loadConfigFile(configArg);
   const runDir = out === undefined ? undefined : resolve(out);
   if (runDir && existsSync(runDir) && (await readdir(runDir)).length > 0) {
     const hint = isRunFolder(runDir) ? `; it holds a run: continue it with troupe train --resume ${displayPath(runDir)}` : '';
     throw new Error(`--out ${displayPath(runDir)} is not empty${hint}`);
   }
-  const dbPath = defaultDatabasePath(workspace);
-  await mkdir(dirname(dbPath), { recursive: true });
-  const store = openRunStore(dbPath);
-  let runId: string | undefined;
+  const store = openRunStore(defaultDatabasePath(workspace));
   try {
-    const run = store.createRun({ name: config.name, config: JSON.parse(text) as unknown, state: 'running', ...(runDir ? { runDir } : {}) });
-    runId = run.id;
-    const folder: RunFolder = { dir: run.runDir, runId: run.id, databasePath: store.path, configSource: configPath, steps: steps ?? config.training.steps };
-    await createRunFolder(folder, text);
-    return { store, folder, experiment, lock: RunLock.acquire(folder.dir, run.id), resume: false };
+    const { folder, lock } = await createRun(store, loaded, { state: 'running', warn, ...(runDir ? { runDir } : {}), ...(steps === undefined ? {} : { steps }) });
+    return { store, folder, experiment: loaded.experiment, lock, resume: false };
   } catch (e) {
-    if (runId) recordFailure(store, runId, e);
     store.close();
     throw e;
   }
@@ -88,36 +80,18 @@ async function newSession(configArg: string, workspace: string, out: string | un
 
 async function resumeSession(target: string, workspace: string, steps: number | undefined): Promise<Session> {
   const { store, run, folder: found } = await findRunToResume(target, workspace);
-  let lock: RunLock | undefined;
   try {
-    let folder = found;
-    const last = store.lastCommittedStep(run.id);
-    if (run.state === 'done' && (steps === undefined || steps <= (last ?? 0))) {
-      throw new Error(`run ${run.id} is done (${last ?? 0} steps); to train it further pass --steps N with N > ${last ?? 0}`);
+    const { folder, experiment, lock } = await prepareResume(store, run, found, { stepsOption: '--steps', ...(steps === undefined ? {} : { steps }) });
+    try {
+      store.setRunState(run.id, 'running');
+    } catch (e) {
+      lock.release();
+      throw e;
     }
-    if (steps !== undefined && last !== null && steps < last) throw new Error(`--steps ${steps} is below step ${last}, which run ${run.id} has already committed`);
-    lock = RunLock.acquire(folder.dir, run.id);
-    const state = await readCheckpointState(resumeDir(folder.dir));
-    if (last !== null && last > 0 && state === null) {
-      throw new Error(`run ${run.id} has steps up to ${last} committed but no resume checkpoint (${resumeDir(folder.dir)} is missing); it cannot be resumed`);
-    }
-    const { experiment } = await loadRunExperiment(folder);
-    if (steps !== undefined && steps !== folder.steps) folder = await setRunFolderSteps(folder, steps);
-    store.setRunState(run.id, 'running');
     return { store, folder, experiment, lock, resume: true };
   } catch (e) {
-    lock?.release();
     store.close();
     throw e;
-  }
-}
-
-/** Marks the run failed with the error's message; a store that fails too must not hide the first error. */
-function recordFailure(store: RunStore, runId: string, e: unknown): void {
-  try {
-    store.setRunState(runId, 'failed', errorMessage(e));
-  } catch (inner) {
-    process.stderr.write(`troupe: could not record run ${runId} as failed: ${errorMessage(inner)}\n`);
   }
 }
 
@@ -179,14 +153,7 @@ async function trainSession(s: Session): Promise<number> {
   process.on('SIGTERM', onSignal);
   const t0 = performance.now();
   try {
-    const summary = await train({
-      experiment,
-      store,
-      runId,
-      runDir: folder.dir,
-      cacheRoot: join(store.storeDir, 'cache', 'warm-start'),
-      resume: s.resume,
-      steps: folder.steps,
+    const summary = await trainRun(s, {
       shouldStop: () => signalled !== null,
       log: (line) => bar.log(line),
       onStep: (r) => bar.tick(r.step, r.ms, stepFields(r), r.validation !== null),
@@ -204,7 +171,7 @@ async function trainSession(s: Session): Promise<number> {
     return signalled === null ? 0 : 128 + constants.signals[signalled];
   } catch (e) {
     bar.finish();
-    recordFailure(store, runId, e);
+    recordFailure(store, runId, e, warn);
     throw e;
   } finally {
     process.off('SIGINT', onSignal);

@@ -41,20 +41,35 @@ export interface TrainOptions {
   readonly resume: boolean;
   /** Overrides `training.steps`. */
   readonly steps?: number;
+  /** The engine to train on, started with `startEngine` (the caller closes it); default: one started and closed here. */
+  readonly engine?: Engine;
   /** Polled at step boundaries: true stops the run after the current step (Ctrl-C). */
   readonly shouldStop?: () => boolean;
   readonly log: (line: string) => void;
+  /** After every committed step, step 0 (the initial validation) included, once its resume checkpoint is written. */
+  readonly onCommit?: (c: StepCommit) => void;
+  /** After every RL step (1..steps), right after `onCommit`, with the numbers a progress line shows. */
   readonly onStep?: (r: StepReport) => void;
 }
 
-export interface StepReport {
+/** What the trainer committed for one step: step 0 is the initial validation, 1.. are RL steps. */
+export interface StepCommit {
   readonly step: number;
+  /** The step the run trains to. */
   readonly steps: number;
+  /** Wall-clock time of the step (for step 0, of the initial validation), commit and checkpoint included. */
   readonly ms: number;
+  /** Every metric committed for the step, team-wide and per agent/policy. */
+  readonly metrics: readonly Metric[];
+  /** The step's phases in milliseconds, as committed (`rollout`, `update`, `validation`, `total`…). */
+  readonly timingsMs: Readonly<Record<string, number>>;
+  readonly validation: Evaluation | null;
+}
+
+export interface StepReport extends StepCommit {
   readonly trainSuccess: number;
   readonly meanReward: number;
   readonly policyLoss: number;
-  readonly validation: Evaluation | null;
 }
 
 export interface TrainSummary {
@@ -168,7 +183,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
   const exp = o.experiment;
   const a = exp.algorithm;
   const totalSteps = o.steps ?? exp.training.steps;
-  const engine = await Engine.start({ executionProvider: exp.engine.executionProvider, ...(exp.engine.threads ? { threads: exp.engine.threads } : {}), log: o.log });
+  const engine = o.engine ?? (await startEngine(exp, o.log));
   try {
     const bases = await baseWeights(engine, exp, o);
     const policies = await createPolicies(engine, exp, bases);
@@ -194,15 +209,18 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       const t0 = performance.now();
       initial = await validate();
       const warmRows = [...exp.models.keys()].map((m) => ({ step: 0, kind: 'warmstart' as const, path: warmStartDir(o.runDir, m), meta: { model: m } }));
+      const timingsMs = { validation: performance.now() - t0 };
+      const metrics = validationMetrics(initial);
       o.store.commitStep(o.runId, {
         step: 0,
-        timingsMs: { validation: performance.now() - t0 },
-        metrics: validationMetrics(initial),
+        timingsMs,
+        metrics,
         trajectories: trajectoryRows('validation', exp.env.name, initial.trajectories, null),
         checkpoints: exp.warmStart.enabled ? warmRows.filter((r) => existsSync(r.path)) : [],
       });
       await saveResumeState(o.runDir, 0, policies);
       o.log(`step 0 (warm-started policy): validation success ${(initial.success * 100).toFixed(1)}%, mean reward ${initial.meanReward.toFixed(3)}`);
+      o.onCommit?.({ step: 0, steps: totalSteps, ms: performance.now() - t0, metrics, timingsMs, validation: initial });
     }
 
     let final: Evaluation | null = null;
@@ -262,19 +280,23 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       await saveResumeState(o.runDir, step, policies);
       lastStep = step;
       if (val) final = val;
+      const commit: StepCommit = { step, steps: totalSteps, ms: performance.now() - tStep, metrics, timingsMs, validation: val };
+      o.onCommit?.(commit);
       o.onStep?.({
-        step,
-        steps: totalSteps,
-        ms: performance.now() - tStep,
+        ...commit,
         trainSuccess: r.trajectories.filter((t) => t.success).length / Math.max(1, r.trajectories.length),
         meanReward: r.samples.filter((s) => s.kept).reduce((x, s) => x + s.reward, 0) / Math.max(1, r.trajectories.length),
         policyLoss: upd.loss,
-        validation: val,
       });
       if (o.shouldStop?.() && step < totalSteps) stopped = true;
     }
     return { initial, final, lastStep, stopped };
   } finally {
-    await engine.close();
+    if (!o.engine) await engine.close();
   }
+}
+
+/** The engine an experiment asks for (execution provider, threads). */
+export function startEngine(exp: ResolvedExperiment, log: (line: string) => void): Promise<Engine> {
+  return Engine.start({ executionProvider: exp.engine.executionProvider, ...(exp.engine.threads ? { threads: exp.engine.threads } : {}), log });
 }

@@ -1,0 +1,584 @@
+/**
+ * The run manager: the server's owner of training runs. Each live run trains in its own worker
+ * thread (run-worker.ts); this class, on the server's main thread, owns the lifecycle state machine
+ * and is the only writer of run states (the workers write steps):
+ *
+ *   start ─▶ queued ─(slot frees)─▶ running ─(every step trained)─────────────▶ done
+ *                │                    │ ├─(pause: at the step boundary)──────▶ paused ─(resume)─▶ running | queued
+ *                │                    │ └─(stop: 'stopping' at once)─▶ stopping ─(boundary)─▶ done
+ *                │                    └─(the trainer throws, the worker crashes)─▶ failed ─(resume)─▶ …
+ *                ├─(pause)─▶ paused
+ *                └─(stop)──▶ done         paused | failed ─(stop)─▶ done;  done ─(resume with more steps)─▶ …
+ *
+ * Events, per run, in this order: the state change to 'running' comes before any progress of that
+ * worker; progress comes once per committed step (step 0, the initial validation, included); the
+ * state change that ends the worker ('paused', 'done', 'failed') comes after its last progress.
+ * State events are fired synchronously inside the call that caused them (start, resume, pause,
+ * stop), before it returns.
+ *
+ * The server process holds a run's lock (run.lock) from the moment the run is queued or running
+ * until its worker has exited, so a terminal's `troupe train --resume` refuses a run the server is
+ * training and the server refuses one a terminal is training.
+ */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Worker, type ResourceLimits } from 'node:worker_threads';
+import { readRunFolder, type RunFolder } from '../cli/run-folder.ts';
+import { runLockHolder, type RunLock } from '../cli/run-lock.ts';
+import { ConfigError } from '../protocol/config-errors.ts';
+import type { Metric, RunState, RunSummary } from '../protocol/trajectory.ts';
+import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index.ts';
+import { Emitter, type Disposable } from './emitter.ts';
+import { RunError } from './run-error.ts';
+import { fromRunWorkerSchema, type FromRunWorker, type RunWorkerData, type ToRunWorker } from './run-messages.ts';
+import { createRun, loadConfigFile, loadInlineConfig, prepareResume, recordFailure, type LoadedConfig } from './run-session.ts';
+
+export type { Disposable } from './emitter.ts';
+export { RunError, type RunErrorCode } from './run-error.ts';
+
+export interface RunManagerOptions {
+  /** Folder holding .troupe/ (database at .troupe/troupe.db, run folders at .troupe/runs/<id>). */
+  readonly workspace: string;
+  /** The server log. Default: stderr. */
+  readonly log?: (line: string) => void;
+  /** Runs training at once (default 1); more start as 'queued' and start when a slot frees. */
+  readonly maxConcurrentRuns?: number;
+  /** How long `close()` waits for live runs to reach a step boundary before terminating them (default 60 s). */
+  readonly closeTimeoutMs?: number;
+  /**
+   * Limits of each run worker's JavaScript heap. A worker that runs out fails its run (the server
+   * stays up). Tensors live in ONNX Runtime's worker, outside these limits. Default: Node's.
+   */
+  readonly workerResourceLimits?: ResourceLimits;
+}
+
+export interface StartRunRequest {
+  /** A config file, absolute or relative to the workspace. */
+  readonly configPath?: string;
+  /** Or an inline config object (exactly one of the two); written to the run folder as config.json. */
+  readonly config?: unknown;
+  /** Overrides training.steps. */
+  readonly steps?: number;
+}
+
+/** One committed step of a run (step 0, the initial validation, included). */
+export interface RunProgress {
+  readonly runId: string;
+  readonly step: number;
+  /** The step the run trains to. */
+  readonly steps: number;
+  /** Wall-clock time of the step, commit and checkpoint included (step 0: the initial validation). */
+  readonly stepMs: number;
+  /** Time left at the recent RL steps' pace; null until this worker has finished an RL step. */
+  readonly etaMs: number | null;
+  /** Everything the trainer committed for the step, team-wide and per agent/policy. */
+  readonly metrics: readonly Metric[];
+  /** The step's committed phases in milliseconds (`rollout`, `update`, `validation`, `total`…). */
+  readonly timingsMs: Readonly<Record<string, number>>;
+}
+
+export interface RunStateChange {
+  readonly runId: string;
+  readonly state: RunState;
+  /** The state before; null for a run just created. */
+  readonly previous: RunState | null;
+  readonly run: RunSummary;
+}
+
+export interface RunLog {
+  readonly runId: string;
+  readonly line: string;
+}
+
+/** A run this manager owns: queued (no worker yet) or training in a worker. */
+interface LiveRun {
+  readonly runId: string;
+  readonly folder: RunFolder;
+  readonly lock: RunLock;
+  readonly resume: boolean;
+  worker: Worker | null;
+  /** What the user asked for; both stop the worker at the next step boundary. */
+  request: 'pause' | 'stop' | null;
+  /** How training ended, as the worker reported it; null after a crash. */
+  outcome: Extract<FromRunWorker, { kind: 'finished' | 'aborted' | 'failed' }> | null;
+  /** The first error the worker raised (uncaught exception, out of memory, a malformed message). */
+  crash: Error | null;
+  /** close() terminated the worker, as a last resort after asking it to abort. */
+  terminated: boolean;
+  /** Durations of this worker's RL steps, for the ETA. */
+  readonly stepMs: number[];
+  readonly exited: Promise<void>;
+  markExited(): void;
+}
+
+const ETA_WINDOW = 10;
+/**
+ * After a worker reports how training ended it should exit at once, and an aborted one as soon as
+ * its engine call in flight returns; past this it is terminated.
+ */
+const EXIT_GRACE_MS = 30_000;
+
+/** Workspaces with an open manager in this process: two would each take the other's runs for dead. */
+const openWorkspaces = new Set<string>();
+
+function workerEntry(): { url: URL; data: Record<string, unknown> } {
+  const self = import.meta.url;
+  // From TypeScript sources the worker needs tsx's loader registered in its own thread (as the engine's does).
+  if (self.endsWith('.ts')) return { url: new URL('../runtime/tsx-worker-boot.mjs', self), data: { entry: new URL('./run-worker.ts', self).href } };
+  return { url: new URL('./run-worker.js', self), data: {} };
+}
+
+const message = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+export class RunManager {
+  private readonly live = new Map<string, LiveRun>();
+  /** Queued live runs in the order they start. */
+  private readonly queue: string[] = [];
+  /** Runs with a start or resume in progress (between its checks and its worker). */
+  private readonly busy = new Set<string>();
+  /** Slots promised to starts and resumes still awaiting their setup. */
+  private reserved = 0;
+  private readonly pendingOps = new Set<Promise<unknown>>();
+  private closing: Promise<void> | null = null;
+  private readonly stateEmitter: Emitter<RunStateChange>;
+  private readonly progressEmitter: Emitter<RunProgress>;
+  private readonly logEmitter: Emitter<RunLog>;
+
+  private constructor(
+    /** The main thread's connection: queries for the RPC handlers, and every state change. */
+    readonly store: RunStore,
+    private readonly workspace: string,
+    private readonly log: (line: string) => void,
+    private readonly maxConcurrent: number,
+    private readonly closeTimeoutMs: number,
+    private readonly resourceLimits: ResourceLimits | undefined,
+  ) {
+    const onListenerError = (e: unknown) => log(`run manager: an event listener threw: ${message(e)}`);
+    this.stateEmitter = new Emitter(onListenerError);
+    this.progressEmitter = new Emitter(onListenerError);
+    this.logEmitter = new Emitter(onListenerError);
+  }
+
+  /**
+   * Opens (creating if needed) the workspace's store. Runs left 'running', 'stopping' or 'queued'
+   * by a process that is gone (no live holder of their run lock) are marked failed with an error
+   * starting "interrupted:", so they are listed as such and can be resumed.
+   */
+  static async open(o: RunManagerOptions): Promise<RunManager> {
+    const workspace = resolve(o.workspace);
+    const maxConcurrent = o.maxConcurrentRuns ?? 1;
+    if (!Number.isSafeInteger(maxConcurrent) || maxConcurrent < 1) throw new RangeError(`maxConcurrentRuns must be an integer >= 1, got ${maxConcurrent}`);
+    const dbPath = defaultDatabasePath(workspace);
+    if (openWorkspaces.has(dbPath)) throw new Error(`a run manager is already open on ${dbPath} in this process`);
+    const store = openRunStore(dbPath);
+    openWorkspaces.add(dbPath);
+    const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+    const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits);
+    try {
+      manager.markInterrupted();
+    } catch (e) {
+      openWorkspaces.delete(dbPath);
+      store.close();
+      throw e;
+    }
+    return manager;
+  }
+
+  private markInterrupted(): void {
+    for (const r of this.store.listRuns()) {
+      if (r.state !== 'running' && r.state !== 'stopping' && r.state !== 'queued') continue;
+      const holder = existsSync(r.runDir) ? runLockHolder(r.runDir) : null;
+      if (holder) continue; // another live process (a terminal's troupe train) is training it
+      const where = r.lastCommittedStep === null ? 'before step 0' : `after step ${r.lastCommittedStep}`;
+      const what = r.state === 'queued' ? 'it was queued in a server that ended' : `the process training it ended ${where}`;
+      this.store.setRunState(r.id, 'failed', `interrupted: ${what}; resume it to continue from its last checkpoint (run/resume, or troupe train --resume ${r.id})`);
+      this.log(`run ${r.id}: marked interrupted (was '${r.state}', no live process holds it)`);
+    }
+  }
+
+  onDidChangeState(l: (e: RunStateChange) => void): Disposable {
+    return this.stateEmitter.event(l);
+  }
+
+  onDidProgress(l: (e: RunProgress) => void): Disposable {
+    return this.progressEmitter.event(l);
+  }
+
+  onDidLog(l: (e: RunLog) => void): Disposable {
+    return this.logEmitter.event(l);
+  }
+
+  /** All runs of the workspace, newest first. */
+  list(): RunSummary[] {
+    return this.store.listRuns();
+  }
+
+  /** Whether the run has a live worker (a queued run has none yet). */
+  isActive(runId: string): boolean {
+    return this.live.get(runId)?.worker != null;
+  }
+
+  /**
+   * Validates the config (a ConfigError names every problem; no run is created then), creates the
+   * run and its folder, and starts its worker, or queues it when every slot is taken. Resolves with
+   * the new run without waiting for training.
+   */
+  start(req: StartRunRequest): Promise<RunSummary> {
+    return this.track(this.startRun(req));
+  }
+
+  private async startRun(req: StartRunRequest): Promise<RunSummary> {
+    this.assertOpen();
+    if (req.steps !== undefined) checkSteps(req.steps);
+    const loaded = await this.loadConfig(req);
+    this.assertOpen();
+    const running = this.reserveSlot();
+    try {
+      const warn = (line: string) => this.log(`run manager: ${line}`);
+      const { run, folder, lock } = await createRun(this.store, loaded, { state: running ? 'running' : 'queued', warn, ...(req.steps === undefined ? {} : { steps: req.steps }) });
+      this.log(`run ${run.id} (${loaded.config.name}): created, ${running ? 'starting' : 'queued'}; run folder ${folder.dir}`);
+      const live = this.addLive(run.id, folder, lock, false);
+      this.stateEmitter.fire({ runId: run.id, state: run.state, previous: null, run });
+      return this.launch(live, running);
+    } finally {
+      if (running) this.reserved--;
+    }
+  }
+
+  /**
+   * Continues a paused or failed run from its last checkpoint, or a done one to a larger `steps`
+   * (also: a run left 'running' by a process that is gone). It becomes 'running', or 'queued' when
+   * every slot is taken.
+   */
+  resume(runId: string, o: { steps?: number } = {}): Promise<RunSummary> {
+    return this.track(this.resumeRun(runId, o));
+  }
+
+  private async resumeRun(runId: string, o: { steps?: number }): Promise<RunSummary> {
+    this.assertOpen();
+    const run = this.require(runId);
+    if (this.live.has(runId) || this.busy.has(runId)) throw new RunError('invalid-state', `run ${runId} is ${run.state} in this server; it cannot be resumed`);
+    if (o.steps !== undefined) checkSteps(o.steps);
+    this.busy.add(runId);
+    const running = this.reserveSlot();
+    try {
+      const found = await readRunFolder(run.runDir).catch((e: unknown) => {
+        throw new RunError('invalid-state', `run ${runId} cannot be resumed: ${message(e)}`);
+      });
+      const { folder, lock } = await prepareResume(this.store, run, found, { stepsOption: 'steps', ...(o.steps === undefined ? {} : { steps: o.steps }) });
+      let summary: RunSummary;
+      try {
+        this.assertOpen();
+        summary = this.store.setRunState(runId, running ? 'running' : 'queued');
+      } catch (e) {
+        lock.release();
+        throw e;
+      }
+      this.log(`run ${runId}: resuming to step ${folder.steps}${running ? '' : ' (queued)'}`);
+      const live = this.addLive(runId, folder, lock, true);
+      this.stateEmitter.fire({ runId, state: summary.state, previous: run.state, run: summary });
+      return this.launch(live, running);
+    } finally {
+      this.busy.delete(runId);
+      if (running) this.reserved--;
+    }
+  }
+
+  /**
+   * A running run stays 'running' until its step boundary, then becomes 'paused' (its worker exits
+   * after writing the checkpoint); a queued one is paused at once. Asking again while a pause is
+   * pending is a no-op.
+   */
+  pause(runId: string): RunSummary {
+    this.assertOpen();
+    const run = this.require(runId);
+    const live = this.live.get(runId);
+    if (!live) throw this.notLive(run, 'paused');
+    if (!live.worker) return this.dequeue(live, 'paused');
+    if (live.request === 'stop') throw new RunError('invalid-state', `run ${runId} is stopping; it cannot be paused`);
+    if (live.request === null) this.requestStop(live, 'pause');
+    return run;
+  }
+
+  /**
+   * A running run becomes 'stopping' at once and 'done' at its step boundary (checkpoint written);
+   * a queued, paused or failed one becomes 'done' at once. Stopping a stopping run is a no-op.
+   */
+  stop(runId: string): RunSummary {
+    this.assertOpen();
+    const run = this.require(runId);
+    const live = this.live.get(runId);
+    if (live && !live.worker) return this.dequeue(live, 'done');
+    if (live) {
+      if (live.request === 'stop') return run;
+      if (live.request === null) this.requestStop(live, 'stop');
+      else live.request = 'stop'; // a pause was pending: the worker is already stopping at the boundary
+      return this.transition(runId, 'stopping', run.state);
+    }
+    if (this.busy.has(runId)) throw new RunError('invalid-state', `run ${runId} is being resumed; stop it once it runs`);
+    if (run.state === 'paused' || run.state === 'failed') return this.transition(runId, 'done', run.state);
+    throw this.notLive(run, 'stopped');
+  }
+
+  /**
+   * Server shutdown: queued runs become 'paused'; every live run is asked to pause at its step
+   * boundary and awaited; a worker still training after `timeoutMs` (default: the manager's
+   * `closeTimeoutMs`) abandons its step in flight at its next engine call (see engine-gate.ts),
+   * leaving the run 'paused' (or 'done' if it was stopping), resumable from its last checkpoint.
+   * Then the store closes.
+   */
+  close(o: { timeoutMs?: number } = {}): Promise<void> {
+    this.closing ??= this.shutDown(o.timeoutMs ?? this.closeTimeoutMs);
+    return this.closing;
+  }
+
+  private async shutDown(timeoutMs: number): Promise<void> {
+    await Promise.allSettled([...this.pendingOps]);
+    for (const id of [...this.queue]) {
+      const live = this.live.get(id);
+      if (live) this.dequeue(live, 'paused');
+    }
+    const running = [...this.live.values()];
+    for (const live of running) if (live.request === null) this.requestStop(live, 'pause');
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)));
+    await Promise.race([Promise.all(running.map((l) => l.exited)), timedOut]);
+    clearTimeout(timer);
+    const late = running.filter((l) => l.worker);
+    for (const live of late) {
+      this.log(`run ${live.runId}: still training ${timeoutMs} ms after shutdown began; abandoning its step in flight`);
+      this.abort(live);
+    }
+    await Promise.all(late.map((l) => l.exited));
+    this.stateEmitter.clear();
+    this.progressEmitter.clear();
+    this.logEmitter.clear();
+    this.store.close();
+    openWorkspaces.delete(this.store.path);
+  }
+
+  // ---- Internals -----------------------------------------------------------------------------------
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.pendingOps.add(p);
+    const done = () => this.pendingOps.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  private assertOpen(): void {
+    if (this.closing) throw new RunError('invalid-state', 'the run manager is shutting down');
+  }
+
+  private require(runId: string): RunSummary {
+    const run = this.store.getRun(runId);
+    if (!run) throw new RunError('unknown-run', `no run with id ${JSON.stringify(runId)} in ${this.store.path}`);
+    const { config: _config, ...summary } = run;
+    return summary;
+  }
+
+  /** Why a run this manager does not own cannot be paused or stopped. */
+  private notLive(run: RunSummary, verb: 'paused' | 'stopped'): RunError {
+    if (this.busy.has(run.id)) return new RunError('invalid-state', `run ${run.id} is being resumed; it can be ${verb} once it runs`);
+    if (run.state === 'running' || run.state === 'stopping' || run.state === 'queued') {
+      const holder = existsSync(run.runDir) ? runLockHolder(run.runDir) : null;
+      if (holder) return new RunError('invalid-state', `run ${run.id} is being trained by process ${holder.pid} on ${holder.host}, not by this server; it can only be ${verb} there`);
+      return new RunError('invalid-state', `run ${run.id} is recorded as ${run.state} but no process is training it; resume it first`);
+    }
+    return new RunError('invalid-state', `run ${run.id} is ${run.state}; only a running or queued run can be ${verb}`);
+  }
+
+  private reserveSlot(): boolean {
+    let training = this.reserved;
+    for (const l of this.live.values()) if (l.worker) training++;
+    if (training >= this.maxConcurrent) return false;
+    this.reserved++;
+    return true;
+  }
+
+  private async loadConfig(req: StartRunRequest): Promise<LoadedConfig> {
+    if ((req.configPath === undefined) === (req.config === undefined)) {
+      throw new ConfigError('start request', [{ path: [], message: 'give exactly one of configPath (a config file) and config (an inline config)' }]);
+    }
+    if (req.config !== undefined) return loadInlineConfig(req.config, this.workspace);
+    const path = resolve(this.workspace, req.configPath!);
+    try {
+      return await loadConfigFile(path);
+    } catch (e) {
+      // Unreadable files and JSON syntax errors are config problems too, for the editor as for the RPC.
+      if (e instanceof ConfigError) throw e;
+      throw new ConfigError(path, [{ path: [], message: message(e) }]);
+    }
+  }
+
+  private addLive(runId: string, folder: RunFolder, lock: RunLock, resume: boolean): LiveRun {
+    let markExited = () => {};
+    const exited = new Promise<void>((r) => (markExited = r));
+    const live: LiveRun = { runId, folder, lock, resume, worker: null, request: null, outcome: null, crash: null, terminated: false, stepMs: [], exited, markExited };
+    this.live.set(runId, live);
+    return live;
+  }
+
+  /** Starts the worker of a run that holds a slot, or queues it; returns its current summary. */
+  private launch(live: LiveRun, running: boolean): RunSummary {
+    if (running) this.spawn(live);
+    else this.queue.push(live.runId);
+    return this.require(live.runId);
+  }
+
+  private spawn(live: LiveRun): void {
+    const entry = workerEntry();
+    const data: RunWorkerData = { runId: live.runId, runDir: live.folder.dir, resume: live.resume };
+    let worker: Worker;
+    try {
+      worker = new Worker(entry.url, { workerData: { ...entry.data, ...data }, ...(this.resourceLimits ? { resourceLimits: this.resourceLimits } : {}) });
+    } catch (e) {
+      this.finish(live, 'failed', `cannot start the run worker: ${message(e)}`);
+      return;
+    }
+    live.worker = worker;
+    worker.on('message', (raw: unknown) => this.onMessage(live, raw));
+    worker.on('error', (e: Error) => {
+      live.crash ??= e;
+    });
+    // Node delivers every message the worker posted before it emits 'exit', so the run's last
+    // progress always precedes its final state.
+    worker.on('exit', (code) => this.onExit(live, code));
+  }
+
+  private onMessage(live: LiveRun, raw: unknown): void {
+    const parsed = fromRunWorkerSchema.safeParse(raw);
+    if (!parsed.success) {
+      live.crash ??= new Error(`malformed message from the run worker: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+      this.abort(live);
+      return;
+    }
+    const m = parsed.data;
+    switch (m.kind) {
+      case 'log':
+        this.log(`run ${live.runId}: ${m.line}`);
+        this.logEmitter.fire({ runId: live.runId, line: m.line });
+        return;
+      case 'progress': {
+        if (m.step > 0) live.stepMs.push(m.stepMs);
+        const recent = live.stepMs.slice(-ETA_WINDOW);
+        const etaMs = recent.length === 0 ? null : (recent.reduce((a, b) => a + b, 0) / recent.length) * Math.max(0, m.steps - m.step);
+        this.progressEmitter.fire({ runId: live.runId, step: m.step, steps: m.steps, stepMs: m.stepMs, etaMs, metrics: m.metrics, timingsMs: m.timingsMs });
+        return;
+      }
+      case 'finished':
+      case 'aborted':
+      case 'failed':
+        // A run that finished right as it was aborted has finished.
+        if (live.outcome?.kind !== 'finished') live.outcome = m;
+        this.terminateLater(live, 'training ended');
+        return;
+    }
+  }
+
+  /** Abandons the step in flight; the worker exits once its engine call in flight returns. */
+  private abort(live: LiveRun): void {
+    const m: ToRunWorker = { kind: 'abort' };
+    live.worker?.postMessage(m);
+    this.terminateLater(live, 'it was asked to abort');
+  }
+
+  /**
+   * The last resort for a worker that does not exit: by now its engine is closed or wedged, so
+   * tearing the thread down cannot catch ONNX Runtime mid-call in the normal case.
+   */
+  private terminateLater(live: LiveRun, since: string): void {
+    const worker = live.worker;
+    if (!worker) return;
+    setTimeout(() => {
+      if (live.worker !== worker) return;
+      this.log(`run ${live.runId}: its worker did not exit ${EXIT_GRACE_MS} ms after ${since}; terminating it`);
+      live.terminated = true;
+      void worker.terminate();
+    }, EXIT_GRACE_MS).unref();
+  }
+
+  private onExit(live: LiveRun, code: number): void {
+    live.worker = null;
+    const o = live.outcome;
+    if (o?.kind === 'finished') {
+      this.finish(live, o.stopped && live.request !== 'stop' ? 'paused' : 'done');
+    } else if (o?.kind === 'failed') {
+      this.finish(live, 'failed', o.error);
+    } else if (live.crash) {
+      this.finish(live, 'failed', `the run worker crashed: ${live.crash.message}`);
+    } else if (o?.kind === 'aborted' || live.terminated) {
+      // Shutdown cut the step in flight; everything committed and the last checkpoint are intact.
+      this.finish(live, live.request === 'stop' ? 'done' : 'paused');
+    } else {
+      this.finish(live, 'failed', `the run worker exited with code ${code} before training ended`);
+    }
+  }
+
+  /** The run leaves this manager: its final state is recorded, its lock released, the next queued run starts. */
+  private finish(live: LiveRun, state: 'paused' | 'done' | 'failed', error?: string): void {
+    this.live.delete(live.runId);
+    try {
+      const previous = this.store.getRun(live.runId)?.state ?? null;
+      if (state === 'failed') recordFailure(this.store, live.runId, error ?? 'unknown error', (l) => this.log(`run manager: ${l}`));
+      else this.store.setRunState(live.runId, state);
+      const run = this.require(live.runId);
+      this.log(`run ${live.runId}: ${state}${error ? `: ${error}` : ''} (last committed step ${run.lastCommittedStep ?? 'none'})`);
+      this.stateEmitter.fire({ runId: live.runId, state: run.state, previous, run });
+    } catch (e) {
+      this.log(`run manager: cannot record run ${live.runId} as ${state}: ${message(e)}`);
+    } finally {
+      live.lock.release();
+      live.markExited();
+    }
+    this.startQueued();
+  }
+
+  private startQueued(): void {
+    while (this.queue.length > 0 && !this.closing) {
+      if (!this.reserveSlot()) return;
+      this.reserved--;
+      const id = this.queue.shift()!;
+      const live = this.live.get(id);
+      if (!live) continue;
+      try {
+        this.transition(id, 'running', 'queued');
+      } catch (e) {
+        this.log(`run manager: cannot start queued run ${id}: ${message(e)}`);
+        this.live.delete(id);
+        live.lock.release();
+        live.markExited();
+        continue;
+      }
+      this.spawn(live);
+    }
+  }
+
+  private dequeue(live: LiveRun, state: 'paused' | 'done'): RunSummary {
+    const i = this.queue.indexOf(live.runId);
+    if (i >= 0) this.queue.splice(i, 1);
+    this.live.delete(live.runId);
+    try {
+      return this.transition(live.runId, state, 'queued');
+    } finally {
+      live.lock.release();
+      live.markExited();
+    }
+  }
+
+  private requestStop(live: LiveRun, request: 'pause' | 'stop'): void {
+    live.request = request;
+    const m: ToRunWorker = { kind: 'stop' };
+    live.worker?.postMessage(m);
+  }
+
+  private transition(runId: string, state: RunState, previous: RunState | null): RunSummary {
+    const run = this.store.setRunState(runId, state);
+    this.stateEmitter.fire({ runId, state, previous, run });
+    return run;
+  }
+}
+
+function checkSteps(steps: number): void {
+  if (!Number.isSafeInteger(steps) || steps < 1) throw new RangeError(`steps must be an integer >= 1, got ${steps}`);
+}

@@ -1,0 +1,84 @@
+/**
+ * A run worker: one training run, whole, in a worker thread — warm start, rollouts, environment
+ * stepping, advantages, updates (through its own engine worker) and store commits on its own
+ * connection to the workspace database. The server's main thread only reads, records states and
+ * relays what this thread reports (run-messages.ts), so its event loop never waits on training.
+ *
+ * The worker never records a run state: the run manager decides 'paused', 'done' or 'failed' from
+ * how this thread ended (a `finished`, `aborted` or `failed` message, or none at all after a crash).
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { loadRunExperiment, readRunFolder } from '../cli/run-folder.ts';
+import { startEngine } from '../rl/trainer.ts';
+import type { Engine } from '../runtime/engine.ts';
+import { openRunStore, type RunStore } from '../store/index.ts';
+import { gateEngine, type EngineGate } from './engine-gate.ts';
+import { fromRunWorkerSchema, runWorkerDataSchema, toRunWorkerSchema, type FromRunWorker } from './run-messages.ts';
+import { trainRun } from './run-session.ts';
+
+const port = parentPort;
+if (!port) throw new Error('run-worker.ts runs in a worker thread started by the run manager');
+
+// Messages are parsed on the way out too: a report the manager would reject fails here, naming the field.
+const post = (m: FromRunWorker) => port.postMessage(fromRunWorkerSchema.parse(m));
+
+let stopRequested = false;
+let abortRequested = false;
+let engine: Engine | null = null;
+let gate: EngineGate | null = null;
+let store: RunStore | null = null;
+
+port.on('message', (raw: unknown) => {
+  const parsed = toRunWorkerSchema.safeParse(raw);
+  // Throwing here would crash the thread mid-step; a message this worker does not know is ignored, loudly.
+  if (!parsed.success) return post({ kind: 'log', line: `run worker: ignored a malformed message: ${parsed.error.message}` });
+  const m = parsed.data;
+  stopRequested = true;
+  if (m.kind === 'abort' && !abortRequested) {
+    abortRequested = true;
+    if (gate) void abandon(gate);
+  }
+});
+// The port must not keep the thread alive: when training returns, the worker exits by itself.
+port.unref();
+
+/**
+ * Leaves the step in flight: no further engine call settles, so the trainer stays suspended where
+ * it is; once the calls in flight have returned the engine worker is idle and safe to close. The
+ * thread then winds down by itself (file writes already started finish first); the store closes
+ * with it.
+ */
+async function abandon(g: EngineGate): Promise<void> {
+  await g.drain();
+  await engine?.close();
+  post({ kind: 'aborted' });
+}
+
+async function main(): Promise<void> {
+  const data = runWorkerDataSchema.parse(workerData);
+  const folder = await readRunFolder(data.runDir);
+  const { experiment } = await loadRunExperiment(folder);
+  store = openRunStore(folder.databasePath);
+  const log = (line: string) => post({ kind: 'log', line });
+  engine = await startEngine(experiment, log);
+  gate = gateEngine(engine);
+  if (abortRequested) return abandon(gate);
+  const summary = await trainRun(
+    { store, folder, experiment, resume: data.resume, engine: gate.engine },
+    {
+      shouldStop: () => stopRequested,
+      log,
+      onCommit: (c) => post({ kind: 'progress', step: c.step, steps: c.steps, stepMs: c.ms, metrics: [...c.metrics], timingsMs: { ...c.timingsMs } }),
+    },
+  );
+  await engine.close();
+  store.close();
+  post({ kind: 'finished', lastStep: summary.lastStep, stopped: summary.stopped });
+}
+
+main().catch(async (e: unknown) => {
+  if (abortRequested && gate) return; // the abandoned trainer's errors are moot: abandon() reports
+  await engine?.close();
+  store?.close();
+  post({ kind: 'failed', error: e instanceof Error ? e.message : String(e) });
+});
