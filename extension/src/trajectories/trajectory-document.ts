@@ -1,0 +1,284 @@
+/**
+ * Renders a trajectory (TrajectoryDetail from `trajectory/get`) as a plain-text document for reading
+ * and for `vscode.diff`, and says where each turn's block is so the editor can annotate it.
+ *
+ * Layout rules, all for the sake of a line diff of two trajectories of the same task (two of one
+ * step, or one task at two steps):
+ * - Every line that should pair up across trajectories is free of volatile numbers. The turn rule
+ *   `── turn 2 · plan (policy plan) ──` names only the turn, agent and policy; branch index, group
+ *   and rewards go on lines of their own, so a changed reward shows as one changed line instead of
+ *   unpairing the block. Rewards per turn are shown beside the rule by editor decorations instead.
+ * - The header block and each turn block have a fixed set of labelled lines whatever the values
+ *   (a parse line is always present, "ok" or the error), so equal tasks give equal line structure.
+ * - Prompt and response text is indented by four spaces, so no line of model output can look like a
+ *   turn rule to a reader or to the TextMate grammar.
+ *
+ * Line numbers in the annotation map are 0-based, as `vscode.Position` counts them.
+ */
+import type { TrajectoryDetail, TurnRecord, TurnWithSiblings } from '../../../server/protocol/trajectory.ts';
+
+/** One sample among the alternatives of a turn (its own branch, sibling branches, other rollouts). */
+export interface BranchAnnotation {
+  /** Trajectory the sample belongs to; differs from the document's for other rollouts (GRPO baseline). */
+  readonly trajectoryId: number;
+  /** Branch index within its (turn, agent) tree node. */
+  readonly branch: number;
+  /** Whether this is the sample the document's turn shows (the kept one of this trajectory). */
+  readonly isThisTurn: boolean;
+  readonly kept: boolean;
+  readonly reward: number;
+  readonly teamReward: number;
+  readonly localReward: number;
+  readonly advantage?: number;
+  readonly parseError?: string;
+  /** First non-blank line of the response, shortened. */
+  readonly firstLine: string;
+}
+
+/** The values annotated on one turn and where its block is. */
+export interface TurnAnnotation {
+  /** Position of the turn in `detail.turns`. */
+  readonly index: number;
+  /** Line of the `── turn …` rule: decorations, hover, and CodeLens attach here. */
+  readonly headerLine: number;
+  /** First and last line of the turn's block (inclusive). */
+  readonly startLine: number;
+  readonly endLine: number;
+  readonly turn: number;
+  readonly agentId: string;
+  readonly policyId: string;
+  readonly branch: number;
+  readonly kept: boolean;
+  /** Branches sampled at this (turn, agent) in this trajectory: K under tree sampling, 1 otherwise. */
+  readonly k: number;
+  readonly teamReward: number;
+  readonly localReward: number;
+  /** Combined reward `α·team + local` that ranked the branches. */
+  readonly reward: number;
+  readonly advantage?: number;
+  readonly groupId?: string;
+  /** Samples in the AT-GRPO group (this turn and its siblings); absent for an ungrouped turn. */
+  readonly groupSize?: number;
+  readonly parseError?: string;
+  /** This turn and its siblings: this trajectory's branches by index, then other rollouts. */
+  readonly branches: readonly BranchAnnotation[];
+}
+
+export interface RenderedTrajectory {
+  readonly text: string;
+  /** Lines of the trajectory header block (inclusive). */
+  readonly header: { readonly startLine: number; readonly endLine: number };
+  readonly turns: readonly TurnAnnotation[];
+}
+
+/** How much of a branch's first response line the compact list shows. */
+const FIRST_LINE_WIDTH = 80;
+const INDENT = '    ';
+
+export function renderTrajectory(detail: TrajectoryDetail): RenderedTrajectory {
+  const t = detail.trajectory;
+  const lines: string[] = [];
+  const field = (label: string, value: string) => lines.push(`  ${label.padEnd(9)} ${value}`);
+
+  lines.push('Troupe trajectory');
+  field('id', String(t.id));
+  field('run', t.runId);
+  field('step', String(t.step));
+  field('phase', t.phase);
+  field('env', `${t.envName} · seed ${t.envSeed}`);
+  field('instance', `${t.envInstance} · rollout ${t.rollout}`);
+  field('success', t.success ? 'yes' : 'no');
+  field('team', formatSigned(t.teamReward));
+  field('local', formatSigned(t.localReward));
+  field('turns', String(t.turnCount));
+  const header = { startLine: 0, endLine: lines.length - 1 };
+
+  const turns: TurnAnnotation[] = [];
+  detail.turns.forEach((turn, index) => {
+    lines.push('');
+    const startLine = lines.length;
+    const branches = branchesOf(turn);
+    const k = branches.filter((b) => b.trajectoryId === turn.trajectoryId).length;
+    const groupSize = turn.groupId === undefined ? undefined : turn.siblings.length + 1;
+
+    lines.push(turnRule(turn));
+    field('branch', `${turn.branch} of ${k}${turn.kept ? ' · kept' : ''}`);
+    field('group', turn.groupId === undefined ? 'none (not trained on)' : `${turn.groupId} · ${plural(groupSize ?? 1, 'sample')}`);
+    field('parse', turn.parseError === undefined ? 'ok' : `error: ${oneLine(turn.parseError)}`);
+    lines.push('  prompt');
+    lines.push(...indentText(turn.promptText));
+    lines.push('  response');
+    lines.push(...indentText(turn.responseText));
+    lines.push('  branches');
+    lines.push(...branchLines(branches, turn.trajectoryId));
+
+    turns.push({
+      index,
+      headerLine: startLine,
+      startLine,
+      endLine: lines.length - 1,
+      turn: turn.turn,
+      agentId: turn.agentId,
+      policyId: turn.policyId,
+      branch: turn.branch,
+      kept: turn.kept,
+      k,
+      teamReward: turn.teamReward,
+      localReward: turn.localReward,
+      reward: turn.reward,
+      ...(turn.advantage === undefined ? {} : { advantage: turn.advantage }),
+      ...(turn.groupId === undefined ? {} : { groupId: turn.groupId }),
+      ...(groupSize === undefined ? {} : { groupSize }),
+      ...(turn.parseError === undefined ? {} : { parseError: turn.parseError }),
+      branches,
+    });
+  });
+  if (detail.turns.length === 0) lines.push('', '  (no turns)');
+
+  return { text: `${lines.join('\n')}\n`, header, turns };
+}
+
+/**
+ * The rule that opens a turn's block; only stable identifiers. Kept short rather than padded to a
+ * width: the reward annotation is drawn after it, and in a side-by-side diff a wide rule pushes the
+ * annotation out of view.
+ */
+export function turnRule(turn: Pick<TurnRecord, 'turn' | 'agentId' | 'policyId'>): string {
+  return `── turn ${turn.turn} · ${oneLine(turn.agentId)} (policy ${oneLine(turn.policyId)}) ──`;
+}
+
+/**
+ * The turn and its siblings in a fixed order: this trajectory's branches by index, then other
+ * rollouts by trajectory and branch. The server orders siblings by trajectory already, but the
+ * document must not depend on it (a reordered list would show as a diff).
+ */
+function branchesOf(turn: TurnWithSiblings): BranchAnnotation[] {
+  const own = turn.trajectoryId;
+  return [turn, ...turn.siblings]
+    .map((s) => ({
+      trajectoryId: s.trajectoryId,
+      branch: s.branch,
+      isThisTurn: s.id === turn.id,
+      kept: s.kept,
+      reward: s.reward,
+      teamReward: s.teamReward,
+      localReward: s.localReward,
+      ...(s.advantage === undefined ? {} : { advantage: s.advantage }),
+      ...(s.parseError === undefined ? {} : { parseError: s.parseError }),
+      firstLine: firstLine(s.responseText),
+    }))
+    .sort((a, b) => Number(a.trajectoryId !== own) - Number(b.trajectoryId !== own) || a.trajectoryId - b.trajectoryId || a.branch - b.branch);
+}
+
+/** `▸ 2  +1.25  first line` per branch, columns padded so the list reads as a table. */
+function branchLines(branches: readonly BranchAnnotation[], own: number): string[] {
+  const labels = branches.map((b) => (b.trajectoryId === own ? String(b.branch) : `traj ${b.trajectoryId} · ${b.branch}`));
+  const rewards = branches.map((b) => formatSigned(b.reward));
+  const labelWidth = Math.max(...labels.map((l) => l.length));
+  const rewardWidth = Math.max(...rewards.map((r) => r.length));
+  return branches.map((b, i) => {
+    const mark = b.isThisTurn ? '▸' : ' ';
+    const flags = b.parseError === undefined ? '' : '[parse error] ';
+    return `${INDENT}${mark} ${(labels[i] ?? '').padEnd(labelWidth)}  ${(rewards[i] ?? '').padStart(rewardWidth)}  ${flags}${b.firstLine}`;
+  });
+}
+
+/** Text as indented lines; CRLF normalised, one trailing newline dropped, empty text marked. */
+function indentText(text: string): string[] {
+  const lines = text.replace(/\r\n?/g, '\n').split('\n');
+  if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
+  if (lines.length === 1 && lines[0] === '') return [`${INDENT}(empty)`];
+  return lines.map((l) => (l === '' ? '' : INDENT + l));
+}
+
+function firstLine(text: string): string {
+  const line = text.split(/\r\n?|\n/).find((l) => l.trim() !== '')?.trim() ?? '';
+  if (line === '') return '(empty)';
+  return line.length > FIRST_LINE_WIDTH ? `${line.slice(0, FIRST_LINE_WIDTH - 1)}…` : line;
+}
+
+/** Identifiers and error messages on a labelled line must not break it into two. */
+function oneLine(text: string): string {
+  return text.replace(/\s*[\r\n]+\s*/g, ' ⏎ ');
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+/** `+1.25`, `-0.50`, `0.00`: two decimals, explicit sign unless it rounds to zero. */
+export function formatSigned(x: number): string {
+  const abs = Math.abs(x).toFixed(2);
+  if (abs === '0.00') return '0.00';
+  return `${x < 0 ? '-' : '+'}${abs}`;
+}
+
+// ---- Annotation text: what decorations and hovers show ------------------------------------------
+
+/** The inline annotation after a turn rule: `team +1.00 · local +0.25 · adv +0.84`. */
+export function annotationLabel(a: TurnAnnotation): string {
+  const parts = [`team ${formatSigned(a.teamReward)}`, `local ${formatSigned(a.localReward)}`];
+  // Untrained samples (validation) have no advantage; "adv n/a" on every turn would be noise.
+  if (a.advantage !== undefined) parts.push(`adv ${formatSigned(a.advantage)}`);
+  if (a.parseError !== undefined) parts.push('parse error');
+  return parts.join(' · ');
+}
+
+/**
+ * Which colour the annotation takes: the sign of the advantage (the learning signal) when the turn
+ * was trained on, else of the combined reward.
+ */
+export function annotationSign(a: TurnAnnotation): 'positive' | 'negative' | 'zero' {
+  const v = a.advantage ?? a.reward;
+  const s = formatSigned(v);
+  return s === '0.00' ? 'zero' : v > 0 ? 'positive' : 'negative';
+}
+
+/** Group statistics recomputed from the members, as the advantage was: mean and unbiased std. */
+export function groupStats(a: TurnAnnotation): { mean: number; std: number } | undefined {
+  if (a.groupId === undefined) return undefined;
+  const r = a.branches.map((b) => b.reward);
+  const mean = r.reduce((s, x) => s + x, 0) / r.length;
+  const std = r.length < 2 ? 0 : Math.sqrt(r.reduce((s, x) => s + (x - mean) ** 2, 0) / (r.length - 1));
+  return { mean, std };
+}
+
+/** The hover on a turn rule, as Markdown: the full reward breakdown and every branch's rewards. */
+export function annotationHoverMarkdown(a: TurnAnnotation): string {
+  const md: string[] = [];
+  md.push(`**turn ${a.turn} · ${escapeMarkdown(a.agentId)}** (policy ${escapeMarkdown(a.policyId)}) — branch ${a.branch} of ${a.k}${a.kept ? ', kept' : ''}`);
+  md.push('');
+  md.push('| | |', '|---|---:|');
+  md.push(`| team reward | ${formatSigned(a.teamReward)} |`);
+  md.push(`| local reward | ${formatSigned(a.localReward)} |`);
+  md.push(`| reward (α·team + local) | ${formatSigned(a.reward)} |`);
+  md.push(`| advantage | ${a.advantage === undefined ? 'none (not trained on)' : formatSigned(a.advantage)} |`);
+  const stats = groupStats(a);
+  if (a.groupId !== undefined) {
+    md.push(`| group | \`${a.groupId.replace(/`/g, "'")}\` · ${plural(a.groupSize ?? a.branches.length, 'sample')} |`);
+    if (stats) md.push(`| group mean / std | ${formatSigned(stats.mean)} / ${stats.std.toFixed(2)} |`);
+  }
+  if (a.parseError !== undefined) md.push(`| parse error | ${escapeMarkdown(oneLine(a.parseError))} |`);
+  md.push('');
+  md.push('| branch | reward | team | local | adv | |', '|---|---:|---:|---:|---:|---|');
+  const own = a.branches.find((b) => b.isThisTurn)?.trajectoryId;
+  for (const b of a.branches) {
+    const label = b.isThisTurn ? `**▸ ${b.branch}**` : String(b.branch);
+    // Under independent rollouts (GRPO baseline) the group spans trajectories; say whose sample it is.
+    const where = b.trajectoryId === own ? '' : ` (traj ${b.trajectoryId})`;
+    const note = [b.kept ? 'kept' : '', b.parseError === undefined ? '' : 'parse error'].filter((s) => s !== '').join(', ');
+    const adv = b.advantage === undefined ? '—' : formatSigned(b.advantage);
+    md.push(`| ${label}${where} | ${formatSigned(b.reward)} | ${formatSigned(b.teamReward)} | ${formatSigned(b.localReward)} | ${adv} | ${note} |`);
+  }
+  return md.join('\n');
+}
+
+/** Escapes Markdown syntax in text that comes from the run (agent ids, parse errors). */
+export function escapeMarkdown(text: string): string {
+  return text.replace(/[\\`*_{}[\]()#+\-.!|<>~]/g, '\\$&');
+}
+
+/** The turn whose rule is on `line`, if any. */
+export function turnAtHeaderLine(rendered: RenderedTrajectory, line: number): TurnAnnotation | undefined {
+  return rendered.turns.find((t) => t.headerLine === line);
+}
