@@ -191,8 +191,10 @@ describe('RunManager', () => {
       assert.equal(readFileSync(join(run.runDir, 'config.json'), 'utf8'), readFileSync(join(ws, 'tiny.json'), 'utf8'));
       await rejectsWith(() => m.pause(run.id), 'invalid-state', /is paused; only a running or queued run can be paused/);
 
-      const resumed = await m.resume(run.id);
-      assert.equal(resumed.state, 'running');
+      // Two resumes at once: one wins, the other is refused.
+      const [first, second] = await Promise.allSettled([m.resume(run.id), m.resume(run.id)]);
+      assert.equal(first.status === 'fulfilled' && first.value.state, 'running');
+      assert.equal(second.status === 'rejected' && (second.reason as Error & { code?: string }).code, 'invalid-state');
       await r.state(run.id, 'done');
       assert.deepEqual(m.store.listSteps(run.id).map((s) => s.step), range(6));
       // Across both workers each step was trained and reported once: the resume started after `last`.

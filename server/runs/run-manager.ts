@@ -257,7 +257,8 @@ export class RunManager {
   private async resumeRun(runId: string, o: { steps?: number }): Promise<RunSummary> {
     this.assertOpen();
     const run = this.require(runId);
-    if (this.live.has(runId) || this.busy.has(runId)) throw new RunError('invalid-state', `run ${runId} is ${run.state} in this server; it cannot be resumed`);
+    if (this.busy.has(runId)) throw new RunError('invalid-state', `run ${runId} is already being resumed`);
+    if (this.live.has(runId)) throw new RunError('invalid-state', `run ${runId} is ${run.state} in this server; it cannot be resumed`);
     if (o.steps !== undefined) checkSteps(o.steps);
     this.busy.add(runId);
     const running = this.reserveSlot();
