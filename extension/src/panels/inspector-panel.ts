@@ -1,0 +1,154 @@
+/**
+ * The trajectory inspector panel of one trajectory: on the webview's `ready` it fetches the
+ * trajectory (`trajectory/get`, every turn with its sibling branches), then the same task at the
+ * other steps that ran it (`trajectories/forTask`) so the user can follow it through training.
+ * One panel per trajectory (showing it again reveals it); the webview's links open other
+ * trajectories' panels and start a comparison. Panels come back after a reload through the
+ * serializer, from the webview state (trajectory id).
+ */
+import * as vscode from 'vscode';
+import type { TrajectoryDetail } from '../../../server/protocol/trajectory.ts';
+import { inspectorStateSchema, inspectorToHostSchema, type HostToInspector, type InspectorToHost } from '../../../webview/src/messages.ts';
+import type { ServerClient } from '../server-client.ts';
+import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, webviewOptions } from './panel-support.ts';
+
+/** The webview panel type; `contributes`/activation (`onWebviewPanel:troupe.inspector`) must name it. */
+export const INSPECTOR_VIEW_TYPE = 'troupe.inspector';
+
+/**
+ * The command the inspector's "Compare with…" runs, with `(trajectoryId: number, otherId?: number)`;
+ * without `otherId` the command asks the user for the other side.
+ */
+export const COMPARE_TRAJECTORIES_COMMAND = 'troupe.compareTrajectories';
+
+export class InspectorPanel {
+  static readonly #open = new Map<number, InspectorPanel>();
+
+  /** Opens the inspector on a trajectory, or reveals it when it is already open. */
+  static show(context: vscode.ExtensionContext, server: ServerClient, trajectoryId: number): void {
+    const open = InspectorPanel.#open.get(trajectoryId);
+    if (open) {
+      open.panel.reveal();
+      return;
+    }
+    const panel = vscode.window.createWebviewPanel(INSPECTOR_VIEW_TYPE, `Trajectory #${trajectoryId}`, vscode.ViewColumn.Active, webviewOptions(context));
+    new InspectorPanel(context, server, trajectoryId, panel);
+  }
+
+  /** Adopts a panel VS Code restored after a reload. */
+  static restore(context: vscode.ExtensionContext, server: ServerClient, panel: vscode.WebviewPanel, trajectoryId: number): void {
+    const open = InspectorPanel.#open.get(trajectoryId);
+    if (open) {
+      panel.dispose();
+      open.panel.reveal();
+      return;
+    }
+    new InspectorPanel(context, server, trajectoryId, panel);
+  }
+
+  readonly #subscriptions: vscode.Disposable[] = [];
+  #detail: TrajectoryDetail | null = null;
+  #ready = false;
+  #loadGeneration = 0;
+
+  private constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly server: ServerClient,
+    readonly trajectoryId: number,
+    readonly panel: vscode.WebviewPanel,
+  ) {
+    InspectorPanel.#open.set(trajectoryId, this);
+    loadBundle(panel, context, 'inspector', `Trajectory #${trajectoryId}`);
+    this.#subscriptions.push(
+      onWebviewMessage(panel, inspectorToHostSchema, `inspector #${trajectoryId} → host`, (m) => this.#onMessage(m)),
+      server.onDidChangeConnection((client) => {
+        this.#post({ type: 'connection', connected: client !== undefined });
+        // A load that failed for want of a server is retried when one connects.
+        if (client && this.#ready && !this.#detail) void this.#load();
+      }),
+      panel.onDidChangeViewState(() => {
+        // The webview reloads when shown again and says `ready` then.
+        if (!panel.visible) this.#ready = false;
+      }),
+      panel.onDidDispose(() => this.#dispose()),
+    );
+  }
+
+  #post(m: HostToInspector): void {
+    if (this.panel.visible) void this.panel.webview.postMessage(m);
+  }
+
+  async #onMessage(m: InspectorToHost): Promise<void> {
+    switch (m.type) {
+      case 'ready':
+        this.#ready = true;
+        await this.#load();
+        return;
+      case 'openTrajectory':
+        InspectorPanel.show(this.context, this.server, m.trajectoryId);
+        return;
+      case 'compareWith':
+        try {
+          await vscode.commands.executeCommand(COMPARE_TRAJECTORIES_COMMAND, m.trajectoryId, ...(m.otherId !== undefined ? [m.otherId] : []));
+        } catch (e) {
+          this.#post({ type: 'error', message: `Could not compare: ${errorText(e)}` });
+        }
+        return;
+      case 'log':
+        logFromWebview(`inspector #${this.trajectoryId}`, m.level, m.message);
+        return;
+    }
+  }
+
+  /** Sends the trajectory, then the same task at other steps (a second, cheaper request the page does not wait for). */
+  async #load(): Promise<void> {
+    const generation = ++this.#loadGeneration;
+    const client = this.server.client;
+    if (!client) {
+      this.#post({ type: 'connection', connected: false });
+      return;
+    }
+    this.#post({ type: 'loading', trajectoryId: this.trajectoryId });
+    let detail: TrajectoryDetail;
+    try {
+      detail = (await client.request('trajectory/get', { trajectoryId: this.trajectoryId })).trajectory;
+    } catch (e) {
+      if (generation === this.#loadGeneration) this.#post({ type: 'error', message: `Could not load trajectory #${this.trajectoryId}: ${errorText(e)}` });
+      return;
+    }
+    if (generation !== this.#loadGeneration) return;
+    this.#detail = detail;
+    const t = detail.trajectory;
+    this.panel.title = `Trajectory #${t.id} · step ${t.step}`;
+    this.#post({ type: 'trajectory', detail });
+    try {
+      const { trajectories } = await client.request('trajectories/forTask', { runId: t.runId, envSeed: t.envSeed, phase: t.phase });
+      if (generation === this.#loadGeneration) this.#post({ type: 'taskHistory', envSeed: t.envSeed, phase: t.phase, trajectories });
+    } catch (e) {
+      panelLog().warn(`inspector #${this.trajectoryId}: the task's history could not be loaded: ${errorText(e)}`);
+    }
+  }
+
+  #dispose(): void {
+    InspectorPanel.#open.delete(this.trajectoryId);
+    for (const d of this.#subscriptions) d.dispose();
+    this.#loadGeneration++;
+  }
+}
+
+/** Restores inspectors after a reload (their webview state holds the trajectory id). Call once on activation. */
+export function registerInspectorSerializer(context: vscode.ExtensionContext, server: ServerClient): void {
+  context.subscriptions.push(
+    vscode.window.registerWebviewPanelSerializer(INSPECTOR_VIEW_TYPE, {
+      async deserializeWebviewPanel(panel: vscode.WebviewPanel, state: unknown) {
+        const parsed = inspectorStateSchema.safeParse(state);
+        if (!parsed.success) {
+          panelLog().warn(`inspector: cannot restore a panel without a trajectory id in its state (${JSON.stringify(state)?.slice(0, 200)})`);
+          panel.dispose();
+          return;
+        }
+        InspectorPanel.restore(context, server, panel, parsed.data.trajectoryId);
+      },
+    }),
+  );
+}

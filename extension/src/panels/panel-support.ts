@@ -1,0 +1,77 @@
+/**
+ * What the dashboard and inspector panels share: where the bundles are, the webview options
+ * (scripts on, resources only from the bundle folder), the HTML shell, parsing what a webview posts,
+ * and the log that bad messages and webview reports go to.
+ */
+import * as vscode from 'vscode';
+import type { z } from 'zod';
+import { parseMessage } from '../../../webview/src/messages.ts';
+import { makeNonce, webviewHtml } from './webview-html.ts';
+
+/** The bundles' folder inside the extension (what `buildWebviews('extension/dist/webview')` writes). */
+export function bundleRoot(context: vscode.ExtensionContext): vscode.Uri {
+  return vscode.Uri.joinPath(context.extensionUri, 'dist', 'webview');
+}
+
+/** Webview options: the bundle folder is the only local resource root. */
+export function webviewOptions(context: vscode.ExtensionContext): vscode.WebviewPanelOptions & vscode.WebviewOptions {
+  return {
+    enableScripts: true,
+    enableFindWidget: true,
+    localResourceRoots: [bundleRoot(context)],
+    // The webviews keep only small state (getState/setState) and get their data again on `ready`,
+    // which is cheaper than keeping a hidden page with thousands of points alive.
+    retainContextWhenHidden: false,
+  };
+}
+
+/** Sets the panel's options and its HTML for one bundle (`dashboard` or `inspector`), with a fresh nonce. */
+export function loadBundle(panel: vscode.WebviewPanel, context: vscode.ExtensionContext, bundle: 'dashboard' | 'inspector', title: string): void {
+  const webview = panel.webview;
+  webview.options = webviewOptions(context);
+  const root = bundleRoot(context);
+  webview.html = webviewHtml({
+    title,
+    scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(root, `${bundle}.js`)).toString(),
+    styleUri: webview.asWebviewUri(vscode.Uri.joinPath(root, `${bundle}.css`)).toString(),
+    cspSource: webview.cspSource,
+    nonce: makeNonce(),
+  });
+}
+
+let log: vscode.LogOutputChannel | undefined;
+
+/** The webviews' log (an output channel made on first use). */
+export function panelLog(): vscode.LogOutputChannel {
+  log ??= vscode.window.createOutputChannel('Troupe Webviews', { log: true });
+  return log;
+}
+
+/**
+ * Calls `handler` with every message the webview posts that parses with `schema`; logs the others
+ * with what was wrong and drops them.
+ */
+export function onWebviewMessage<S extends z.ZodType>(panel: vscode.WebviewPanel, schema: S, from: string, handler: (m: z.infer<S>) => void | Promise<void>): vscode.Disposable {
+  return panel.webview.onDidReceiveMessage(async (data: unknown) => {
+    const parsed = parseMessage(schema, data, from);
+    if (!parsed.ok) {
+      panelLog().warn(parsed.error);
+      return;
+    }
+    try {
+      await handler(parsed.message);
+    } catch (e) {
+      panelLog().error(`${from}: handling a message failed: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  });
+}
+
+/** Writes a webview's own `log` message to the log, tagged with the webview. */
+export function logFromWebview(from: string, level: 'info' | 'warn' | 'error', message: string): void {
+  panelLog()[level](`${from}: ${message}`);
+}
+
+/** An error's message for a webview banner. */
+export function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}

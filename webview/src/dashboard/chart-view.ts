@@ -1,0 +1,152 @@
+/**
+ * One dashboard chart: a card with a title and a uPlot instance drawing a ChartData. Updates go
+ * through `setData` on the store's typed views; the uPlot instance is only rebuilt when the chart
+ * gains a series or the theme changes, so a live run never rebuilds its charts step by step.
+ *
+ * CSP note: uPlot styles its elements through the CSSOM (`el.style.x = ...`), which the webview's
+ * `style-src` (no 'unsafe-inline') does not block; it never writes style attributes or <style>
+ * elements. Its stylesheet comes in the bundle's CSS file.
+ */
+import uPlot from 'uplot';
+import { h } from '../host-channel.ts';
+import { formatValue } from './chart-groups.ts';
+import type { ChartData, SeriesInfo } from './series-store.ts';
+import type { ChartTheme } from './theme.ts';
+
+const HEIGHT = 190;
+/** Dash pattern per metric name within a chart: colour says who, dash says what. */
+const DASHES: ReadonlyArray<number[]> = [[], [6, 4], [2, 3], [8, 3, 2, 3]];
+/** All charts share the cursor: hovering step 120 in one shows step 120 in every chart. */
+const SYNC_KEY = 'troupe-steps';
+
+export class ChartView {
+  readonly card: HTMLElement;
+  readonly #body: HTMLElement;
+  #plot: uPlot | null = null;
+  #builtVersion = -1;
+  #theme: ChartTheme;
+
+  constructor(
+    readonly chart: ChartData,
+    theme: ChartTheme,
+    onHide: (id: string) => void,
+  ) {
+    this.#theme = theme;
+    const hide = h('button', { class: 'icon-button', text: '×', attrs: { type: 'button', title: 'Hide this chart', 'aria-label': `Hide ${chart.spec.title}` } });
+    hide.addEventListener('click', () => onHide(chart.spec.id));
+    this.#body = h('div', { class: 'chart-body' });
+    this.card = h(
+      'section',
+      { class: 'chart-card', attrs: { 'aria-label': chart.spec.title, 'data-chart': chart.spec.id } },
+      h('header', { class: 'chart-header' }, h('h2', { text: chart.spec.title }), hide),
+      this.#body,
+    );
+  }
+
+  /** Draws the chart's current data; rebuilds only when the series set changed. */
+  update(): void {
+    if (this.chart.structureVersion !== this.#builtVersion || !this.#plot) {
+      this.#build();
+      return;
+    }
+    const plot = this.#plot;
+    const lastStep = this.chart.lastStep;
+    // Keep a zoom into the past while new steps arrive; an unzoomed chart follows the run.
+    const xMax = plot.scales['x']?.max;
+    const zoomed = xMax !== undefined && xMax !== null && plot.data[0].length > 0 && xMax < (plot.data[0][plot.data[0].length - 1] ?? lastStep);
+    plot.setData(this.chart.aligned() as uPlot.AlignedData, !zoomed);
+  }
+
+  setTheme(theme: ChartTheme): void {
+    this.#theme = theme;
+    this.#builtVersion = -1;
+    this.update();
+  }
+
+  resize(): void {
+    const width = this.#body.clientWidth;
+    if (this.#plot && width > 0 && width !== this.#plot.width) this.#plot.setSize({ width, height: HEIGHT });
+  }
+
+  destroy(): void {
+    this.#plot?.destroy();
+    this.#plot = null;
+    this.card.remove();
+  }
+
+  #build(): void {
+    this.#plot?.destroy();
+    const series = this.chart.series();
+    const t = this.#theme;
+    const unit = this.chart.spec.unit;
+    // Colour says who (agent/policy) and dash says which metric; a chart about one scope only
+    // (the team's time split, say) has nothing to tell apart by colour, so its metrics take the colours.
+    const byName = new Set(series.map((s) => s.scope)).size === 1;
+    const axis = (): uPlot.Axis => ({
+      stroke: t.muted,
+      font: t.font,
+      grid: { stroke: t.grid, width: 1 },
+      ticks: { stroke: t.grid, width: 1, size: 4 },
+    });
+    const opts: uPlot.Options = {
+      width: Math.max(this.#body.clientWidth, 200),
+      height: HEIGHT,
+      scales: {
+        x: { time: false },
+        y: unit === 'fraction' ? { range: (_u, min, max) => [Math.min(0, min), Math.max(1, max)] } : {},
+      },
+      axes: [axis(), { ...axis(), size: fitLabels, values: (_u, splits) => splits.map((v) => formatValue(v, unit)) }],
+      series: [{ label: 'step', value: (_u, v) => (v === null ? '–' : String(v)) }, ...series.map((s, i) => this.#seriesOptions(s, i, byName))],
+      bands: bandsOf(series),
+      cursor: { sync: { key: SYNC_KEY }, drag: { x: true, y: false }, points: { size: 6 } },
+      legend: { live: true },
+    };
+    this.#plot = new uPlot(opts, this.chart.aligned() as uPlot.AlignedData, this.#body);
+    this.#builtVersion = this.chart.structureVersion;
+  }
+
+  #seriesOptions(s: SeriesInfo, index: number, byName: boolean): uPlot.Series {
+    const t = this.#theme;
+    const color = byName
+      ? t.palette[s.nameIndex % t.palette.length]!
+      : s.scope === 'team'
+        ? t.foreground
+        : t.palette[s.scopeIndex % t.palette.length]!;
+    const unit = this.chart.spec.unit;
+    return {
+      label: s.label,
+      stroke: color,
+      width: 1.5,
+      dash: byName ? [] : DASHES[s.nameIndex % DASHES.length]!,
+      spanGaps: true,
+      points: { show: false },
+      // Stacked columns hold running sums; the legend shows the part itself.
+      value: (_u, v, _si, row) => formatValue(s.stacked && row !== null ? this.chart.rawValue(index, row) : v, unit),
+      ...(s.stacked ? { fill: t.fill(color, 0.25) } : {}),
+    };
+  }
+}
+
+/** Width of the y axis: its longest label plus the ticks (uPlot's documented recipe); fixed widths clip "1500 ms" or "2.00e-4". */
+function fitLabels(u: uPlot, values: string[] | null, axisIdx: number, cycleNum: number): number {
+  const axis = u.axes[axisIdx]!;
+  // uPlot calls this again while converging; after two rounds keep the size it has.
+  if (cycleNum > 1) return (axis as { _size?: number })._size ?? 50;
+  let size = (axis.ticks?.size ?? 4) + (axis.gap ?? 5) + 4;
+  const longest = (values ?? []).reduce((a, v) => (v.length > a.length ? v : a), '');
+  if (longest !== '') {
+    u.ctx.font = Array.isArray(axis.font) ? String(axis.font[0]) : String(axis.font ?? '');
+    size += u.ctx.measureText(longest).width / devicePixelRatio;
+  }
+  return Math.ceil(size);
+}
+
+/**
+ * A band between each stacked series and the one below it: uPlot then clips the upper series' fill
+ * to the band, so each phase fills only its own slice (the first one fills down to the axis).
+ */
+function bandsOf(series: readonly SeriesInfo[]): uPlot.Band[] {
+  const bands: uPlot.Band[] = [];
+  for (let i = 1; i < series.length; i++) if (series[i]!.stacked && series[i - 1]!.stacked) bands.push({ series: [i + 1, i] });
+  return bands;
+}

@@ -1,0 +1,226 @@
+/**
+ * The dashboard webview: live charts of one run. The host sends the run's history (`init`), then
+ * every committed step (`progress`); points go into the SeriesStore at once and the charts redraw
+ * at most once per animation frame, whatever the message rate. The webview state keeps the run id
+ * and the hidden charts (not the data: the host resends it on `ready`), so the panel survives being
+ * hidden and VS Code reloading.
+ */
+import 'uplot/dist/uPlot.min.css';
+import './dashboard.css';
+import type { RunSummary } from '../../../server/protocol/trajectory.ts';
+import { h, openHostChannel } from '../host-channel.ts';
+import { dashboardStateSchema, hostToDashboardSchema, type DashboardState, type DashboardToHost, type HostToDashboard } from '../messages.ts';
+import { ChartView } from './chart-view.ts';
+import { SeriesStore } from './series-store.ts';
+import { readTheme, watchTheme } from './theme.ts';
+
+const title = h('h1', { text: 'Troupe dashboard' });
+const badge = h('span', { class: 'badge', attrs: { 'aria-label': 'run state' } });
+const progressText = h('span', { class: 'muted' });
+const banner = h('div', { class: 'banner', attrs: { role: 'status' } });
+banner.hidden = true;
+const toggles = h('div', { class: 'toggles', attrs: { role: 'group', 'aria-label': 'Hidden charts' } });
+const grid = h('main', { class: 'grid' });
+const empty = h('p', { class: 'muted empty', text: 'Waiting for the first committed step…' });
+document.body.append(h('header', { class: 'bar' }, title, badge, progressText), banner, toggles, empty, grid);
+
+let store = new SeriesStore();
+let theme = readTheme();
+const views = new Map<string, ChartView>();
+let state: DashboardState | null = null;
+let run: RunSummary | null = null;
+let steps: number | null = null;
+let lastProgress: { step: number; stepMs: number; etaMs: number | null } | null = null;
+let requestedFrom = -1;
+let frame = 0;
+let lastRender = 0;
+/** Hidden or off-screen charts whose data changed: redrawn when they come into view. */
+const stale = new Set<string>();
+/** Charts scrolled out of view (with a margin): redrawing them would be work nobody sees. */
+const offscreen = new Set<string>();
+const onscreen = new IntersectionObserver(
+  (entries) => {
+    for (const e of entries) {
+      const id = (e.target as HTMLElement).dataset['chart'] ?? '';
+      if (!e.isIntersecting) {
+        offscreen.add(id);
+        continue;
+      }
+      offscreen.delete(id);
+      const view = views.get(id);
+      if (view && stale.delete(id)) view.update();
+    }
+  },
+  { rootMargin: '300px 0px' },
+);
+
+const channel = openHostChannel<typeof hostToDashboardSchema, DashboardToHost, DashboardState>(hostToDashboardSchema, 'host → dashboard', onMessage);
+const stored = dashboardStateSchema.safeParse(channel.getState());
+if (stored.success) state = stored.data;
+
+function onMessage(m: HostToDashboard): void {
+  switch (m.type) {
+    case 'init':
+      for (const v of views.values()) v.destroy();
+      views.clear();
+      onscreen.disconnect();
+      stale.clear();
+      offscreen.clear();
+      store = new SeriesStore();
+      requestedFrom = -1;
+      lastProgress = null;
+      run = m.run;
+      steps = m.steps;
+      // A new run id starts with every chart visible; the same run keeps what the user hid.
+      state = { runId: m.runId, hiddenCharts: state?.runId === m.runId ? state.hiddenCharts : [] };
+      channel.setState(state);
+      store.addSeries(m.series);
+      break;
+    case 'series':
+      store.addSeries(m.series);
+      break;
+    case 'progress': {
+      steps = m.steps;
+      lastProgress = { step: m.step, stepMs: m.stepMs, etaMs: m.etaMs };
+      const gap = store.addProgress(m.step, m.metrics);
+      // Ask once per gap: the answer arrives as a `series` message and fills the rows in.
+      if (gap !== null && gap > requestedFrom) {
+        requestedFrom = gap;
+        channel.post({ type: 'requestSeries', fromStep: gap });
+      }
+      break;
+    }
+    case 'state':
+      run = m.run;
+      break;
+    case 'connection':
+      showBanner(m.connected ? null : 'The training server is not connected: the charts show what was received so far.');
+      break;
+    case 'error':
+      showBanner(m.message);
+      break;
+  }
+  schedule();
+}
+
+/**
+ * Redraws at most every MIN_FRAME_MS: a tiny model can commit tens of steps a second, and redrawing
+ * every chart for each would spend the page's time on frames nobody can read. Points are stored at
+ * once either way; only the drawing is batched.
+ */
+const MIN_FRAME_MS = 100;
+function schedule(): void {
+  if (frame !== 0) return;
+  const wait = lastRender + MIN_FRAME_MS - performance.now();
+  frame = wait > 0 ? window.setTimeout(() => (frame = requestAnimationFrame(render)), wait) : requestAnimationFrame(render);
+}
+
+/** One frame: header, new charts in display order, and a redraw of the charts that changed. */
+function render(): void {
+  frame = 0;
+  lastRender = performance.now();
+  renderHeader();
+  const hidden = new Set(state?.hiddenCharts ?? []);
+  const dirty = new Set(store.takeDirty());
+  let previous: Element | null = null;
+  for (const chart of store.charts()) {
+    let view = views.get(chart.spec.id);
+    if (!view) {
+      view = new ChartView(chart, theme, hideChart);
+      views.set(chart.spec.id, view);
+      onscreen.observe(view.card);
+      dirty.add(chart);
+    }
+    // Keep the cards in display order even when a chart appears late (the time chart at step 1).
+    if (view.card.previousElementSibling !== previous || view.card.parentElement !== grid) {
+      if (previous) previous.after(view.card);
+      else grid.prepend(view.card);
+    }
+    previous = view.card;
+    const isHidden = hidden.has(chart.spec.id);
+    view.card.hidden = isHidden;
+    // Hidden and off-screen charts keep their data in the store and catch up when shown.
+    if (!dirty.has(chart)) continue;
+    if (!isHidden && !offscreen.has(chart.spec.id)) view.update();
+    else stale.add(chart.spec.id);
+  }
+  empty.hidden = views.size > 0;
+  renderToggles(hidden);
+}
+
+function renderHeader(): void {
+  title.textContent = run?.name ?? state?.runId ?? 'Troupe dashboard';
+  badge.textContent = run?.state ?? '';
+  badge.dataset['state'] = run?.state ?? '';
+  const parts: string[] = [];
+  const step = lastProgress?.step ?? run?.lastCommittedStep ?? null;
+  if (step !== null) parts.push(steps !== null ? `step ${step} / ${steps}` : `step ${step}`);
+  if (lastProgress) parts.push(`${(lastProgress.stepMs / 1000).toFixed(1)} s/step`);
+  if (lastProgress?.etaMs != null && run?.state === 'running') parts.push(`ETA ${formatDuration(lastProgress.etaMs)}`);
+  if (run?.error) parts.push(`failed: ${run.error}`);
+  progressText.textContent = parts.join(' · ');
+}
+
+function renderToggles(hidden: ReadonlySet<string>): void {
+  toggles.replaceChildren();
+  toggles.hidden = hidden.size === 0;
+  if (hidden.size === 0) return;
+  toggles.append(h('span', { class: 'muted', text: 'Hidden:' }));
+  for (const id of hidden) {
+    const view = views.get(id);
+    const chip = h('button', { class: 'chip', text: `${view?.chart.spec.title ?? id} +`, attrs: { type: 'button', title: 'Show this chart again' } });
+    chip.addEventListener('click', () => setHidden(id, false));
+    toggles.append(chip);
+  }
+}
+
+function hideChart(id: string): void {
+  setHidden(id, true);
+}
+
+function setHidden(id: string, hide: boolean): void {
+  if (!state) return;
+  const hidden = new Set(state.hiddenCharts);
+  if (hide) hidden.add(id);
+  else hidden.delete(id);
+  state = { ...state, hiddenCharts: [...hidden] };
+  channel.setState(state);
+  const view = views.get(id);
+  if (view && !hide) {
+    view.card.hidden = false;
+    // Its width may have changed while it was hidden, and it may have missed data.
+    view.resize();
+    if (stale.delete(id)) view.update();
+  }
+  schedule();
+}
+
+function showBanner(text: string | null): void {
+  banner.hidden = text === null;
+  banner.textContent = text ?? '';
+}
+
+function formatDuration(ms: number): string {
+  const s = Math.round(ms / 1000);
+  if (s < 90) return `${s} s`;
+  const m = Math.round(s / 60);
+  return m < 90 ? `${m} min` : `${(m / 60).toFixed(1)} h`;
+}
+
+// Resizes follow the panel, batched per frame.
+let resizeFrame = 0;
+new ResizeObserver(() => {
+  if (resizeFrame !== 0) return;
+  resizeFrame = requestAnimationFrame(() => {
+    resizeFrame = 0;
+    for (const v of views.values()) if (!v.card.hidden) v.resize();
+  });
+}).observe(grid);
+
+watchTheme(() => {
+  theme = readTheme();
+  for (const v of views.values()) v.setTheme(theme);
+});
+
+renderHeader();
+channel.post({ type: 'ready' });
