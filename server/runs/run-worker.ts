@@ -15,6 +15,7 @@ import { openRunStore, type RunStore } from '../store/index.ts';
 import { gateEngine, type EngineGate } from './engine-gate.ts';
 import { fromRunWorkerSchema, runWorkerDataSchema, toRunWorkerSchema, type FromRunWorker } from './run-messages.ts';
 import { trainRun } from './run-session.ts';
+import { lowerThreadPriority } from './thread-priority.ts';
 
 const port = parentPort;
 if (!port) throw new Error('run-worker.ts runs in a worker thread started by the run manager');
@@ -60,6 +61,9 @@ async function main(): Promise<void> {
   const { experiment } = await loadRunExperiment(folder);
   store = openRunStore(folder.databasePath);
   const log = (line: string) => post({ kind: 'log', line });
+  // Before the engine starts, so its threads inherit the lower priority (thread-priority.ts).
+  const notLowered = lowerThreadPriority();
+  if (notLowered) log(notLowered);
   engine = await startEngine(experiment, log);
   gate = gateEngine(engine);
   if (abortRequested) return abandon(gate);
