@@ -10,9 +10,9 @@ import { createPolicies, routingContext } from '../rl/policies.ts';
 import { evaluate, type Evaluation } from '../rl/evaluate.ts';
 import { restorePolicies } from '../rl/run-checkpoint.ts';
 import { Engine } from '../runtime/engine.ts';
-import { checkpointChoiceHelp, findRunCheckpoint, parseCheckpointChoice, runBaseWeights, type RunCheckpoint } from './checkpoint-weights.ts';
+import { checkpointChoiceHelp, findRunCheckpoint, parseCheckpointChoice, runBaseWeights, type RunCheckpoint } from '../runs/checkpoint-weights.ts';
 import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
-import { loadRunExperiment, readRunFolder } from './run-folder.ts';
+import { loadRunExperiment, readRunFolder } from '../runs/run-folder.ts';
 import { formatTable, percent } from './text-format.ts';
 
 const usage = `usage: troupe eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]

@@ -5,9 +5,9 @@
 import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { checkpointChoiceHelp, parseCheckpointChoice } from './checkpoint-weights.ts';
+import { checkpointChoiceHelp, parseCheckpointChoice } from '../runs/checkpoint-weights.ts';
 import { expectPositionals, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
-import { exportRun } from './export-run.ts';
+import { exportRun } from '../runs/export-run.ts';
 import { displayPath } from './text-format.ts';
 
 const usage = `usage: troupe export <run folder> --out DIR [--checkpoint ${checkpointChoiceHelp}]

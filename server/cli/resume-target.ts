@@ -14,7 +14,7 @@ import { formatConfigPath, type ConfigPath } from '../protocol/config-errors.ts'
 import type { RunRecord } from '../protocol/trajectory.ts';
 import { loadExperiment } from '../rl/resolve-experiment.ts';
 import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index.ts';
-import { isRunFolder, readRunFolder, type RunFolder } from './run-folder.ts';
+import { isRunFolder, readRunFolder, type RunFolder } from '../runs/run-folder.ts';
 import { displayPath } from './text-format.ts';
 
 export interface ResumeTarget {

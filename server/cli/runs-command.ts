@@ -7,8 +7,8 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { defaultDatabasePath, openRunStore } from '../store/index.ts';
 import { expectPositionals, parseCommandLine, printUsage, type Command } from './command.ts';
-import { readRunFolder } from './run-folder.ts';
-import { runLockHolder } from './run-lock.ts';
+import { readRunFolder } from '../runs/run-folder.ts';
+import { runLockHolder } from '../runs/run-lock.ts';
 import { displayPath, formatTable, formatTime } from './text-format.ts';
 
 const usage = `usage: troupe runs [--workspace DIR] [--json]

@@ -17,8 +17,8 @@ import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index
 import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
 import { ProgressBar } from './progress-bar.ts';
 import { findRunToResume } from './resume-target.ts';
-import { isRunFolder, type RunFolder } from './run-folder.ts';
-import type { RunLock } from './run-lock.ts';
+import { isRunFolder, type RunFolder } from '../runs/run-folder.ts';
+import type { RunLock } from '../runs/run-lock.ts';
 import { displayPath, formatDuration, percent } from './text-format.ts';
 
 const usage = `usage: troupe train <config.json> [--out DIR] [--steps N] [--workspace DIR]

@@ -3,8 +3,8 @@
  * checkpoint files only, so it is safe while the run trains (checkpoints are replaced atomically).
  */
 import { isAbsolute, join, resolve } from 'node:path';
-import type { CheckpointChoice } from '../cli/checkpoint-weights.ts';
-import { exportRun } from '../cli/export-run.ts';
+import type { CheckpointChoice } from '../runs/checkpoint-weights.ts';
+import { exportRun } from '../runs/export-run.ts';
 import { ErrorCodes, RpcError } from '../protocol/json-rpc.ts';
 import type { RequestHandlers } from './connection.ts';
 import type { RunManager } from '../runs/run-manager.ts';

@@ -23,8 +23,8 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Worker, type ResourceLimits } from 'node:worker_threads';
-import { readRunFolder, type RunFolder } from '../cli/run-folder.ts';
-import { runLockHolder, type RunLock } from '../cli/run-lock.ts';
+import { readRunFolder, type RunFolder } from './run-folder.ts';
+import { runLockHolder, type RunLock } from './run-lock.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
 import type { Metric, RunState, RunSummary } from '../protocol/trajectory.ts';
 import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index.ts';

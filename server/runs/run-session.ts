@@ -6,8 +6,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { RunLock } from '../cli/run-lock.ts';
-import { createRunFolder, loadRunExperiment, setRunFolderSteps, type RunFolder } from '../cli/run-folder.ts';
+import { RunLock } from './run-lock.ts';
+import { createRunFolder, loadRunExperiment, setRunFolderSteps, type RunFolder } from './run-folder.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
 import { parseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
 import type { RunSummary } from '../protocol/trajectory.ts';

@@ -8,7 +8,7 @@
  * how this thread ended (a `finished`, `aborted` or `failed` message, or none at all after a crash).
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { loadRunExperiment, readRunFolder } from '../cli/run-folder.ts';
+import { loadRunExperiment, readRunFolder } from './run-folder.ts';
 import { startEngine } from '../rl/trainer.ts';
 import type { Engine } from '../runtime/engine.ts';
 import { openRunStore, type RunStore } from '../store/index.ts';
