@@ -2,6 +2,7 @@
 // Native packages stay external (they load their own .node binaries at run time).
 // The extension and webview bundles join this file when those packages land.
 import { build } from 'esbuild';
+import { buildExtension } from './extension/esbuild.mjs';
 
 const common = {
   bundle: true,
@@ -25,3 +26,6 @@ await build({
   entryPoints: { troupe: 'server/cli/main.ts', 'run-worker': 'server/runs/run-worker.ts', 'engine-worker': 'server/runtime/engine-worker.ts' },
   outdir: 'dist/server',
 });
+
+// The extension host bundle (extension/dist/extension.cjs) and the config schema it contributes.
+await buildExtension();

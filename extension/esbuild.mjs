@@ -1,0 +1,77 @@
+// Builds the extension host bundle: extension/src/main.ts and everything it imports (the protocol,
+// zod, ws, vscode-languageclient) into one CommonJS file, extension/dist/extension.cjs, which is
+// what VS Code loads (`main` in extension/package.json). CommonJS because VS Code 1.100 loads
+// extensions with require(); `.cjs` because extension/package.json says "type": "module" (so the
+// TypeScript sources are ES modules like the rest of the repository), and VS Code loads a `.cjs`
+// main as CommonJS whatever the package type.
+// Also copies the experiment config JSON Schema (configs/schema.json, generated from zod) to
+// extension/schema/, where the manifest's jsonValidation points.
+//   node -e "import('./extension/esbuild.mjs').then((m) => m.buildExtension())"
+import { build } from 'esbuild';
+import { copyFile, mkdir } from 'node:fs/promises';
+import { dirname, join, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const extensionDir = join(root, 'extension');
+
+/**
+ * zod's `z` namespace re-exports all of its ~50 locales (~260 KiB, a quarter of the bundle) and the
+ * protocol imports `z` whole, so they do not tree-shake. Nothing here selects a locale (zod reports
+ * in English by default), so the locale index is replaced by English alone. The webview build does
+ * the same (webview/esbuild.mjs).
+ */
+const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(b) {
+    b.onResolve({ filter: /[\\/]locales[\\/]index\.js$/ }, (args) => {
+      if (!args.importer.includes(`${sep}zod${sep}`)) return undefined;
+      return { path: join(dirname(args.importer), args.path), namespace: 'zod-locales' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'zod-locales' }, (args) => ({
+      contents: `export { default as en } from './en.js';`,
+      resolveDir: dirname(args.path),
+      loader: 'js',
+    }));
+  },
+};
+
+/**
+ * Builds into extension/dist and extension/schema. Returns the bundle's path and size in bytes.
+ * `minify` (default true) is what ships; pass false for readable stack traces while debugging.
+ */
+export async function buildExtension({ minify = true } = {}) {
+  const outfile = join(extensionDir, 'dist', 'extension.cjs');
+  const result = await build({
+    absWorkingDir: root,
+    entryPoints: [join(extensionDir, 'src', 'main.ts')],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    // The Node inside VS Code 1.100 (Electron 34) is 20.x.
+    target: 'node20',
+    format: 'cjs',
+    // `vscode` is provided by the extension host. bufferutil and utf-8-validate are optional
+    // native speed-ups ws tries to require and does without; they must not be bundled or required.
+    external: ['vscode', 'bufferutil', 'utf-8-validate'],
+    // Prefer packages' ES module builds (jsonc-parser's UMD build hides its requires from esbuild).
+    mainFields: ['module', 'main'],
+    minify,
+    // Names survive minification so errors in the extension host log stay readable.
+    keepNames: true,
+    sourcemap: 'linked',
+    metafile: true,
+    logLevel: 'warning',
+    plugins: [zodEnglishOnly],
+  });
+  await mkdir(join(extensionDir, 'schema'), { recursive: true });
+  await copyFile(join(root, 'configs', 'schema.json'), join(extensionDir, 'schema', 'experiment-config.schema.json'));
+  const bytes = result.metafile.outputs[join('extension', 'dist', 'extension.cjs')]?.bytes ?? 0;
+  return { outfile, bytes };
+}
+
+// Run directly: build and print the size.
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const { outfile, bytes } = await buildExtension({ minify: !process.argv.includes('--no-minify') });
+  console.log(`${outfile}  ${(bytes / 1024).toFixed(1)} KiB`);
+}

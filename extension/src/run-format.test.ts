@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { RunSummary, StepSummary, TrajectorySummary } from '../../server/protocol/trajectory.ts';
+import {
+  canRun,
+  describeFilter,
+  describeRun,
+  describeStep,
+  describeTrajectory,
+  exportFolderName,
+  formatDuration,
+  formatRewardRange,
+  parseRewardRange,
+  runTooltip,
+  statusBarText,
+  stepLabel,
+  trajectoryLabel,
+  updateFilter,
+} from './run-format.ts';
+import type { RunView } from './runs-model.ts';
+
+const summary: RunSummary = { id: 'r1', name: 'flagship', state: 'running', createdAt: 1_000, updatedAt: 2_000, runDir: '/w/.troupe/runs/r1', lastCommittedStep: 12 };
+const view = (o: Partial<RunView> = {}, s: Partial<RunSummary> = {}): RunView => ({
+  summary: { ...summary, ...s },
+  step: 12,
+  steps: 60,
+  success: { value: 0.78, source: 'val', step: 10 },
+  etaMs: 90_000,
+  agents: ['tool', 'plan'],
+  ...o,
+});
+
+test('a run reads state · step N/M · success', () => {
+  assert.equal(describeRun(view()), 'running · step 12/60 · val 78%');
+  assert.equal(describeRun(view({ steps: null, success: { value: 0.5, source: 'train', step: 3 } })), 'running · step 12 · train 50%');
+  assert.equal(describeRun(view({ step: null, success: null })), 'running · warming up');
+  assert.equal(describeRun(view({ step: null, success: null }, { state: 'queued' })), 'queued');
+});
+
+test('the status bar shows the active run like the issue describes it', () => {
+  assert.equal(statusBarText(view()), '$(sync~spin) Troupe: flagship step 12/60 · val 78%');
+  assert.equal(statusBarText(view({}, { state: 'paused' })), '$(debug-pause) Troupe: flagship step 12/60 · val 78% (paused)');
+  assert.equal(statusBarText(view({ step: null, success: null })), '$(sync~spin) Troupe: flagship warming up');
+});
+
+test('the tooltip has the facts, one per line', () => {
+  const t = runTooltip(view({}, { error: 'boom' }), 61_000 + 1_000);
+  assert.match(t, /^flagship \(r1\)\nState: running\nProgress: step 12\/60\nSuccess: val 78% at step 10\nRemaining: about 1 min 30 s\nStarted: 1 min 01 s ago\nFolder: \/w\/\.troupe\/runs\/r1\nError: boom$/);
+});
+
+test('durations', () => {
+  assert.equal(formatDuration(850), '850 ms');
+  assert.equal(formatDuration(12_340), '12.3 s');
+  assert.equal(formatDuration(245_000), '4 min 05 s');
+  assert.equal(formatDuration(7_620_000), '2 h 07 min');
+});
+
+test('steps and trajectories', () => {
+  const s: StepSummary = { step: 4, createdAt: 0, timingsMs: { rollout: 800, update: 300 }, trajectoryCount: 16, successCount: 12, turnCount: 90, promptTokenCount: 1, responseTokenCount: 1 };
+  assert.equal(describeStep(s), '12/16 succeeded · 1.1 s');
+  assert.equal(describeStep({ ...s, timingsMs: { rollout: 800, total: 3_400 } }), '12/16 succeeded · 3.4 s');
+  assert.equal(stepLabel(0), 'Step 0 · before RL');
+  assert.equal(stepLabel(7), 'Step 7');
+  const t: TrajectorySummary = { id: 9, runId: 'r1', step: 4, phase: 'validation', envName: 'plan-path', envSeed: 1_000_042, envInstance: 3, rollout: 0, success: true, teamReward: 1, localReward: 0.345, turnCount: 6 };
+  assert.equal(trajectoryLabel(t), 'val #3 · seed 1000042');
+  assert.equal(trajectoryLabel({ ...t, phase: 'train', rollout: 2 }), 'train #3 rollout 2 · seed 1000042');
+  assert.equal(describeTrajectory(t), 'solved · team 1.00 · local 0.34 · 6 turns');
+});
+
+test('run actions follow the run manager: pause live runs, resume paused or failed, stop anything not done', () => {
+  assert.ok(canRun('pause', 'running') && canRun('pause', 'queued') && !canRun('pause', 'paused'));
+  assert.ok(canRun('resume', 'paused') && canRun('resume', 'failed') && !canRun('resume', 'running'));
+  assert.ok(canRun('stop', 'failed') && !canRun('stop', 'done') && !canRun('stop', 'stopping'));
+});
+
+test('reward ranges parse as typed and print back the same way', () => {
+  assert.deepEqual(parseRewardRange('0.5..'), { ok: true, minReward: 0.5 });
+  assert.deepEqual(parseRewardRange('..0'), { ok: true, maxReward: 0 });
+  assert.deepEqual(parseRewardRange(' -1..1 '), { ok: true, minReward: -1, maxReward: 1 });
+  assert.deepEqual(parseRewardRange('0.25'), { ok: true, minReward: 0.25 });
+  assert.deepEqual(parseRewardRange(''), { ok: true });
+  for (const bad of ['a..b', '1..0', '1..2..3']) assert.equal(parseRewardRange(bad).ok, false, bad);
+  for (const f of [{ minReward: 0.5 }, { maxReward: 0 }, { minReward: -1, maxReward: 1 }]) {
+    const back = parseRewardRange(formatRewardRange(f));
+    assert.ok(back.ok);
+    const { ok: _ok, ...bounds } = back;
+    assert.deepEqual(bounds, f);
+  }
+});
+
+test('filters update field by field and describe themselves', () => {
+  let f = updateFilter({}, { agentId: 'tool' });
+  f = updateFilter(f, { success: false });
+  f = updateFilter(f, { reward: { minReward: 0.5 } });
+  assert.deepEqual(f, { agentId: 'tool', success: false, minReward: 0.5 });
+  assert.equal(describeFilter(f), 'agent tool · failed · reward ≥ 0.5');
+  assert.deepEqual(updateFilter(f, { agentId: null }), { success: false, minReward: 0.5 });
+  assert.deepEqual(updateFilter(f, { agentId: null, success: null, reward: {} }), {});
+  assert.equal(describeFilter({ minReward: 0, maxReward: 1 }), 'reward 0..1');
+  assert.equal(describeFilter({}), '');
+});
+
+test('export folders are named after the run and checkpoint', () => {
+  assert.equal(exportFolderName('plan-path L2 LoRA (AT-GRPO)', 40), 'plan-path-l2-lora-at-grpo-step40');
+  assert.equal(exportFolderName('???', 'latest'), 'run-latest');
+  assert.equal(exportFolderName('x', 'initial'), 'x-initial');
+});

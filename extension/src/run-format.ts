@@ -1,0 +1,203 @@
+/**
+ * How runs, steps and trajectories read in the Runs view, the quick picks and the status bar. One
+ * place for the wording, so the tree and the pickers describe the same thing the same way.
+ */
+import type { RunState, StepSummary, TrajectorySummary } from '../../server/protocol/trajectory.ts';
+import type { RunView, SuccessRate } from './runs-model.ts';
+
+/** A codicon per run state (`$(name)` in labels, ThemeIcon ids in trees). */
+export const runStateIcons: Record<RunState, string> = {
+  queued: 'clock',
+  running: 'sync~spin',
+  paused: 'debug-pause',
+  stopping: 'loading~spin',
+  done: 'pass',
+  failed: 'error',
+};
+
+/** Which run commands apply in each state (the tree's context menu and the pickers agree). */
+export const runActions = {
+  pause: ['running', 'queued'],
+  resume: ['paused', 'failed'],
+  stop: ['running', 'paused', 'queued', 'failed'],
+} as const satisfies Record<string, readonly RunState[]>;
+export type RunAction = keyof typeof runActions;
+
+export function canRun(action: RunAction, state: RunState): boolean {
+  return (runActions[action] as readonly RunState[]).includes(state);
+}
+
+/** `78%`: whole percent, since the validation sets are tens to hundreds of episodes. */
+export function formatPercent(fraction: number): string {
+  return `${Math.round(fraction * 100)}%`;
+}
+
+/** `val 78%` or `train 64%`. */
+export function formatSuccess(s: SuccessRate): string {
+  return `${s.source} ${formatPercent(s.value)}`;
+}
+
+/** `850 ms`, `12.3 s`, `4 min 05 s`, `2 h 07 min`. */
+export function formatDuration(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const totalS = Math.round(s);
+  if (totalS < 3600) return `${Math.floor(totalS / 60)} min ${String(totalS % 60).padStart(2, '0')} s`;
+  const totalMin = Math.round(totalS / 60);
+  return `${Math.floor(totalMin / 60)} h ${String(totalMin % 60).padStart(2, '0')} min`;
+}
+
+/** `step 12/60`, `step 12`, or null before the first step. */
+export function formatStep(step: number | null, steps: number | null): string | null {
+  if (step === null) return null;
+  return steps === null ? `step ${step}` : `step ${step}/${steps}`;
+}
+
+/** The Runs view's description of a run: `running · step 12/60 · val 78%`. */
+export function describeRun(v: RunView): string {
+  const parts: string[] = [v.summary.state];
+  const step = formatStep(v.step, v.steps);
+  if (step !== null) parts.push(step);
+  else if (v.summary.state === 'running') parts.push('warming up');
+  if (v.success) parts.push(formatSuccess(v.success));
+  return parts.join(' · ');
+}
+
+/** The status bar text for the active run: `$(sync~spin) Troupe: flagship step 12/60 · val 78%`. */
+export function statusBarText(v: RunView): string {
+  const parts = [formatStep(v.step, v.steps) ?? (v.summary.state === 'running' ? 'warming up' : v.summary.state)];
+  if (v.success) parts.push(formatSuccess(v.success));
+  const paused = v.summary.state === 'paused' || v.summary.state === 'queued' ? ` (${v.summary.state})` : '';
+  return `$(${runStateIcons[v.summary.state]}) Troupe: ${v.summary.name} ${parts.join(' · ')}${paused}`;
+}
+
+/** A run's tooltip, one fact per line (Markdown-safe: no markup characters are added). */
+export function runTooltip(v: RunView, now = Date.now()): string {
+  const lines = [`${v.summary.name} (${v.summary.id})`, `State: ${v.summary.state}`];
+  const step = formatStep(v.step, v.steps);
+  if (step !== null) lines.push(`Progress: ${step}`);
+  if (v.success) lines.push(`Success: ${formatSuccess(v.success)} at step ${v.success.step}`);
+  if (v.etaMs !== null && (v.summary.state === 'running' || v.summary.state === 'stopping')) lines.push(`Remaining: about ${formatDuration(v.etaMs)}`);
+  lines.push(`Started: ${formatDuration(Math.max(0, now - v.summary.createdAt))} ago`);
+  lines.push(`Folder: ${v.summary.runDir}`);
+  if (v.summary.error !== undefined) lines.push(`Error: ${v.summary.error}`);
+  return lines.join('\n');
+}
+
+/** Context value of a run node, `run.<state>`; the manifest's menus match on it. */
+export function runContextValue(state: RunState): string {
+  return `run.${state}`;
+}
+
+/** Total wall-clock time of a step: its `total` timing when recorded, else the sum of its phases. */
+export function stepTotalMs(s: StepSummary): number {
+  return s.timingsMs['total'] ?? Object.values(s.timingsMs).reduce((a, b) => a + b, 0);
+}
+
+/** `Step 12`; step 0 says what it is: the team validated before any RL update (after the warm start, if any). */
+export function stepLabel(step: number): string {
+  return step === 0 ? 'Step 0 · before RL' : `Step ${step}`;
+}
+
+/** `12/16 succeeded · 3.4 s`. */
+export function describeStep(s: StepSummary): string {
+  return `${s.successCount}/${s.trajectoryCount} succeeded · ${formatDuration(stepTotalMs(s))}`;
+}
+
+/** `val #3 · seed 1000042` (and the rollout index of independent rollouts). */
+export function trajectoryLabel(t: TrajectorySummary): string {
+  const rollout = t.rollout > 0 ? ` rollout ${t.rollout}` : '';
+  return `${t.phase === 'validation' ? 'val' : 'train'} #${t.envInstance}${rollout} · seed ${t.envSeed}`;
+}
+
+/** Rewards to two decimals: enough to tell branches apart, short enough for a tree row. */
+export function formatReward(r: number): string {
+  return r.toFixed(2);
+}
+
+/** `solved · team 1.00 · local 0.35 · 6 turns`. */
+export function describeTrajectory(t: TrajectorySummary): string {
+  return `${t.success ? 'solved' : 'failed'} · team ${formatReward(t.teamReward)} · local ${formatReward(t.localReward)} · ${t.turnCount} turns`;
+}
+
+/** Which trajectories the Runs view lists; every set field must hold. */
+export interface TrajectoryFilter {
+  readonly agentId?: string;
+  readonly success?: boolean;
+  readonly minReward?: number;
+  readonly maxReward?: number;
+}
+
+/** The view's description for a filter: `agent tool · failed · reward ≥ 0.5`; empty for none. */
+export function describeFilter(f: TrajectoryFilter): string {
+  const parts: string[] = [];
+  if (f.agentId !== undefined) parts.push(`agent ${f.agentId}`);
+  if (f.success !== undefined) parts.push(f.success ? 'solved' : 'failed');
+  if (f.minReward !== undefined && f.maxReward !== undefined) parts.push(`reward ${f.minReward}..${f.maxReward}`);
+  else if (f.minReward !== undefined) parts.push(`reward ≥ ${f.minReward}`);
+  else if (f.maxReward !== undefined) parts.push(`reward ≤ ${f.maxReward}`);
+  return parts.join(' · ');
+}
+
+/**
+ * Parses a reward range as typed in the filter's input box: `0.5..` (at least), `..0` (at most),
+ * `0..1` (between), or a single number (at least). Empty clears the range.
+ */
+export function parseRewardRange(text: string): { ok: true; minReward?: number; maxReward?: number } | { ok: false; reason: string } {
+  const t = text.trim();
+  if (t === '') return { ok: true };
+  const num = (s: string): number | null | undefined => {
+    if (s.trim() === '') return undefined;
+    const n = Number(s);
+    return Number.isFinite(n) ? n : null;
+  };
+  const [lo, hi, extra] = t.includes('..') ? t.split('..') : [t, ''];
+  const min = num(lo ?? '');
+  const max = num(hi ?? '');
+  if (extra !== undefined || min === null || max === null) return { ok: false, reason: `"${text}" is not a range: write 0.5.. (at least), ..0 (at most) or 0..1` };
+  if (min !== undefined && max !== undefined && min > max) return { ok: false, reason: `the range ${text} is empty: ${min} > ${max}` };
+  return { ok: true, ...(min !== undefined ? { minReward: min } : {}), ...(max !== undefined ? { maxReward: max } : {}) };
+}
+
+/** Which checkpoint `adapters/export` writes. */
+export type ExportCheckpoint = 'initial' | 'latest' | number;
+
+/**
+ * The folder made for an export inside a chosen folder that is not empty (the server writes only
+ * into a new or empty one): `<run name>-step40`, `-latest` or `-initial`, in file-name-safe form.
+ */
+export function exportFolderName(runName: string, checkpoint: ExportCheckpoint): string {
+  const slug =
+    runName
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-+|-+$/g, '')
+      .slice(0, 60) || 'run';
+  return `${slug}-${typeof checkpoint === 'number' ? `step${checkpoint}` : checkpoint}`;
+}
+
+/** A change to a filter: a value sets the field, null clears it, absent keeps it. */
+export interface FilterPatch {
+  readonly agentId?: string | null;
+  readonly success?: boolean | null;
+  /** Replaces both bounds (an empty object clears the range). */
+  readonly reward?: { readonly minReward?: number; readonly maxReward?: number };
+}
+
+export function updateFilter(f: TrajectoryFilter, patch: FilterPatch): TrajectoryFilter {
+  const agentId = patch.agentId === undefined ? f.agentId : (patch.agentId ?? undefined);
+  const success = patch.success === undefined ? f.success : (patch.success ?? undefined);
+  const { minReward, maxReward } = patch.reward ?? f;
+  return {
+    ...(agentId !== undefined ? { agentId } : {}),
+    ...(success !== undefined ? { success } : {}),
+    ...(minReward !== undefined ? { minReward } : {}),
+    ...(maxReward !== undefined ? { maxReward } : {}),
+  };
+}
+
+/** A filter's reward range as `parseRewardRange` reads it back: `0.5..`, `..0`, `0..1`, or empty. */
+export function formatRewardRange(f: TrajectoryFilter): string {
+  return f.minReward === undefined && f.maxReward === undefined ? '' : `${f.minReward ?? ''}..${f.maxReward ?? ''}`;
+}

@@ -1,0 +1,130 @@
+/**
+ * The runs model against a real RpcClient whose frames go to a fake server: requests are answered
+ * from handler functions, notifications are pushed as the server would send them.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { RpcClient } from '../../server/protocol/rpc-client.ts';
+import type { RunSummary } from '../../server/protocol/trajectory.ts';
+import { mergeSuccess, pickActiveRun, RunsModel, type RunView } from './runs-model.ts';
+
+const config: unknown = JSON.parse(readFileSync(new URL('../../configs/plan-path/L2-lora.json', import.meta.url), 'utf8'));
+
+const run = (id: string, o: Partial<RunSummary> = {}): RunSummary => ({
+  id,
+  name: `run ${id}`,
+  state: 'done',
+  createdAt: 1_000,
+  updatedAt: 1_000,
+  runDir: `/w/.troupe/runs/${id}`,
+  lastCommittedStep: null,
+  ...o,
+});
+
+type Handler = (params: Record<string, unknown>) => unknown;
+
+function fakeServer(handlers: Record<string, Handler>) {
+  const sent: { method?: string; params?: Record<string, unknown> }[] = [];
+  const client: RpcClient = new RpcClient((text) => {
+    const msg = JSON.parse(text) as { id?: number; method: string; params: Record<string, unknown> };
+    sent.push(msg);
+    if (msg.id === undefined) return;
+    const h = handlers[msg.method];
+    const reply = h ? { jsonrpc: '2.0', id: msg.id, result: h(msg.params) } : { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: `no ${msg.method}` } };
+    setImmediate(() => client.receive(JSON.stringify(reply)));
+  });
+  const notify = (method: string, params: unknown) => client.receive(JSON.stringify({ jsonrpc: '2.0', method, params }));
+  return { client, sent, notify };
+}
+
+const series = (name: string, points: [number, number][]) => ({ name, points: points.map(([step, value]) => ({ step, value })) });
+
+test('success: validation wins over training, newer over older', () => {
+  const val = (value: number) => ({ name: 'val/success', value });
+  const train = (value: number) => ({ name: 'train/success', value });
+  let s = mergeSuccess(null, [train(0.2)], 1);
+  assert.deepEqual(s, { value: 0.2, source: 'train', step: 1 });
+  s = mergeSuccess(s, [train(0.3), val(0.6)], 2);
+  assert.deepEqual(s, { value: 0.6, source: 'val', step: 2 });
+  assert.deepEqual(mergeSuccess(s, [train(0.9)], 3), s, 'a training value does not replace validation');
+  // Per-agent values are not the team's.
+  assert.deepEqual(mergeSuccess(null, [{ name: 'train/success', value: 1, agentId: 'tool' }], 1), null);
+});
+
+test('the active run is a training one before a queued or paused one, then the latest', () => {
+  const v = (id: string, state: RunSummary['state'], updatedAt: number): RunView => ({ summary: run(id, { state, updatedAt }), step: null, steps: null, success: null, etaMs: null, agents: [] });
+  assert.equal(pickActiveRun([v('a', 'paused', 9), v('b', 'running', 1), v('c', 'done', 10)])?.summary.id, 'b');
+  assert.equal(pickActiveRun([v('a', 'paused', 9), v('b', 'paused', 10)])?.summary.id, 'b');
+  assert.equal(pickActiveRun([v('a', 'done', 1), v('b', 'failed', 2)]), undefined);
+});
+
+test('runs load with their target step, agents and latest success, newest first', async () => {
+  const server = fakeServer({
+    'runs/list': () => ({ runs: [run('old', { createdAt: 1 }), run('new', { createdAt: 2, state: 'running', lastCommittedStep: 12 })] }),
+    'run/get': (p) => ({ run: { ...run(String(p['runId'])), config } }),
+    'metrics/query': (p) =>
+      p['runId'] === 'new'
+        ? { series: [series('train/success', [[11, 0.5], [12, 0.55]]), series('val/success', [[0, 0.64], [10, 0.78]])] }
+        : { series: [] },
+  });
+  const model = new RunsModel();
+  await model.setClient(server.client);
+  assert.deepEqual(model.runs.map((r) => r.summary.id), ['new', 'old']);
+  const v = model.get('new')!;
+  assert.equal(v.step, 12);
+  assert.equal(v.steps, 60);
+  assert.deepEqual(v.agents, ['tool', 'plan']);
+  assert.deepEqual(v.success, { value: 0.78, source: 'val', step: 10 });
+  assert.equal(model.get('old')!.success, null);
+  assert.equal(model.activeRun()?.summary.id, 'new');
+  // Only the team-wide success series are asked for.
+  const q = server.sent.find((m) => m.method === 'metrics/query');
+  assert.deepEqual(q?.params?.['series'], [{ name: 'val/success' }, { name: 'train/success' }]);
+});
+
+test('notifications keep the runs live', async () => {
+  const server = fakeServer({
+    'runs/list': () => ({ runs: [run('r1', { state: 'running' })] }),
+    'run/get': (p) => ({ run: { ...run(String(p['runId'])), config } }),
+    'metrics/query': () => ({ series: [] }),
+  });
+  const model = new RunsModel();
+  const changes: (string | undefined)[] = [];
+  model.onDidChange((id) => changes.push(id));
+  await model.setClient(server.client);
+  changes.length = 0;
+
+  server.notify('run/didProgress', { runId: 'r1', step: 3, steps: 40, stepMs: 1200, etaMs: 44_400, metrics: [{ name: 'train/success', value: 0.25 }, { name: 'val/success', value: 0.5 }] });
+  let v = model.get('r1')!;
+  assert.equal(v.step, 3);
+  assert.equal(v.steps, 40, 'progress carries the current target (a resume may have changed it)');
+  assert.equal(v.etaMs, 44_400);
+  assert.deepEqual(v.success, { value: 0.5, source: 'val', step: 3 });
+  assert.deepEqual(changes, ['r1']);
+
+  server.notify('run/didChangeState', { runId: 'r1', state: 'paused', previous: 'running', run: run('r1', { state: 'paused', updatedAt: Date.now() + 1000, lastCommittedStep: 3 }) });
+  v = model.get('r1')!;
+  assert.equal(v.summary.state, 'paused');
+  assert.equal(v.steps, 40, 'what the summary lacks survives a state change');
+
+  // A new run appears at the top and gets its details.
+  const detailed = new Promise<void>((resolve) => model.onDidChange((id) => id === 'r2' && model.get('r2')?.steps !== null && resolve()));
+  server.notify('run/didChangeState', { runId: 'r2', state: 'queued', previous: null, run: run('r2', { state: 'queued', createdAt: 5_000 }) });
+  assert.deepEqual(model.runs.map((r) => r.summary.id), ['r2', 'r1']);
+  assert.equal(changes.at(-1), undefined, 'a new run changes the list');
+  await detailed;
+  assert.equal(model.get('r2')!.steps, 60);
+});
+
+test('a dropped connection empties the model; a failed list is reported, not thrown', async () => {
+  const server = fakeServer({});
+  const lines: string[] = [];
+  const model = new RunsModel((l) => lines.push(l));
+  await model.setClient(server.client);
+  assert.match(model.error ?? '', /runs\/list: no runs\/list/);
+  assert.equal(lines.length, 1);
+  await model.setClient(undefined);
+  assert.equal(model.connected, false);
+  assert.deepEqual(model.runs, []);
+});

@@ -1,0 +1,163 @@
+/**
+ * Finding the workspace's training server, as pure functions: reading `.troupe/server.json`,
+ * recognising the line `troupe serve` prints when it listens, choosing the command that starts it,
+ * and checking URLs and protocol versions. `server-process.ts` does the file system and process
+ * work around them.
+ */
+import { join } from 'node:path';
+import { z } from 'zod';
+
+/**
+ * `.troupe/server.json` as `troupe serve` writes it. This mirrors `serverFileSchema` in
+ * server/rpc/server-info-file.ts, which the extension may not import (that module pulls in the
+ * run store); it should be imported from server/protocol once the schema moves there.
+ */
+const serverFileSchema = z.object({
+  /** WebSocket URL, `ws://127.0.0.1:PORT`. */
+  url: z.string(),
+  /** Server process id. */
+  pid: z.int().positive(),
+  /** Troupe protocol version. */
+  protocolVersion: z.string(),
+  /** Absolute path of the file holding the bearer token. */
+  tokenFile: z.string(),
+  /** The workspace served. */
+  workspace: z.string(),
+  /** Start time, ISO 8601. */
+  startedAt: z.string(),
+});
+export type ServerFile = z.infer<typeof serverFileSchema>;
+
+/** Where `troupe serve` describes itself, relative to the workspace folder. */
+export const SERVER_FILE_RELATIVE = '.troupe/server.json';
+
+export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly reason: string };
+
+/** Parses the text of a server file; the reason names the file's problem. */
+export function parseServerFile(text: string): Parsed<ServerFile> {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return { ok: false, reason: `${SERVER_FILE_RELATIVE} is not JSON` };
+  }
+  const parsed = serverFileSchema.safeParse(json);
+  if (!parsed.success) return { ok: false, reason: `${SERVER_FILE_RELATIVE} is malformed: ${z.prettifyError(parsed.error)}` };
+  return { ok: true, value: parsed.data };
+}
+
+/**
+ * The URL in the line `troupe serve` prints once it listens ("troupe server listening on
+ * ws://127.0.0.1:PORT"), or null for any other line. That line on stdout is the server's contract
+ * with whoever started it (server/cli/serve-command.ts).
+ */
+export function parseListeningLine(line: string): string | null {
+  const m = /^troupe server listening on (wss?:\/\/\S+)\s*$/.exec(line);
+  return m ? m[1]! : null;
+}
+
+/** The major part of a `major.minor` protocol version, or null if it has another form. */
+export function protocolMajor(version: string): number | null {
+  const m = /^(\d+)\.\d+$/.exec(version);
+  return m ? Number(m[1]) : null;
+}
+
+/** Why a server's protocol version cannot be spoken by this client, or null when it can (same major). */
+export function protocolMismatch(server: string, client: string): string | null {
+  const s = protocolMajor(server);
+  if (s !== null && s === protocolMajor(client)) return null;
+  return `the server speaks Troupe protocol ${server} and this extension ${client}: update whichever is older`;
+}
+
+/** Whether a WebSocket URL points at this machine's loopback interface. */
+export function isLoopbackUrl(url: string): boolean {
+  let host: string;
+  try {
+    host = new URL(url).hostname;
+  } catch {
+    return false;
+  }
+  return host === 'localhost' || host === '[::1]' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/**
+ * A user-given server address as a WebSocket URL: `ws:`/`wss:` as they are, `http:`/`https:`
+ * mapped to them (what a port-forwarding panel shows), and a bare `host:port` taken as `ws:`.
+ */
+export function normalizeServerUrl(input: string): Parsed<string> {
+  const text = input.trim();
+  if (text === '') return { ok: false, reason: 'the server URL is empty' };
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `ws://${text}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    return { ok: false, reason: `"${input}" is not a URL (expected ws://HOST:PORT)` };
+  }
+  const schemes: Record<string, string> = { 'ws:': 'ws:', 'wss:': 'wss:', 'http:': 'ws:', 'https:': 'wss:' };
+  const scheme = schemes[url.protocol];
+  if (scheme === undefined) return { ok: false, reason: `"${input}" uses ${url.protocol}; the Troupe server speaks ws: or wss:` };
+  url.protocol = scheme;
+  return { ok: true, value: url.toString().replace(/\/$/, '') };
+}
+
+/** Expands `${workspaceFolder}` and a leading `~` in a setting's value. */
+export function expandVariables(value: string, workspace: string | undefined, home: string): string {
+  let out = value.replace(/^~(?=$|[\\/])/, home);
+  if (workspace !== undefined) out = out.replaceAll('${workspaceFolder}', workspace);
+  return out;
+}
+
+/** A process to spawn: the program, its arguments, and whether it needs a shell (Windows .cmd shims). */
+export interface CommandLine {
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly shell: boolean;
+}
+
+export interface ServeCommandOptions {
+  /** The `troupe.server.command` setting: program and arguments, or empty to find troupe in the workspace. */
+  readonly configured: readonly string[];
+  /** Absolute path of the workspace folder to serve. */
+  readonly workspace: string;
+  readonly home: string;
+  readonly platform: NodeJS.Platform;
+  readonly exists: (path: string) => boolean;
+}
+
+/**
+ * The command that runs `troupe serve` for a workspace.
+ *
+ * A configured command runs the Troupe CLI; `serve --workspace <folder>` is appended, or only
+ * `--workspace <folder>` when the command already says `serve` (so `serve --max-runs 2` can be
+ * configured). Without one: the workspace's installed package (`node_modules/.bin/troupe`), else
+ * the CLI source when the workspace is the Troupe repository itself. Both run on the `node` found
+ * on PATH, never on the editor's own runtime: the server's native modules (SQLite, ONNX Runtime)
+ * are built for Node, and VS Code's Electron has another ABI.
+ */
+export function serveCommandLine(o: ServeCommandOptions): Parsed<CommandLine> {
+  const windows = o.platform === 'win32';
+  const serveArgs = (given: readonly string[]): string[] => {
+    const args = given.includes('serve') ? [...given] : [...given, 'serve'];
+    return args.includes('--workspace') ? args : [...args, '--workspace', o.workspace];
+  };
+  if (o.configured.length > 0) {
+    const [command, ...args] = o.configured.map((a) => expandVariables(a, o.workspace, o.home));
+    if (command === undefined || command.trim() === '') return { ok: false, reason: 'troupe.server.command is set but its first entry (the program) is empty' };
+    // A .cmd/.bat shim cannot be spawned without a shell on Windows.
+    return { ok: true, value: { command, args: serveArgs(args), shell: windows && /\.(cmd|bat)$/i.test(command) } };
+  }
+  const installed = join(o.workspace, 'node_modules', '.bin', windows ? 'troupe.cmd' : 'troupe');
+  if (o.exists(installed)) return { ok: true, value: { command: installed, args: serveArgs([]), shell: windows } };
+  const repoCli = join(o.workspace, 'server', 'cli', 'troupe.mjs');
+  if (o.exists(repoCli)) return { ok: true, value: { command: 'node', args: serveArgs([repoCli]), shell: false } };
+  return {
+    ok: false,
+    reason: `Troupe is not installed in ${o.workspace} (no node_modules/.bin/troupe): install it there with npm, or set troupe.server.command, or connect to a running server with "Troupe: Connect to Server"`,
+  };
+}
+
+/** A command line as one string for the log, quoting arguments that contain spaces. */
+export function formatCommandLine(c: CommandLine): string {
+  return [c.command, ...c.args].map((a) => (/[\s"]/.test(a) ? JSON.stringify(a) : a)).join(' ');
+}
