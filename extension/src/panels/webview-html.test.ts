@@ -49,6 +49,10 @@ test('a nonce or source that could widen the policy is refused', () => {
   assert.throws(() => webviewHtml({ ...base, nonce: "abc' 'unsafe-inline" }), /nonce/);
   assert.throws(() => webviewHtml({ ...base, nonce: 'short' }), /nonce/);
   assert.throws(() => webviewHtml({ ...base, cspSource: "https://x; script-src 'unsafe-eval'" }), /cspSource/);
+  assert.throws(() => webviewHtml({ ...base, cspSource: "https://x 'unsafe-inline'" }), /cspSource/);
+  assert.throws(() => webviewHtml({ ...base, cspSource: '*' }), /cspSource/);
+  // code-server's webviews give several sources, 'self' among them.
+  assert.match(webviewHtml({ ...base, cspSource: "'self' https://*.vscode-cdn.net" }), /style-src 'self' https:\/\/\*\.vscode-cdn\.net;/);
 });
 
 test('nonces are fresh and well-formed', () => {

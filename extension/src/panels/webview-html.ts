@@ -41,10 +41,21 @@ export function contentSecurityPolicy(cspSource: string, nonce: string): string 
 
 const escapeHtml = (s: string) => s.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
+/**
+ * Whether `webview.cspSource` is a list of sources that cannot widen the policy. VS Code gives one
+ * host source (`https://*.vscode-cdn.net`); code-server and other hosts give several, including
+ * `'self'`. Allowed: host/scheme sources and `'self'`; refused: separators (`;`, `,`), other quoted
+ * keywords (`'unsafe-inline'`, `'unsafe-eval'`, nonces, hashes) and a bare `*`.
+ */
+export function isSafeCspSource(cspSource: string): boolean {
+  const tokens = cspSource.trim().split(/\s+/);
+  return cspSource.trim() !== '' && tokens.every((t) => t === "'self'" || (t !== '*' && /^[A-Za-z0-9*.:/_+-]+$/.test(t)));
+}
+
 export function webviewHtml(o: WebviewHtmlOptions): string {
   // A nonce or source with quotes, spaces or semicolons could widen the policy: refuse instead.
   if (!/^[A-Za-z0-9+/_-]{16,}={0,2}$/.test(o.nonce)) throw new Error(`webviewHtml: the nonce must be base64 or hex of at least 16 characters, got '${o.nonce}'`);
-  if (/[\s;'",]/.test(o.cspSource) || o.cspSource === '') throw new Error(`webviewHtml: unexpected cspSource '${o.cspSource}'`);
+  if (!isSafeCspSource(o.cspSource)) throw new Error(`webviewHtml: unexpected cspSource '${o.cspSource}'`);
   const csp = contentSecurityPolicy(o.cspSource, o.nonce);
   return `<!DOCTYPE html>
 <html lang="en">
