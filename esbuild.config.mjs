@@ -1,8 +1,10 @@
-// The one build script: bundles the server (CLI, run worker, engine worker) for Node with esbuild.
-// Native packages stay external (they load their own .node binaries at run time).
-// The extension and webview bundles join this file when those packages land.
+// The one build script: the server (CLI, run worker, engine worker) for Node, the extension host
+// bundle and the webview bundles, all with esbuild. The server's native packages stay external
+// (they load their own .node binaries at run time). `npm run package` builds the .vsix from the
+// extension and webview outputs.
 import { build } from 'esbuild';
 import { buildExtension } from './extension/esbuild.mjs';
+import { buildWebviews } from './webview/esbuild.mjs';
 
 const common = {
   bundle: true,
@@ -29,3 +31,5 @@ await build({
 
 // The extension host bundle (extension/dist/extension.cjs) and the config schema it contributes.
 await buildExtension();
+// The dashboard and trajectory inspector (extension/dist/webview/).
+await buildWebviews();
