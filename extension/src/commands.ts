@@ -102,7 +102,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     const issues = parseInvalidConfigData(e.data);
     const doc = await vscode.workspace.openTextDocument(uri);
     const first = issues?.[0];
-    const at = doc.positionAt(first?.segments ? issueOffset(doc.getText(), first.segments) : 0);
+    const at = doc.positionAt(first ? issueOffset(doc.getText(), first.segments) : 0);
     await vscode.window.showTextDocument(doc, { selection: new vscode.Range(at, at) });
     void vscode.window.showErrorMessage(`Troupe: ${issues ? formatInvalidConfig(basename(uri.fsPath), issues) : e.message}`);
   };

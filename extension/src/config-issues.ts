@@ -6,24 +6,9 @@
  * where to put the cursor.
  */
 import { findNodeAtLocation, parseTree } from 'jsonc-parser';
-import { z } from 'zod';
+import { invalidConfigDataSchema, type InvalidConfigData } from '../../server/protocol/json-rpc.ts';
 
-/**
- * InvalidConfig's `data` as server/rpc/run-handlers.ts builds it. It has no schema in
- * server/protocol yet; this reads only what the message needs, and leniently.
- */
-const invalidConfigDataSchema = z.object({
-  issues: z.array(
-    z.object({
-      /** Dotted path of the offending field, e.g. `algorithm.k`. */
-      path: z.string(),
-      /** The same path as segments, for locating it in the document. */
-      segments: z.array(z.union([z.string(), z.number()])).optional(),
-      message: z.string(),
-    }),
-  ),
-});
-export type ConfigIssueData = z.infer<typeof invalidConfigDataSchema>['issues'][number];
+export type ConfigIssueData = InvalidConfigData['issues'][number];
 
 /** The issues of an InvalidConfig error's data, or null when it carries none. */
 export function parseInvalidConfigData(data: unknown): ConfigIssueData[] | null {
@@ -35,7 +20,7 @@ export function parseInvalidConfigData(data: unknown): ConfigIssueData[] | null 
 const LISTED = 3;
 
 /** `plan.json is not a valid experiment config: algorithm.k: must be at least 2; router: … (and 2 more)`. */
-export function formatInvalidConfig(fileName: string, issues: readonly ConfigIssueData[]): string {
+export function formatInvalidConfig(fileName: string, issues: ReadonlyArray<Pick<ConfigIssueData, 'path' | 'message'>>): string {
   const listed = issues.slice(0, LISTED).map((i) => (i.path === '' ? i.message : `${i.path}: ${i.message}`));
   const more = issues.length > LISTED ? ` (and ${issues.length - LISTED} more)` : '';
   return `${fileName} is not a valid experiment config: ${listed.join('; ')}${more}`;

@@ -6,30 +6,9 @@
  */
 import { join } from 'node:path';
 import { z } from 'zod';
+import { SERVER_FILE_RELATIVE, serverFileSchema, type ServerFile } from '../../server/protocol/server-file.ts';
 
-/**
- * `.troupe/server.json` as `troupe serve` writes it. This mirrors `serverFileSchema` in
- * server/rpc/server-info-file.ts, which the extension may not import (that module pulls in the
- * run store); it should be imported from server/protocol once the schema moves there.
- */
-const serverFileSchema = z.object({
-  /** WebSocket URL, `ws://127.0.0.1:PORT`. */
-  url: z.string(),
-  /** Server process id. */
-  pid: z.int().positive(),
-  /** Troupe protocol version. */
-  protocolVersion: z.string(),
-  /** Absolute path of the file holding the bearer token. */
-  tokenFile: z.string(),
-  /** The workspace served. */
-  workspace: z.string(),
-  /** Start time, ISO 8601. */
-  startedAt: z.string(),
-});
-export type ServerFile = z.infer<typeof serverFileSchema>;
-
-/** Where `troupe serve` describes itself, relative to the workspace folder. */
-export const SERVER_FILE_RELATIVE = '.troupe/server.json';
+export { SERVER_FILE_RELATIVE, type ServerFile } from '../../server/protocol/server-file.ts';
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly reason: string };
 

@@ -79,6 +79,26 @@ export const ErrorCodes = {
 } as const;
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
+/**
+ * The `data` of an InvalidConfig error: every problem of the config, each where it is. Clients
+ * list the messages and put the cursor at the first problem's path.
+ */
+export const invalidConfigDataSchema = z.object({
+  /** The file (or `inline config`) that was refused. */
+  source: z.string(),
+  issues: z.array(
+    z.object({
+      /** Dotted path of the culprit, e.g. `algorithm.branches`; empty for the whole file. */
+      path: z.string(),
+      /** The same path as segments, for locating it in the document. */
+      segments: z.array(z.union([z.string(), z.number()])),
+      /** What is wrong and what is allowed. */
+      message: z.string(),
+    }),
+  ),
+});
+export type InvalidConfigData = z.infer<typeof invalidConfigDataSchema>;
+
 /** An error a handler throws to answer with a specific code; anything else becomes InternalError. */
 export class RpcError extends Error {
   override readonly name = 'RpcError';

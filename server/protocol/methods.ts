@@ -75,7 +75,10 @@ const runResult = z.object({ /** The run after the request took effect (a pause 
  * Troupe protocol version. Unknown LSP fields are accepted and ignored.
  */
 export const initializeParamsSchema = z.object({
-  /** Troupe protocol version the client speaks, `major.minor`; language clients omit it. */
+  /**
+   * Troupe protocol version the client speaks, `major.minor`. Language clients omit it; only
+   * clients that send it receive the `run/*` notifications.
+   */
   protocolVersion: z.string().regex(/^\d+\.\d+$/, 'must look like "1.0"').optional(),
   /** The client's process id (LSP); null when it has none. */
   processId: z.int().nullable().optional(),

@@ -90,6 +90,11 @@ export class Connection {
   private readonly closeListeners: Array<() => void> = [];
   /** The client's name from `initialize`, for logs. */
   clientName = 'client';
+  /**
+   * Whether the client wants `run/*` notifications: Troupe clients (which send a protocol version
+   * at `initialize`) do; a plain language client, which would only drop them, does not.
+   */
+  receivesRunEvents = false;
 
   constructor(
     private readonly sink: FrameSink,

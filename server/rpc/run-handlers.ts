@@ -5,7 +5,7 @@
  */
 import { isAbsolute, resolve } from 'node:path';
 import { ConfigError, formatConfigPath } from '../protocol/config-errors.ts';
-import { ErrorCodes, RpcError } from '../protocol/json-rpc.ts';
+import { ErrorCodes, RpcError, type InvalidConfigData } from '../protocol/json-rpc.ts';
 import type { RequestParams, RequestResult } from '../protocol/methods.ts';
 import type { MetricSeriesKey, RunSummary } from '../protocol/trajectory.ts';
 import type { RunManager } from '../runs/run-manager.ts';
@@ -29,7 +29,8 @@ export type RunRequestMethod =
 export function toRpcError(e: unknown): unknown {
   if (e instanceof RpcError) return e;
   if (e instanceof ConfigError) {
-    return new RpcError(ErrorCodes.InvalidConfig, e.message, { source: e.source, issues: e.issues.map((i) => ({ path: formatConfigPath(i.path), segments: i.path, message: i.message })) });
+    const data: InvalidConfigData = { source: e.source, issues: e.issues.map((i) => ({ path: i.path.length === 0 ? '' : formatConfigPath(i.path), segments: [...i.path], message: i.message })) };
+    return new RpcError(ErrorCodes.InvalidConfig, e.message, data);
   }
   const code = e instanceof Error ? (e as Error & { code?: unknown }).code : undefined;
   if (code === 'unknown-run') return new RpcError(ErrorCodes.UnknownRun, (e as Error).message);

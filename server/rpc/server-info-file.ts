@@ -10,28 +10,13 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { z } from 'zod';
 import { writeJsonFile } from '../models/json-file.ts';
+import { serverFileSchema, type ServerFile } from '../protocol/server-file.ts';
 import { STORE_DIR_NAME } from '../store/index.ts';
 
 export const SERVER_FILE = 'server.json';
 export const TOKEN_FILE = 'server.token';
 
-export const serverFileSchema = z.object({
-  /** WebSocket URL, `ws://127.0.0.1:PORT`. */
-  url: z.string(),
-  /** Server process id. */
-  pid: z.int().positive(),
-  /** Troupe protocol version. */
-  protocolVersion: z.string(),
-  /** Absolute path of the file holding the bearer token. */
-  tokenFile: z.string(),
-  /** The workspace served. */
-  workspace: z.string(),
-  /** Start time, ISO 8601. */
-  startedAt: z.string(),
-});
-export type ServerFile = z.infer<typeof serverFileSchema>;
 
 export const serverFilePath = (workspace: string): string => join(workspace, STORE_DIR_NAME, SERVER_FILE);
 

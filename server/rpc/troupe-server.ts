@@ -86,11 +86,13 @@ export class TroupeServer {
       const server = (): TroupeServer => self!;
       const config = configHandlers({ log });
       const requests = {
-        initialize: (p) => {
+        initialize: (p, ctx) => {
           const major = p.protocolVersion?.split('.')[0];
           if (major !== undefined && major !== PROTOCOL_VERSION.split('.')[0]) {
             throw new RpcError(ErrorCodes.IncompatibleProtocol, `client speaks protocol ${p.protocolVersion}, this server ${PROTOCOL_VERSION}: update the extension or the server`);
           }
+          ctx.connection.receivesRunEvents = p.protocolVersion !== undefined;
+          if (p.clientInfo) ctx.connection.clientName = p.clientInfo.name;
           return {
             protocolVersion: PROTOCOL_VERSION,
             serverInfo: { name: 'troupe', version: SERVER_VERSION },
@@ -176,8 +178,9 @@ export class TroupeServer {
     ws.on('error', (e) => this.log(`client ${connection.id}: ${e.message}`));
   }
 
+  /** Run events go to every initialized client that asked for them at `initialize`. */
   private broadcast<M extends ServerNotificationMethod>(method: M, params: ServerNotificationParams<M>): void {
-    for (const c of this.connections) if (c.isInitialized) c.notify(method, params);
+    for (const c of this.connections) if (c.isInitialized && c.receivesRunEvents) c.notify(method, params);
   }
 
   /** Pauses live runs at their step boundary, closes every client and removes server.json. Idempotent. */

@@ -89,7 +89,7 @@ describe('lifecycle', () => {
     await c.close();
   });
 
-  test('an LSP client may initialize without a protocol version', async () => {
+  test('an LSP client may initialize without a protocol version (and then gets no run events)', async () => {
     const c = await connect(server.url, token, { initialize: false });
     const init = await c.rpc.request('initialize', { processId: null, capabilities: { textDocument: { hover: {} } }, initializationOptions: { x: 1 } });
     assert.equal(init.serverInfo.name, 'troupe');
