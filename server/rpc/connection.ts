@@ -207,8 +207,9 @@ export class Connection {
       // The table is exhaustive over the methods, so indexing it with a checked method name is sound;
       // TypeScript cannot correlate the method with its params type through the union, hence the cast.
       const handler = this.o.requests[method] as (p: unknown, c: RequestContext) => Promise<unknown> | unknown;
+      // A handler that finished despite a cancellation answers with its result (LSP allows it):
+      // its side effects (a run started) happened, and the client must learn of them.
       const result = await handler(parsed.data, ctx);
-      if (controller.signal.aborted) throw new RpcError(ErrorCodes.RequestCancelled, `'${method}' was cancelled`);
       if (method === 'initialize') this.phase = 'initialized';
       if (method === 'shutdown') this.phase = 'shutdown';
       this.write({ jsonrpc: '2.0', id, result: result === undefined ? null : result });

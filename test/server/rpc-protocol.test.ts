@@ -181,6 +181,21 @@ describe('bad input gets a precise error and never crashes the server', () => {
   });
 });
 
+describe('cancellation', () => {
+  test('$/cancelRequest for an unknown id is harmless; a cancelled request is still answered exactly once', async () => {
+    const c = await connect(server.url, token);
+    c.rpc.notify('$/cancelRequest', { id: 424242 });
+    const controller = new AbortController();
+    const pending = c.rpc.request('runs/list', {}, { signal: controller.signal });
+    controller.abort();
+    // runs/list completes before the cancel is read, so it answers with its result (LSP allows a
+    // result for a cancelled request); either way the client's promise settles and nothing hangs.
+    assert.deepEqual((await pending).runs, []);
+    assert.equal(c.rpc.pendingCount, 0);
+    await c.close();
+  });
+});
+
 describe('several clients', () => {
   test('each gets its own answers; the count is reported', async () => {
     const clients = await Promise.all([0, 1, 2].map(() => connect(server.url, token)));
