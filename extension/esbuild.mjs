@@ -8,33 +8,13 @@
 // extension/schema/, where the manifest's jsonValidation points.
 //   node -e "import('./extension/esbuild.mjs').then((m) => m.buildExtension())"
 import { build } from 'esbuild';
+import { zodEnglishOnly } from '../esbuild-zod-english.mjs';
 import { copyFile, mkdir } from 'node:fs/promises';
-import { dirname, join, sep } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const extensionDir = join(root, 'extension');
-
-/**
- * zod's `z` namespace re-exports all of its ~50 locales (~260 KiB, a quarter of the bundle) and the
- * protocol imports `z` whole, so they do not tree-shake. Nothing here selects a locale (zod reports
- * in English by default), so the locale index is replaced by English alone. The webview build does
- * the same (webview/esbuild.mjs).
- */
-const zodEnglishOnly = {
-  name: 'zod-english-only',
-  setup(b) {
-    b.onResolve({ filter: /[\\/]locales[\\/]index\.js$/ }, (args) => {
-      if (!args.importer.includes(`${sep}zod${sep}`)) return undefined;
-      return { path: join(dirname(args.importer), args.path), namespace: 'zod-locales' };
-    });
-    b.onLoad({ filter: /.*/, namespace: 'zod-locales' }, (args) => ({
-      contents: `export { default as en } from './en.js';`,
-      resolveDir: dirname(args.path),
-      loader: 'js',
-    }));
-  },
-};
 
 /**
  * Builds into extension/dist and extension/schema. Returns the bundle's path and size in bytes.

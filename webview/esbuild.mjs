@@ -3,7 +3,8 @@
 // The extension's panels load exactly these four files (extension/src/panels/*-panel.ts).
 //   node -e "import('./webview/esbuild.mjs').then(m => m.buildWebviews('/tmp/wv'))"
 import { build } from 'esbuild';
-import { dirname, join, sep } from 'node:path';
+import { zodEnglishOnly } from '../esbuild-zod-english.mjs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -12,27 +13,6 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 export const webviewEntries = {
   dashboard: 'webview/src/dashboard/main.ts',
   inspector: 'webview/src/inspector/main.ts',
-};
-
-/**
- * zod's `z` namespace re-exports every locale (~50 languages, ~250 KiB minified) and the protocol
- * modules import `z` whole, so nothing tree-shakes them away. The webviews only ever report errors
- * in English (zod's default, set by its own `config(en())`), so its locale index is replaced by one
- * that has English only.
- */
-const zodEnglishOnly = {
-  name: 'zod-english-only',
-  setup(b) {
-    b.onResolve({ filter: /[\\/]locales[\\/]index\.js$/ }, (args) => {
-      if (!args.importer.includes(`${sep}zod${sep}`)) return undefined;
-      return { path: join(dirname(args.importer), args.path), namespace: 'zod-locales' };
-    });
-    b.onLoad({ filter: /.*/, namespace: 'zod-locales' }, (args) => ({
-      contents: `export { default as en } from './en.js';`,
-      resolveDir: dirname(args.path),
-      loader: 'js',
-    }));
-  },
 };
 
 /**
