@@ -19,7 +19,7 @@ import {
 } from './run-format.ts';
 import type { RunView } from './runs-model.ts';
 
-const summary: RunSummary = { id: 'r1', name: 'flagship', state: 'running', createdAt: 1_000, updatedAt: 2_000, runDir: '/w/.troupe/runs/r1', lastCommittedStep: 12 };
+const summary: RunSummary = { id: 'r1', name: 'flagship', state: 'running', createdAt: 1_000, updatedAt: 2_000, runDir: '/w/.troupe/runs/r1', lastCommittedStep: 12, targetSteps: 60 };
 const view = (o: Partial<RunView> = {}, s: Partial<RunSummary> = {}): RunView => ({
   summary: { ...summary, ...s },
   step: 12,

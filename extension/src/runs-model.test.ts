@@ -19,6 +19,7 @@ const run = (id: string, o: Partial<RunSummary> = {}): RunSummary => ({
   updatedAt: 1_000,
   runDir: `/w/.troupe/runs/${id}`,
   lastCommittedStep: null,
+  targetSteps: null,
   ...o,
 });
 

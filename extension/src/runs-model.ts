@@ -68,7 +68,7 @@ export function pickActiveRun(runs: Iterable<RunView>): RunView | undefined {
 }
 
 function newView(summary: RunSummary): RunView {
-  return { summary, step: summary.lastCommittedStep, steps: null, success: null, etaMs: null, agents: [] };
+  return { summary, step: summary.lastCommittedStep, steps: summary.targetSteps, success: null, etaMs: null, agents: [] };
 }
 
 /** Called with the id of the run that changed, or undefined when the list itself changed. */
@@ -169,7 +169,7 @@ export class RunsModel {
       const old = this.views.get(summary.id);
       // A notification that arrived while the list was in flight is newer than the list.
       if (old && old.summary.updatedAt > summary.updatedAt) continue;
-      this.views.set(summary.id, old ? { ...old, summary, step: summary.lastCommittedStep ?? old.step } : newView(summary));
+      this.views.set(summary.id, old ? { ...old, summary, step: summary.lastCommittedStep ?? old.step, steps: summary.targetSteps ?? old.steps } : newView(summary));
     }
     this.fire(undefined);
     const queue = runs.map((r) => r.id);
@@ -187,7 +187,7 @@ export class RunsModel {
 
   private upsert(summary: RunSummary): void {
     const old = this.views.get(summary.id);
-    this.views.set(summary.id, old ? { ...old, summary, step: summary.lastCommittedStep ?? old.step } : newView(summary));
+    this.views.set(summary.id, old ? { ...old, summary, step: summary.lastCommittedStep ?? old.step, steps: summary.targetSteps ?? old.steps } : newView(summary));
     this.fire(old ? summary.id : undefined);
     if (!old && this.client) void this.loadDetails(this.client, summary.id, this.generation);
   }
@@ -211,7 +211,8 @@ export class RunsModel {
       }
       this.views.set(runId, {
         ...v,
-        steps: v.steps ?? (config.success ? config.config.training.steps : null),
+        // Runs recorded before the store kept their target fall back to the config's.
+        steps: v.steps ?? record.run.targetSteps ?? (config.success ? config.config.training.steps : null),
         agents: config.success ? Object.keys(config.config.router) : v.agents,
         success,
       });

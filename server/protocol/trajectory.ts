@@ -215,6 +215,8 @@ export const runSummarySchema = z.object({
   runDir: z.string(),
   /** Last step whose rows are fully committed; null before the first step. Resume continues after it. */
   lastCommittedStep: z.int().nullable(),
+  /** The step the run trains to; null for runs recorded before it was kept (their run.json has it). */
+  targetSteps: z.int().positive().nullable(),
   /** Why the run failed; absent unless it did. */
   error: z.string().optional(),
 });

@@ -92,9 +92,10 @@ export interface NewRun {
  * failure after the row exists leaves the run 'failed' with the error, never 'running'.
  */
 export async function createRun(store: RunStore, loaded: LoadedConfig, o: NewRunOptions): Promise<NewRun> {
-  const run = store.createRun({ name: loaded.config.name, config: loaded.json, state: o.state, ...(o.runDir === undefined ? {} : { runDir: o.runDir }) });
+  const steps = o.steps ?? loaded.config.training.steps;
+  const run = store.createRun({ name: loaded.config.name, config: loaded.json, state: o.state, targetSteps: steps, ...(o.runDir === undefined ? {} : { runDir: o.runDir }) });
   try {
-    const folder: RunFolder = { dir: run.runDir, runId: run.id, databasePath: store.path, configSource: loaded.source, steps: o.steps ?? loaded.config.training.steps };
+    const folder: RunFolder = { dir: run.runDir, runId: run.id, databasePath: store.path, configSource: loaded.source, steps };
     await createRunFolder(folder, loaded.text);
     return { run, folder, lock: RunLock.acquire(folder.dir, run.id) };
   } catch (e) {
@@ -145,6 +146,7 @@ export async function prepareResume(store: RunStore, run: RunSummary, found: Run
     }
     const { experiment } = await loadRunExperiment(found);
     const folder = steps !== undefined && steps !== found.steps ? await setRunFolderSteps(found, steps) : found;
+    if (run.targetSteps !== folder.steps) store.setRunTargetSteps(run.id, folder.steps);
     return { folder, experiment, lock };
   } catch (e) {
     lock.release();

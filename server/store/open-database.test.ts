@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { defaultDatabasePath, openRunStore, RunStoreError, SCHEMA_VERSION } from './index.ts';
 import { BUSY_TIMEOUT_MS } from './open-database.ts';
-import { TROUPE_APPLICATION_ID } from './schema-migrations.ts';
+import { migrations, TROUPE_APPLICATION_ID } from './schema-migrations.ts';
 import { sampleStep } from './testing/sample-step.ts';
 import { tempDir } from './testing/temp-dir.ts';
 
@@ -146,4 +146,25 @@ test('a path that cannot hold a database gives an open-failed error naming it', 
   writeFileSync(blocker, '');
   const nested = join(blocker, 'troupe.db');
   assertStoreError(() => openRunStore(nested), 'open-failed', nested, /cannot create the folder/);
+});
+
+test('a version-1 database is migrated in place: its runs keep their rows and get no target step', () => {
+  const path = join(tempDir(), 'troupe.db');
+  const raw = new Database(path);
+  raw.pragma(`application_id = ${TROUPE_APPLICATION_ID}`);
+  raw.exec(migrations[0]!.sql);
+  raw.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, ?, 0)').run(migrations[0]!.name);
+  raw.pragma('user_version = 1');
+  raw.prepare("INSERT INTO runs (id, name, state, config, run_dir, created_at, updated_at) VALUES ('old', 'old run', 'done', '{}', 'runs/old', 1, 1)").run();
+  raw.close();
+
+  const store = openRunStore(path);
+  const old = store.getRun('old');
+  assert.equal(old?.name, 'old run');
+  assert.equal(old?.targetSteps, null);
+  const fresh = store.createRun({ name: 'new', config: {}, targetSteps: 60 });
+  assert.equal(fresh.targetSteps, 60);
+  assert.equal(store.setRunTargetSteps(fresh.id, 80).targetSteps, 80);
+  assert.throws(() => store.setRunTargetSteps(fresh.id, 0), /steps must be an integer >= 1/);
+  store.close();
 });

@@ -26,6 +26,8 @@ export const newRunSchema = z
     runDir: z.string().min(1).optional(),
     /** Initial state. */
     state: runStateSchema.default('queued'),
+    /** The step the run trains to (the config's `training.steps` unless overridden). */
+    targetSteps: z.int().positive().optional(),
   })
   .strict();
 export type NewRun = z.input<typeof newRunSchema>;
@@ -38,11 +40,12 @@ interface RunRow {
   run_dir: string;
   last_committed_step: number | null;
   error: string | null;
+  target_steps: number | null;
   created_at: number;
   updated_at: number;
 }
 
-const summaryColumns = 'id, name, state, run_dir, last_committed_step, error, created_at, updated_at';
+const summaryColumns = 'id, name, state, run_dir, last_committed_step, error, target_steps, created_at, updated_at';
 
 export class RunRecords {
   private readonly insert;
@@ -51,15 +54,17 @@ export class RunRecords {
   private readonly updateState;
   private readonly remove;
   private readonly lastStep;
+  private readonly updateTarget;
 
   constructor(
     private readonly db: Database.Database,
     private readonly storeDir: string,
     private readonly now: () => number,
   ) {
-    this.insert = db.prepare<[string, string, RunState, string, string, number, number]>(
-      'INSERT INTO runs (id, name, state, config, run_dir, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    this.insert = db.prepare<[string, string, RunState, string, string, number | null, number, number]>(
+      'INSERT INTO runs (id, name, state, config, run_dir, target_steps, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     );
+    this.updateTarget = db.prepare<[number, number, string]>('UPDATE runs SET target_steps = ?, updated_at = ? WHERE id = ?');
     this.byId = db.prepare<[string], RunRow>('SELECT * FROM runs WHERE id = ?');
     this.all = db.prepare<[], Omit<RunRow, 'config'>>(`SELECT ${summaryColumns} FROM runs ORDER BY created_at DESC, id`);
     this.updateState = db.prepare<[RunState, string | null, number, string]>('UPDATE runs SET state = ?, error = ?, updated_at = ? WHERE id = ?');
@@ -77,7 +82,7 @@ export class RunRecords {
     if (this.byId.get(id) !== undefined) throw new RunStoreError('invalid-input', `createRun: run id ${JSON.stringify(id)} already exists`);
     const runDir = toStoredPath(this.storeDir, run.runDir ?? defaultRunDir(this.storeDir, id));
     const now = this.now();
-    this.insert.run(id, run.name, run.state, config, runDir, now, now);
+    this.insert.run(id, run.name, run.state, config, runDir, run.targetSteps ?? null, now, now);
     return this.require(id, 'createRun');
   }
 
@@ -109,6 +114,13 @@ export class RunRecords {
     return this.summary(row);
   }
 
+  /** Records a new target step (a resume that trains further). */
+  setTargetSteps(id: string, steps: number): RunSummary {
+    if (!Number.isSafeInteger(steps) || steps < 1) throw new RunStoreError('invalid-input', `setRunTargetSteps(${JSON.stringify(id)}): steps must be an integer >= 1, got ${steps}`);
+    if (this.updateTarget.run(steps, this.now(), id).changes === 0) throw unknownRun(id, 'setRunTargetSteps');
+    return this.require(id, 'setRunTargetSteps');
+  }
+
   /** Deletes a run and, by cascade, every row of it. Files in its run folder are left to the caller. */
   delete(id: string): boolean {
     return this.remove.run(id).changes > 0;
@@ -130,6 +142,7 @@ export class RunRecords {
       updatedAt: row.updated_at,
       runDir: fromStoredPath(this.storeDir, row.run_dir),
       lastCommittedStep: row.last_committed_step,
+      targetSteps: row.target_steps,
     };
     if (row.error !== null) out.error = row.error;
     return out;

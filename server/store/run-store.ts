@@ -108,6 +108,11 @@ export class RunStore {
     return this.guard(() => this.runs.setState(runId, state, error));
   }
 
+  /** Records the step a run now trains to (a resume with a new target). */
+  setRunTargetSteps(runId: string, steps: number): RunSummary {
+    return this.guard(() => this.runs.setTargetSteps(runId, steps));
+  }
+
   /** Deletes a run and all its rows; returns false if there was none. Its folder is left alone. */
   deleteRun(runId: string): boolean {
     return this.guard(() => this.runs.delete(runId));

@@ -157,6 +157,12 @@ CREATE TABLE checkpoints (
 CREATE INDEX checkpoints_by_step ON checkpoints (run_id, step);
 `,
   },
+  {
+    version: 2,
+    name: 'runs record their target step',
+    // Nullable: runs created before version 2 have no record of it (their run.json does).
+    sql: `ALTER TABLE runs ADD COLUMN target_steps INTEGER CHECK (target_steps IS NULL OR target_steps > 0);`,
+  },
 ];
 
 /** The schema version this build writes. */

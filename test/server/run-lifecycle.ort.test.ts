@@ -49,6 +49,7 @@ describe('a run driven through the protocol', () => {
     const listed = (await b.rpc.request('runs/list', {})).runs.find((r) => r.id === runId);
     assert.ok(listed, 'the run is listed for a new client');
     assert.ok(['running', 'done'].includes(listed.state));
+    assert.equal(listed.targetSteps, 2);
 
     await a.waitFor('run/didChangeState', (p) => p.runId === runId && p.state === 'done');
     const steps = a.received('run/didProgress').filter((p) => p.runId === runId);
@@ -130,11 +131,13 @@ describe('a run driven through the protocol', () => {
     const at = paused.run.lastCommittedStep!;
     assert.ok(at >= 1 && at < 3, `paused after step ${at}`);
     await assert.rejects(c.rpc.request('run/pause', { runId: run.id }), /paused/);
-    await c.rpc.request('run/resume', { runId: run.id });
+    // Resume with a new target: the run records it and trains to it.
+    const resumedRun = (await c.rpc.request('run/resume', { runId: run.id, steps: 4 })).run;
+    assert.equal(resumedRun.targetSteps, 4);
     await c.waitFor('run/didChangeState', (p) => p.runId === run.id && p.state === 'done');
-    assert.deepEqual(await stepsOf(c, run.id), [0, 1, 2, 3]);
+    assert.deepEqual(await stepsOf(c, run.id), [0, 1, 2, 3, 4]);
     const resumed = c.received('run/didProgress').filter((p) => p.runId === run.id).map((p) => p.step);
-    assert.deepEqual(resumed, [0, 1, 2, 3], 'progress once per step across the pause');
+    assert.deepEqual(resumed, [0, 1, 2, 3, 4], 'progress once per step across the pause');
     await assert.rejects(c.rpc.request('run/resume', { runId: run.id }), /done/);
     await c.close();
   });
