@@ -36,7 +36,6 @@ export function activate(context: vscode.ExtensionContext): void {
   registerInspectorSerializer(context, server);
 
   context.subscriptions.push(
-    output,
     serverProcess,
     server,
     { dispose: () => runs.dispose() },
@@ -52,8 +51,11 @@ export function activate(context: vscode.ExtensionContext): void {
       output,
       trajectories,
       showDashboard: (runId) => DashboardPanel.show(context, server, runId),
-      showInspector: (trajectoryId) => InspectorPanel.show(context, server, trajectoryId),
+      showInspector: (trajectoryId) => InspectorPanel.show(context, server, trajectoryId, { beside: true }),
     }),
+    // Last: VS Code disposes subscriptions in order, and the ones above log while they stop (an
+    // appendLine on a disposed channel throws, which stopped ServerProcess before it ended the server).
+    output,
   );
   // Starting a server runs workspace code: ServerProcess refuses in an untrusted workspace and
   // connects once trust is granted.

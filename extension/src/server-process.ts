@@ -80,6 +80,7 @@ export class ServerProcess implements vscode.Disposable {
   /** Fires when trust, settings, workspace folders or the workspace's server.json change. */
   readonly onDidChange = this.changeEmitter.event;
   private readonly disposables: vscode.Disposable[] = [this.changeEmitter];
+  private disposed = false;
 
   constructor(private readonly output: vscode.OutputChannel) {
     this.disposables.push(
@@ -148,11 +149,20 @@ export class ServerProcess implements vscode.Disposable {
 
   dispose(): void {
     this.stopStartedServer();
+    this.disposed = true;
     for (const d of this.disposables) d.dispose();
   }
 
   private log(line: string): void {
-    this.output.appendLine(`[extension] ${line}`);
+    this.append(`[extension] ${line}`);
+  }
+
+  /**
+   * Writes to the output channel unless this is disposed: the server's last lines and its exit
+   * come after the window closed, when the channel is gone and writing to it throws.
+   */
+  private append(line: string): void {
+    if (!this.disposed) this.output.appendLine(line);
   }
 
   private async fromAddress(url: string, tokenFile: string, origin: 'session' | 'configured'): Promise<EndpointResult> {
@@ -205,7 +215,7 @@ export class ServerProcess implements vscode.Disposable {
     const url = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`troupe serve did not print its URL within ${START_TIMEOUT_MS / 1000} s (see the Troupe Server output)`)), START_TIMEOUT_MS);
       createInterface({ input: child.stdout! }).on('line', (l) => {
-        this.output.appendLine(l);
+        this.append(l);
         const u = parseListeningLine(l);
         if (u !== null) {
           clearTimeout(timer);
@@ -213,7 +223,7 @@ export class ServerProcess implements vscode.Disposable {
         }
       });
       createInterface({ input: child.stderr! }).on('line', (l) => {
-        this.output.appendLine(l);
+        this.append(l);
         stderrTail.push(l);
         if (stderrTail.length > STDERR_TAIL) stderrTail.shift();
       });

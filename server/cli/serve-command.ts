@@ -50,6 +50,14 @@ export const serveCommand: Command = {
     const port = integerFlag('port', values.port, 0, usage);
     const maxRuns = values['max-runs'] === undefined ? undefined : integerFlag('max-runs', values['max-runs'], 1, usage);
     const workspace = resolve(values.workspace ?? '.');
+    // An editor starts the server with its output piped to it and may be gone first (its window
+    // closed, then SIGTERM): writing to the closed pipe must not kill the server before it has
+    // paused its runs and removed server.json. The lines are lost; the server goes on.
+    for (const stream of [process.stdout, process.stderr]) {
+      stream.on('error', (e: NodeJS.ErrnoException) => {
+        if (e.code !== 'EPIPE' && e.code !== 'ERR_STREAM_DESTROYED') throw e;
+      });
+    }
     const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
     const server = await TroupeServer.start({ workspace, host: values.host, port, log, ...(maxRuns !== undefined ? { maxConcurrentRuns: maxRuns } : {}) });
     // The URL on stdout, alone on its line, is the contract with whoever started the server.

@@ -24,14 +24,20 @@ export const COMPARE_TRAJECTORIES_COMMAND = 'troupe.compareTrajectories';
 export class InspectorPanel {
   static readonly #open = new Map<number, InspectorPanel>();
 
-  /** Opens the inspector on a trajectory, or reveals it when it is already open. */
-  static show(context: vscode.ExtensionContext, server: ServerClient, trajectoryId: number): void {
+  /**
+   * Opens the inspector on a trajectory, or reveals it when it is already open. `beside`: in the
+   * editor group beside the active one, leaving the focus where it is (Open Trajectory shows the
+   * trajectory's document too, and an inspector on top of it would hide its annotations).
+   */
+  static show(context: vscode.ExtensionContext, server: ServerClient, trajectoryId: number, o: { readonly beside?: boolean } = {}): void {
+    const column = o.beside ? vscode.ViewColumn.Beside : vscode.ViewColumn.Active;
+    const preserveFocus = o.beside === true;
     const open = InspectorPanel.#open.get(trajectoryId);
     if (open) {
-      open.panel.reveal();
+      open.panel.reveal(undefined, preserveFocus);
       return;
     }
-    const panel = vscode.window.createWebviewPanel(INSPECTOR_VIEW_TYPE, `Trajectory #${trajectoryId}`, vscode.ViewColumn.Active, webviewOptions(context));
+    const panel = vscode.window.createWebviewPanel(INSPECTOR_VIEW_TYPE, `Trajectory #${trajectoryId}`, { viewColumn: column, preserveFocus }, webviewOptions(context));
     new InspectorPanel(context, server, trajectoryId, panel);
   }
 
