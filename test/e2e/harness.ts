@@ -8,12 +8,12 @@
 // shows what was there instead.
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
+import { chromium, type Browser, type FrameLocator, type Locator, type Page } from 'playwright-core';
 
 const e2eDir = dirname(fileURLToPath(import.meta.url));
 /** Where screenshots and code-server logs go: `test/e2e/artifacts/`. */
@@ -343,6 +343,17 @@ export async function startCodeServer(options: CodeServerOptions): Promise<CodeS
 // ---------------------------------------------------------------------------------------------
 // The workbench in Chromium
 
+/**
+ * Console messages every code-server page logs, left out of `consoleTail` so that a failure shows
+ * what matters: code-server does not ship VS Code's closed-source `vsda` module (404s), and
+ * serves extension hosts and webviews from its own origin (the sandbox warnings).
+ */
+const consoleNoise: readonly RegExp[] = [
+  /Failed to load resource: .*\b404\b.*\/node_modules\/vsda\//,
+  /web worker extension host is started in a same-origin iframe/,
+  /An iframe which has both allow-scripts and allow-same-origin/,
+];
+
 export interface WorkbenchOptions {
   /** How long to wait for the workbench to appear; default 60 s. */
   readyTimeoutMs?: number;
@@ -382,7 +393,8 @@ export async function openWorkbench(url: string, folder: string, options: Workbe
     page.on('console', (message) => {
       if (message.type() === 'error' || message.type() === 'warning') {
         const where = message.location().url;
-        consoleLog.push(`[${message.type()}] ${message.text()}${where === '' ? '' : ` (${where})`}\n`);
+        const line = `[${message.type()}] ${message.text()}${where === '' ? '' : ` (${where})`}`;
+        if (!consoleNoise.some((noise) => noise.test(line))) consoleLog.push(`${line}\n`);
       }
     });
     page.on('pageerror', (error) => consoleLog.push(`[uncaught] ${error.stack ?? error.message}\n`));
@@ -466,7 +478,15 @@ function exactly(text: string): RegExp {
  * So when the row is not offered within a short while, the quick input is closed and opened
  * again, until `timeoutMs` is spent.
  */
-async function pick(page: Page, key: string, value: string, label: string, what: string, timeoutMs: number): Promise<void> {
+async function pick(
+  page: Page,
+  key: string,
+  value: string,
+  label: string,
+  what: string,
+  timeoutMs: number,
+  then: 'closes' | 'opensPicker' = 'closes',
+): Promise<void> {
   const { widget, input, rows } = quickInput(page);
   const row = rows.filter({ has: page.locator('.label-name', { hasText: exactly(label) }) }).first();
   const deadline = Date.now() + timeoutMs;
@@ -488,16 +508,86 @@ async function pick(page: Page, key: string, value: string, label: string, what:
     }
   }
   await row.click();
-  await widget.waitFor({ state: 'hidden', timeout: Math.max(1, deadline - Date.now()) });
+  if (then === 'closes') {
+    await widget.waitFor({ state: 'hidden', timeout: Math.max(1, deadline - Date.now()) });
+    return;
+  }
+  // The palette hides, then the command shows its own quick pick in the same widget: wait for a
+  // visible quick input whose value is not the palette's `>…` (a new quick pick starts empty).
+  try {
+    await page.waitForFunction(
+      () => {
+        const shown = document.querySelector<HTMLElement>('.quick-input-widget');
+        const box = shown?.querySelector<HTMLInputElement>('.quick-input-box input');
+        return shown !== null && shown !== undefined && shown.style.display !== 'none' && box !== null && box !== undefined && !box.value.startsWith('>');
+      },
+      undefined,
+      { timeout: Math.max(1, deadline - Date.now()) },
+    );
+  } catch {
+    throw new Error(
+      `${what} '${label}' opened no quick pick within ${seconds(timeoutMs)}; notifications:\n` +
+        (await visibleText(page.locator('.notifications-toasts'))),
+    );
+  }
+}
+
+export interface RunCommandOptions {
+  /** How long the command may take to be offered (and to open its picker); default 30 s. */
+  timeoutMs?: number;
+  /**
+   * The command asks with a quick pick of its own (Start Training asks for a config): wait for
+   * that picker to show instead of for the palette to close, then answer it with `pickItem`.
+   */
+  opensPicker?: boolean;
 }
 
 /**
  * Runs a command through the command palette (F1) by its full title as the palette shows it,
  * category included: `runCommand(page, 'View: Toggle Word Wrap')`. Waits for commands that
- * extensions contribute to be registered (see `pick`).
+ * extensions contribute to be registered (see `pick`). A number as third argument is the timeout.
  */
-export async function runCommand(page: Page, title: string, timeoutMs = 30_000): Promise<void> {
-  await pick(page, 'F1', `>${title}`, title, 'command', timeoutMs);
+export async function runCommand(page: Page, title: string, options: number | RunCommandOptions = {}): Promise<void> {
+  const { timeoutMs = 30_000, opensPicker = false } = typeof options === 'number' ? { timeoutMs: options } : options;
+  await pick(page, 'F1', `>${title}`, title, 'command', timeoutMs, opensPicker ? 'opensPicker' : 'closes');
+}
+
+/**
+ * Answers the quick pick that is open (one a command showed, see `RunCommandOptions.opensPicker`)
+ * by clicking the row whose label is `label` (the whole label, or a RegExp), once the row is there:
+ * pickers that load their items show them a moment after they open. Resolves when the pick was
+ * accepted: the picker closed, or the next picker of the command replaced it.
+ */
+export async function pickItem(page: Page, label: string | RegExp, timeoutMs = 30_000): Promise<void> {
+  const { widget, input, rows } = quickInput(page);
+  const row = rows.filter({ has: page.locator('.label-name', { hasText: typeof label === 'string' ? exactly(label) : label }) }).first();
+  try {
+    await row.waitFor({ state: 'visible', timeout: timeoutMs });
+  } catch {
+    const open = await widget.isVisible();
+    const placeholder = open ? await input.getAttribute('placeholder') : null;
+    throw new Error(
+      `no quick pick row labelled ${String(label)} within ${seconds(timeoutMs)}; ` +
+        (open ? `the picker ('${placeholder ?? ''}') shows:\n${await shownRows(rows)}` : 'no picker is open'),
+    );
+  }
+  // The list reuses row elements for the next picker's items, so the pick counts as accepted
+  // when the marked row is gone or hidden, or shows another label.
+  const picked = await row.evaluate((element) => {
+    element.setAttribute('data-e2e-picked', '');
+    return element.querySelector('.label-name')?.textContent ?? '';
+  });
+  await row.click();
+  await page.waitForFunction(
+    (text) => {
+      const marked = document.querySelector<HTMLElement>('[data-e2e-picked]');
+      const gone = marked === null || marked.offsetParent === null || marked.querySelector('.label-name')?.textContent !== text;
+      if (gone) marked?.removeAttribute('data-e2e-picked');
+      return gone;
+    },
+    picked,
+    { timeout: timeoutMs },
+  );
 }
 
 /** Opens a workspace file through Quick Open (Ctrl+P) by its file name, and waits for its tab. */
@@ -525,15 +615,63 @@ export function activeEditor(page: Page): Locator {
  * with word wrap on, a wrapped line comes back as several.
  */
 export async function activeEditorText(page: Page): Promise<string> {
-  const lines = activeEditor(page).locator('.view-lines');
+  return editorText(activeEditor(page));
+}
+
+/** The text a Monaco editor (`activeEditor`, a side of a diff editor) shows; see `activeEditorText`. */
+export async function editorText(editor: Locator): Promise<string> {
+  return (await editorLines(editor)).map((line) => line.text).join('\n');
+}
+
+/** A line a Monaco editor shows, with the text its after-line decorations add. */
+export interface EditorLine {
+  readonly text: string;
+  /**
+   * The `content` of `::after` pseudo-elements in the line: what decorations with
+   * `renderOptions.after.contentText` (inline annotations) draw after it. Not part of `text`.
+   */
+  readonly after: readonly string[];
+}
+
+/** The lines a Monaco editor shows, top to bottom (only those in view; see `activeEditorText`). */
+export async function editorLines(editor: Locator): Promise<EditorLine[]> {
+  const lines = editor.locator('.view-lines').first();
   await lines.waitFor({ state: 'visible' });
+  // No named functions inside: tsx compiles this file with esbuild's keepNames, whose `__name`
+  // helper does not exist in the page.
   return lines.evaluate((element) =>
     Array.from(element.querySelectorAll<HTMLElement>(':scope > .view-line'))
-      .map((line) => ({ top: parseFloat(line.style.top), text: (line.textContent ?? '').replace(/\u00a0/g, ' ') }))
+      .map((line) => ({
+        top: parseFloat(line.style.top),
+        text: (line.textContent ?? '').replace(/\u00a0/g, ' '),
+        // Computed `content` is a CSS string: quoted, with `"` and `\` escaped by a backslash
+        // (`none` or `normal` where nothing is drawn).
+        after: Array.from(line.querySelectorAll('span'))
+          .map((span) => getComputedStyle(span, '::after').content)
+          .filter((content) => content.length > 2 && content.startsWith('"') && content.endsWith('"'))
+          .map((content) => content.slice(1, -1).replace(/\\(.)/g, '$1')),
+      }))
       .sort((a, b) => a.top - b.top)
-      .map((line) => line.text)
-      .join('\n'),
+      .map(({ text, after }) => ({ text, after })),
   );
+}
+
+/**
+ * The row of a tree or list (the Runs view, the Explorer) whose label is `label` (the whole
+ * label, or a RegExp), in `container` (a side bar from `openView`).
+ */
+export function treeItem(container: Locator, label: string | RegExp): Locator {
+  const name = container.page().locator('.label-name', { hasText: typeof label === 'string' ? exactly(label) : label });
+  return container.locator('.monaco-list-row').filter({ has: name }).first();
+}
+
+/**
+ * The page inside the webview panel that is in view (a dashboard, an inspector). VS Code nests
+ * it twice: `iframe.webview` (VS Code's host page, shown over the editor area) holds
+ * `iframe#active-frame` (the extension's HTML). Hidden panels' frames are not in view.
+ */
+export function visibleWebview(page: Page): FrameLocator {
+  return page.locator('iframe.webview.ready').filter({ visible: true }).first().contentFrame().locator('iframe#active-frame').contentFrame();
 }
 
 /** The activity bar's entry for a view container ("Explorer", "Search", an extension's own). */
@@ -571,7 +709,8 @@ export async function waitForNotification(page: Page, text: string | RegExp, tim
 export async function screenshot(page: Page, name: string): Promise<string> {
   mkdirSync(artifactsDir, { recursive: true });
   const path = join(artifactsDir, `${name}.png`);
-  await page.screenshot({ path });
+  // Finite animations (a hover fading in) are finished first, so the picture shows the end state.
+  await page.screenshot({ path, animations: 'disabled' });
   return path;
 }
 
@@ -611,18 +750,29 @@ export async function launchVsCode(options: CodeServerOptions & WorkbenchOptions
 }
 
 /**
- * Runs `body`; if it throws, saves a screenshot (`artifacts/<name>.failure.png`) and adds the
- * page's console and code-server's output to the error, so a failure in CI can be read
- * without running it again.
+ * Runs `body`; if it throws, saves a screenshot (`artifacts/<name>.failure.png`) and VS Code's
+ * logs (`artifacts/<name>.vscode-logs/`), and adds the page's console and code-server's output to
+ * the error, so a failure in CI can be read without running it again.
  */
 export async function withFailureArtifacts<T>(vscode: VsCode, name: string, body: () => Promise<T>): Promise<T> {
   try {
     return await body();
   } catch (error) {
     const shot = await screenshot(vscode.page, `${name}.failure`).catch((e: Error) => `(no screenshot: ${e.message})`);
+    // VS Code's own logs: the extension host's, and every output channel (an extension's server
+    // output among them). They live in the throwaway user data folder, gone after stop().
+    const logs = join(artifactsDir, `${name}.vscode-logs`);
+    let logsSaved: string;
+    try {
+      cpSync(join(vscode.server.userDataDir, 'logs'), logs, { recursive: true });
+      logsSaved = logs;
+    } catch (e) {
+      logsSaved = `(not saved: ${(e as Error).message})`;
+    }
     const message = error instanceof Error ? error.message : String(error);
     const wrapped = new Error(
-      `${message}\n\nscreenshot: ${shot}\npage console:\n${vscode.workbench.consoleTail(20)}\n` +
+      `${message}\n\nscreenshot: ${shot}\nVS Code's logs (extension host, output channels): ${logsSaved}\n` +
+        `page console:\n${vscode.workbench.consoleTail(20)}\n` +
         `code-server's output (${vscode.server.logFile}):\n${vscode.server.logTail(2_000)}`,
       { cause: error },
     );

@@ -1,0 +1,300 @@
+// The packaged extension in a real VS Code: the .vsix is built and installed into code-server,
+// which opens a workspace holding one tiny experiment config and a setting that points
+// `troupe.server.command` at this repository's CLI. Then, as a person would: Start Training from
+// the command palette, watch the run in the Runs view, open its dashboard, open a trajectory from
+// the tree and read its reward annotations and hover, and compare two trajectories in the diff
+// editor; last, close the window, which must stop the server the extension started. The tests run
+// in order and share the one window and run; each saves a screenshot under test/e2e/artifacts/
+// (`extension-*.png`).
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { SERVER_FILE_RELATIVE, serverFileSchema } from '../../server/protocol/server-file.ts';
+import { tinyConfigWithSteps } from '../fixtures/tiny-config.ts';
+import {
+  activeEditor,
+  activeTab,
+  editorLines,
+  editorText,
+  launchVsCode,
+  openView,
+  pickItem,
+  runCommand,
+  screenshot,
+  treeItem,
+  visibleWebview,
+  waitForNotification,
+  waitForText,
+  withFailureArtifacts,
+  type EditorLine,
+  type VsCode,
+} from './harness.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const STEPS = 3;
+/** The tiny experiment (a few seconds a step on 2 cores), without `$schema`: the workspace has no schema file. */
+const config = tinyConfigWithSteps(STEPS);
+const runName = config.name;
+
+/** The inline annotation after a turn rule (trajectory-document.ts `annotationLabel`). */
+const annotationPattern = /^team (?:[+-]\d+\.\d\d|0\.00) · local (?:[+-]\d+\.\d\d|0\.00)/;
+const turnRulePattern = /^── turn \d+ · \S+ \(policy \S+\) ──$/;
+
+let scratch = '';
+let workspace = '';
+let vscode: VsCode | undefined;
+/** Set by each test that the later ones build on, so they fail at once with the reason. */
+const reached = { trained: false };
+
+function started(): VsCode {
+  assert.ok(vscode, 'VS Code did not start (see the before hook)');
+  return vscode;
+}
+
+function needsRun(): void {
+  assert.ok(reached.trained, 'needs the run that the Start Training test trains (it failed)');
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Waits until process `pid` (not a child of this one, so there is no event for it) has exited. */
+async function waitForExit(pid: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (alive(pid)) {
+    if (Date.now() >= deadline) throw new Error(`process ${pid} was still running after ${timeoutMs / 1000} s`);
+    // Poll interval, not a wait for the exit: each turn checks the process again.
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Lines of the editor that are turn rules, with their annotations. */
+function turnRules(lines: readonly EditorLine[]): EditorLine[] {
+  return lines.filter((line) => turnRulePattern.test(line.text.trim()));
+}
+
+before(
+  async () => {
+    scratch = mkdtempSync(join(tmpdir(), 'troupe-e2e-extension-'));
+    // The .vsix exactly as `npm run package` makes it: a clean build of the bundles into
+    // extension/dist, then vsce, to extension/dist/troupe.vsix. Copied before it is installed, so
+    // a package built meanwhile by someone else cannot change under the installer.
+    const vsix = join(scratch, 'troupe.vsix');
+    try {
+      await promisify(execFile)(process.execPath, [join(root, 'extension', 'scripts', 'package.mjs')], {
+        cwd: root,
+        timeout: 180_000,
+        maxBuffer: 16 * 1024 * 1024,
+      });
+    } catch (error) {
+      const { stdout = '', stderr = '', message } = error as { stdout?: string; stderr?: string; message: string };
+      throw new Error(`packaging the extension failed: ${message}\n${stdout}${stderr}`.trimEnd());
+    }
+    copyFileSync(join(root, 'extension', 'dist', 'troupe.vsix'), vsix);
+
+    workspace = join(scratch, 'workspace');
+    mkdirSync(join(workspace, 'configs'), { recursive: true });
+    mkdirSync(join(workspace, '.vscode'));
+    writeFileSync(join(workspace, 'configs', 'tiny.troupe.json'), `${JSON.stringify(config, null, 2)}\n`);
+    // The workspace has no installed troupe: the extension starts this repository's CLI.
+    const settings = { 'troupe.server.command': [process.execPath, join(root, 'server', 'cli', 'troupe.mjs')] };
+    writeFileSync(join(workspace, '.vscode', 'settings.json'), `${JSON.stringify(settings, null, 2)}\n`);
+    vscode = await launchVsCode({ workspace, vsix, name: 'extension', viewport: { width: 1600, height: 1000 } });
+  },
+  { timeout: 300_000 },
+);
+
+after(async () => {
+  await vscode?.close();
+  if (scratch !== '') rmSync(scratch, { recursive: true, force: true });
+});
+
+test('Start Training from the palette trains the tiny config, and the Runs view shows its progress', { timeout: 300_000 }, () =>
+  withFailureArtifacts(started(), 'extension-start-training', async () => {
+    const { page } = started();
+    // The extension starts `troupe serve` on activation; the command connects first if needed.
+    await runCommand(page, 'Troupe: Start Training', { opensPicker: true, timeoutMs: 60_000 });
+    await pickItem(page, 'tiny.troupe.json');
+    await waitForNotification(page, `Troupe: started "${runName}"`, 120_000);
+
+    // Start Training reveals the Runs view; the run's row describes its state and step.
+    const sideBar = await openView(page, 'Troupe');
+    const run = treeItem(sideBar, runName);
+    await run.locator('.label-description', { hasText: new RegExp(`step \\d/${STEPS}`) }).waitFor({ timeout: 120_000 });
+    await run.locator('.label-description', { hasText: new RegExp(`^done · step ${STEPS}/${STEPS}`) }).waitFor({ timeout: 180_000 });
+    reached.trained = true;
+    await runCommand(page, 'Notifications: Clear All Notifications');
+    await screenshot(page, 'extension-runs');
+  }),
+);
+
+test('Open Dashboard shows the run and its charts', { timeout: 120_000 }, () =>
+  withFailureArtifacts(started(), 'extension-dashboard', async () => {
+    needsRun();
+    const { page } = started();
+    // A finished run is not the active one, so the command asks which run.
+    await runCommand(page, 'Troupe: Open Dashboard', { opensPicker: true });
+    await pickItem(page, runName);
+    const dashboard = visibleWebview(page);
+    await waitForText(dashboard.locator('header.bar'), runName, 60_000);
+    await waitForText(dashboard.locator('header.bar .badge'), 'done');
+    await waitForText(dashboard.locator('header.bar'), `step ${STEPS} / ${STEPS}`);
+
+    // The success chart: its title, a uPlot canvas with something drawn, and the legend's series.
+    const success = dashboard.locator('section.chart-card', { has: dashboard.locator('h2', { hasText: /^Success/ }) });
+    await success.locator('canvas').first().waitFor({ timeout: 30_000 });
+    await waitForText(success.locator('.u-legend'), 'val/success');
+    const painted = await success.locator('canvas').first().evaluate((canvas: HTMLCanvasElement) => {
+      const { width, height } = canvas;
+      const pixels = canvas.getContext('2d')?.getImageData(0, 0, width, height).data ?? new Uint8ClampedArray();
+      let count = 0;
+      for (let i = 3; i < pixels.length; i += 4) if ((pixels[i] ?? 0) > 0) count++;
+      return { width, height, count };
+    });
+    assert.ok(painted.width > 0 && painted.height > 0, `the success chart's canvas is ${painted.width}×${painted.height}`);
+    assert.ok(painted.count > 0, 'the success chart drew nothing');
+
+    // The bundle's stylesheet applied: the CSP let the webview load it from its own origin.
+    assert.equal(await dashboard.locator('main.grid').evaluate((grid) => getComputedStyle(grid).display), 'grid');
+    const titles = await dashboard.locator('section.chart-card h2').allInnerTexts();
+    for (const title of ['Reward (kept branches)', 'Success (train · validation)', 'Advantage spread (std within groups)', 'Entropy']) {
+      assert.ok(titles.includes(title), `no '${title}' chart; the dashboard has: ${titles.join(', ')}`);
+    }
+    assert.ok((await dashboard.locator('section.chart-card canvas').count()) >= titles.length, 'a chart card without a canvas');
+    await screenshot(page, 'extension-dashboard');
+  }),
+);
+
+test('a trajectory opened from the Runs view shows its turns with reward annotations and a hover', { timeout: 120_000 }, () =>
+  withFailureArtifacts(started(), 'extension-trajectory', async () => {
+    needsRun();
+    const { page } = started();
+    const sideBar = await openView(page, 'Troupe');
+    const run = treeItem(sideBar, runName);
+    if ((await run.getAttribute('aria-expanded')) !== 'true') await run.click();
+    const step = treeItem(sideBar, `Step ${STEPS}`);
+    await step.waitFor({ timeout: 30_000 });
+    if ((await step.getAttribute('aria-expanded')) !== 'true') await step.click();
+    // A training trajectory: its turns were trained on, so they carry advantages too.
+    const trajectory = treeItem(sideBar, /^train #0 · seed \d+$/);
+    await trajectory.waitFor({ timeout: 30_000 });
+    await trajectory.click();
+
+    // The document in the active editor, the inspector beside it.
+    const tab = activeTab(page).filter({ hasText: /^trajectory-\d+\.trajectory$/ });
+    await tab.waitFor({ timeout: 60_000 });
+    const id = /(\d+)/.exec(await tab.innerText())?.[1] ?? '?';
+    await waitForText(visibleWebview(page).locator('h1'), `Trajectory #${id}`, 60_000);
+    await waitForText(visibleWebview(page).locator('body'), 'Turn 0 · ');
+    const editor = activeEditor(page);
+    await waitForText(editor, 'Troupe trajectory', 30_000);
+    // Decorations are set once the document is visible; wait for the first turn's.
+    await page.waitForFunction(
+      (selector) => {
+        const lines = document.querySelectorAll(selector);
+        return Array.from(lines).some((line) => /^── turn 0 /.test((line.textContent ?? '').replace(/\u00a0/g, ' ')) && Array.from(line.querySelectorAll('span')).some((s) => getComputedStyle(s, '::after').content.startsWith('"team ')));
+      },
+      '.editor-group-container.active .monaco-editor .view-lines > .view-line',
+      { timeout: 30_000 },
+    );
+    const lines = await editorLines(editor);
+    const text = lines.map((l) => l.text).join('\n');
+    assert.match(text, /^ {2}phase +train$/m);
+    assert.match(text, new RegExp(`^ {2}step +${STEPS}$`, 'm'));
+    const rules = turnRules(lines);
+    assert.ok(rules.length > 0, `no turn rules in view:\n${text}`);
+    for (const rule of rules) {
+      assert.equal(rule.after.length, 1, `turn rule '${rule.text}' has annotations ${JSON.stringify(rule.after)}`);
+      assert.match(rule.after[0] ?? '', annotationPattern);
+      // Trained turns show their advantage.
+      assert.match(rule.after[0] ?? '', / · adv (?:[+-]\d+\.\d\d|0\.00)/);
+    }
+    await screenshot(page, 'extension-trajectory');
+
+    // The hover on a turn rule breaks the reward down.
+    // Monaco draws spaces as no-break spaces, which `\s` matches.
+    const firstRule = editor.locator('.view-lines > .view-line', { hasText: /^──\sturn\s0\s/ }).first();
+    await firstRule.locator('span').first().click();
+    await runCommand(page, 'Show or Focus Hover');
+    const hover = page.locator('.monaco-hover').filter({ visible: true }).first();
+    await waitForText(hover, 'team reward', 30_000);
+    await waitForText(hover, 'reward (α·team + local)');
+    await waitForText(hover, 'advantage');
+    await screenshot(page, 'extension-trajectory-hover');
+    await page.keyboard.press('Escape');
+  }),
+);
+
+test('Compare Trajectories opens the diff editor on two trajectories of a step', { timeout: 120_000 }, () =>
+  withFailureArtifacts(started(), 'extension-compare', async () => {
+    needsRun();
+    const { page } = started();
+    // One editor group the width of the window, so the diff editor is side by side (it goes
+    // inline when there is little room: the trajectory test left an inspector beside).
+    await runCommand(page, 'View: Close All Editor Groups');
+    await runCommand(page, 'Troupe: Compare Trajectories', { opensPicker: true });
+    await pickItem(page, runName);
+    await pickItem(page, `Step ${STEPS}`);
+    await pickItem(page, /^train #0 · seed \d+$/);
+    await pickItem(page, `Another trajectory of step ${STEPS}`);
+    await pickItem(page, /^train #1 · seed \d+$/);
+
+    const diff = page.locator('.editor-group-container.active .monaco-diff-editor').first();
+    await diff.waitFor({ state: 'visible', timeout: 60_000 });
+    const sides = { original: diff.locator('.editor.original'), modified: diff.locator('.editor.modified') };
+    await waitForText(sides.original, 'Troupe trajectory', 30_000);
+    await waitForText(sides.modified, 'Troupe trajectory', 30_000);
+    const ids: Record<string, string> = {};
+    for (const [side, editor] of Object.entries(sides)) {
+      const text = await editorText(editor);
+      const id = /^ {2}id +(\d+)$/m.exec(text)?.[1];
+      assert.ok(id !== undefined, `the ${side} side shows no trajectory id:\n${text}`);
+      ids[side] = id;
+      assert.match(text, /^ {2}phase +train$/m, `the ${side} side`);
+      assert.match(text, /^── turn 0 · /m, `the ${side} side`);
+    }
+    assert.notEqual(ids['original'], ids['modified'], 'both sides show the same trajectory');
+    await waitForText(page.locator('.editor-group-container.active .tab.active'), `trajectory ${ids['original']} (step ${STEPS}) ↔ trajectory ${ids['modified']} (step ${STEPS})`);
+    // Both sides carry the reward annotations.
+    await page.waitForFunction(
+      () =>
+        ['original', 'modified'].every((side) =>
+          Array.from(document.querySelectorAll(`.editor-group-container.active .monaco-diff-editor .editor.${side} .view-lines > .view-line span`)).some((s) =>
+            getComputedStyle(s, '::after').content.startsWith('"team '),
+          ),
+        ),
+      undefined,
+      { timeout: 30_000 },
+    );
+    await screenshot(page, 'extension-compare');
+  }),
+);
+
+test('closing the window stops the server the extension started', { timeout: 60_000 }, () =>
+  // On a failure the page is gone (no screenshot), but VS Code's logs say what the extension did.
+  withFailureArtifacts(started(), 'extension-close', async () => {
+    needsRun();
+    const serverFile = join(workspace, SERVER_FILE_RELATIVE);
+    const { pid } = serverFileSchema.parse(JSON.parse(readFileSync(serverFile, 'utf8')));
+    assert.ok(alive(pid), `the server in ${serverFile} (pid ${pid}) is not running`);
+    // Closing the page as a person closes the tab (unload handlers run, so the workbench says
+    // goodbye to code-server) ends the window's extension host, which deactivates the extension.
+    // code-server itself stays up, so it is the extension that has to stop the server.
+    await started().page.close({ runBeforeUnload: true });
+    await waitForExit(pid, 30_000);
+    // Stopped with SIGTERM, the server shuts down in order (live runs pause at their step boundary)
+    // and removes server.json; one that died otherwise (its stderr gone with the extension host) does not.
+    assert.ok(!existsSync(serverFile), `the server exited without shutting down: ${serverFile} is still there`);
+  }),
+);
