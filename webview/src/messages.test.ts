@@ -12,7 +12,7 @@ import {
   parseMessage,
 } from './messages.ts';
 
-const run = { id: 'r1', name: 'plan-path L2', state: 'running', createdAt: 1, updatedAt: 2, runDir: '/w/.troupe/runs/r1', lastCommittedStep: 3 };
+const run = { id: 'r1', name: 'plan-path L2', state: 'running', createdAt: 1, updatedAt: 2, runDir: '/w/.troupe/runs/r1', lastCommittedStep: 3, targetSteps: 60 };
 const turn = {
   id: 11, trajectoryId: 5, turn: 0, agentId: 'tool', policyId: 'p-tool', branch: 1, kept: true,
   promptText: 'grid', responseText: 'UR', promptTokens: [1, 2], responseTokens: [64, 61, 9], logprobs: [-0.1, -2, -0.01],
