@@ -13,6 +13,9 @@ import { formatValue } from './chart-groups.ts';
 import type { ChartData, SeriesInfo } from './series-store.ts';
 import type { ChartTheme } from './theme.ts';
 
+/** Tick spacings of the step axis: whole steps only. */
+const STEP_TICK_INCREMENTS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1000, 10_000, 100_000].map((p) => m * p)).sort((a, b) => a - b);
+
 const HEIGHT = 190;
 /** Dash pattern per metric name within a chart: colour says who, dash says what. */
 const DASHES: ReadonlyArray<number[]> = [[], [6, 4], [2, 3], [8, 3, 2, 3]];
@@ -95,7 +98,8 @@ export class ChartView {
         x: { time: false },
         y: unit === 'fraction' ? { range: (_u, min, max) => [Math.min(0, min), Math.max(1, max)] } : {},
       },
-      axes: [axis(), { ...axis(), size: fitLabels, values: (_u, splits) => splits.map((v) => formatValue(v, unit)) }],
+      // Steps are whole numbers: ticks only at whole-step increments (1, 2, 5, 10, 20, 50, ...).
+      axes: [{ ...axis(), incrs: STEP_TICK_INCREMENTS }, { ...axis(), size: fitLabels, values: (_u, splits) => splits.map((v) => formatValue(v, unit)) }],
       series: [{ label: 'step', value: (_u, v) => (v === null ? '–' : String(v)) }, ...series.map((s, i) => this.#seriesOptions(s, i, byName))],
       bands: bandsOf(series),
       cursor: { sync: { key: SYNC_KEY }, drag: { x: true, y: false }, points: { size: 6 } },
