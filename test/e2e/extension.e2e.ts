@@ -24,6 +24,7 @@ import {
   launchVsCode,
   openView,
   pickItem,
+  quickOpen,
   runCommand,
   screenshot,
   treeItem,
@@ -107,6 +108,9 @@ before(
     mkdirSync(join(workspace, 'configs'), { recursive: true });
     mkdirSync(join(workspace, '.vscode'));
     writeFileSync(join(workspace, 'configs', 'tiny.troupe.json'), `${JSON.stringify(config, null, 2)}\n`);
+    // Valid for the JSON Schema, wrong for the environment: only the server's semantic check sees it.
+    const misrouted = { ...config, router: { tool: 'tool-lora', planner: 'plan-lora' } };
+    writeFileSync(join(workspace, 'configs', 'misrouted.troupe.json'), `${JSON.stringify(misrouted, null, 2)}\n`);
     // The workspace has no installed troupe: the extension starts this repository's CLI.
     const settings = { 'troupe.server.command': [process.execPath, join(root, 'server', 'cli', 'troupe.mjs')] };
     writeFileSync(join(workspace, '.vscode', 'settings.json'), `${JSON.stringify(settings, null, 2)}\n`);
@@ -278,6 +282,30 @@ test('Compare Trajectories opens the diff editor on two trajectories of a step',
       { timeout: 30_000 },
     );
     await screenshot(page, 'extension-compare');
+  }),
+);
+
+test("the config editor shows the server's semantic diagnostics (language client over the WebSocket)", { timeout: 120_000 }, () =>
+  withFailureArtifacts(started(), 'extension-diagnostics', async () => {
+    const { page } = started();
+    await quickOpen(page, 'misrouted.troupe.json');
+    // Problems panel: the message comes from the server's config language service (source "troupe"),
+    // which knows plan-path's agents; the JSON Schema alone cannot.
+    await page.keyboard.press('Control+Shift+M');
+    const problems = await waitForText(page, /unknown agent "planner"/, 60_000);
+    assert.ok(await problems.isVisible());
+    await screenshot(page, 'extension-diagnostics');
+  }),
+);
+
+test('Start Training refuses an invalid config and says why', { timeout: 120_000 }, () =>
+  withFailureArtifacts(started(), 'extension-start-refused', async () => {
+    const { page } = started();
+    await runCommand(page, 'Troupe: Start Training', { opensPicker: true, timeoutMs: 60_000 });
+    await pickItem(page, 'misrouted.troupe.json');
+    await waitForNotification(page, /misrouted\.troupe\.json is not a valid experiment config: .*unknown agent "planner"/, 60_000);
+    await screenshot(page, 'extension-start-refused');
+    await runCommand(page, 'Notifications: Clear All Notifications');
   }),
 );
 
