@@ -60,6 +60,16 @@ describe('server files and authentication', () => {
     assert.match(server.url, /^ws:\/\/127\.0\.0\.1:\d+$/);
   });
 
+  test('binding anything but loopback is allowed and warned about', async () => {
+    const other = mkdtempSync(join(tmpdir(), 'troupe-rpc-any-'));
+    const lines: string[] = [];
+    const s2 = await TroupeServer.start({ workspace: other, host: '0.0.0.0', log: (l) => lines.push(l) });
+    assert.match(s2.url, /^ws:\/\/0\.0\.0\.0:\d+$/);
+    assert.ok(lines.some((l) => /^warning: listening on 0\.0\.0\.0, not loopback/.test(l)), lines.join('\n'));
+    await s2.close();
+    rmSync(other, { recursive: true, force: true });
+  });
+
   test('no token → 401, wrong token → 401, a browser Origin → 403, even with the right token', async () => {
     await assert.rejects(openSocket(server.url, {}), (e: Error & { status?: number }) => e.status === 401 && /missing "Authorization: Bearer/.test(e.message));
     await assert.rejects(openSocket(server.url, { Authorization: 'Bearer nope' }), (e: Error & { status?: number }) => e.status === 401 && /wrong token/.test(e.message));
