@@ -25,6 +25,9 @@ export interface ConfigDocument {
   readonly text: string;
 }
 
+/** Documents one client may hold open; a client is one editor window, which opens a handful. */
+export const MAX_OPEN_DOCUMENTS = 256;
+
 export class ConfigDocuments {
   private readonly byUri = new Map<string, ConfigDocument>();
 
@@ -34,6 +37,9 @@ export class ConfigDocuments {
    */
   open(params: DidOpenTextDocumentParams): ConfigDocument {
     const { uri, languageId, version, text } = params.textDocument;
+    if (!this.byUri.has(uri) && this.byUri.size >= MAX_OPEN_DOCUMENTS) {
+      throw new Error(`textDocument/didOpen for ${uri}: ${MAX_OPEN_DOCUMENTS} documents are open already; close some first`);
+    }
     const doc: ConfigDocument = { uri, languageId, version, text };
     this.byUri.set(uri, doc);
     return doc;

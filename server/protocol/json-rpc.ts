@@ -72,8 +72,6 @@ export const ErrorCodes = {
   NotFound: -32013,
   /** The client's protocol version is incompatible with the server's. */
   IncompatibleProtocol: -32014,
-  /** The connection sent `shutdown`; only `exit` is accepted now. */
-  ShuttingDown: -32015,
   /** A file the request named could not be read or written. */
   FileError: -32016,
 } as const;

@@ -12,6 +12,9 @@
  */
 import { z } from 'zod';
 
+/** Most content changes one didChange may carry; editors send one per edit batch. */
+export const MAX_CONTENT_CHANGES = 200;
+
 /** LSP's `uinteger`: 0 to 2^31 - 1. */
 const uinteger = z.int().min(0).max(2 ** 31 - 1);
 
@@ -120,7 +123,11 @@ export const didChangeTextDocumentParamsSchema = z.object({
   /** The document and its version after all the changes. */
   textDocument: versionedTextDocumentIdentifierSchema,
   /** Changes in the order they apply; each one's range refers to the text the previous one left. */
-  contentChanges: z.array(textDocumentContentChangeEventSchema),
+  /**
+   * The changes, applied in order. Capped: each change re-indexes the document, so an unbounded
+   * list in one frame could hold the server's event loop for seconds.
+   */
+  contentChanges: z.array(textDocumentContentChangeEventSchema).max(MAX_CONTENT_CHANGES, `at most ${MAX_CONTENT_CHANGES} changes per notification`),
 });
 export type DidChangeTextDocumentParams = z.infer<typeof didChangeTextDocumentParamsSchema>;
 

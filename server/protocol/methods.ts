@@ -262,7 +262,7 @@ export const clientRequests = {
 export const clientNotifications = {
   initialized: notification('The client processed the initialize result (LSP).', z.unknown()),
   exit: notification('Closes this connection (after `shutdown`). The server and its runs go on.', z.unknown()),
-  '$/cancelRequest': notification('Cancels a request in flight; it is answered with RequestCancelled.', cancelParamsSchema),
+  '$/cancelRequest': notification('Asks to cancel a request in flight: a request that can stop (adapters/export) is answered with RequestCancelled; one that already finished answers with its result.', cancelParamsSchema),
   'textDocument/didOpen': notification('An experiment config document was opened; diagnostics follow.', didOpenTextDocumentParamsSchema),
   'textDocument/didChange': notification('An open config document changed; diagnostics follow.', didChangeTextDocumentParamsSchema),
   'textDocument/didClose': notification('A config document was closed; its diagnostics are cleared.', didCloseTextDocumentParamsSchema),

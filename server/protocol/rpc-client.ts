@@ -40,7 +40,10 @@ export interface Disposable {
 }
 
 export interface RequestOptions {
-  /** Sends `$/cancelRequest` when aborted; the promise then rejects with the server's RequestCancelled. */
+  /**
+   * Sends `$/cancelRequest` when aborted. The promise then rejects with the server's RequestCancelled
+   * if the request could stop, or resolves with its result if it had already finished.
+   */
   readonly signal?: AbortSignal;
 }
 

@@ -72,7 +72,7 @@ export interface ConnectionOptions {
   readonly maxBufferedBytes?: number;
 }
 
-type Phase = 'new' | 'initialized' | 'shutdown' | 'closed';
+type Phase = 'new' | 'initializing' | 'initialized' | 'shutdown' | 'closed';
 
 const DEFAULT_MAX_BUFFERED = 32 * 1024 * 1024;
 /** zod issues sent back with InvalidParams; capped so a huge bad payload gets a bounded answer. */
@@ -87,7 +87,6 @@ function issuesOf(error: z.ZodError): Array<{ path: string; message: string }> {
 export class Connection {
   private phase: Phase = 'new';
   private readonly inFlight = new Map<RequestId, AbortController>();
-  private readonly closeListeners: Array<() => void> = [];
   /** The client's name from `initialize`, for logs. */
   clientName = 'client';
   /**
@@ -112,10 +111,6 @@ export class Connection {
   /** Whether `initialize` has been answered; notifications go only to initialized clients. */
   get isInitialized(): boolean {
     return this.phase === 'initialized';
-  }
-
-  onClose(listener: () => void): void {
-    this.closeListeners.push(listener);
   }
 
   /** Sends a server notification; silently dropped once the connection is closed. */
@@ -155,13 +150,12 @@ export class Connection {
     this.respondError(rawId?.success ? rawId.data : null, { code: ErrorCodes.InvalidRequest, message: `not a JSON-RPC 2.0 request or notification: ${detail}` });
   }
 
-  /** The socket closed: cancel what is in flight and tell the listeners. */
+  /** The socket closed: abort what is in flight (handlers that watch their signal stop). */
   closed(): void {
     if (this.phase === 'closed') return;
     this.phase = 'closed';
     for (const c of this.inFlight.values()) c.abort(new Error('connection closed'));
     this.inFlight.clear();
-    for (const l of this.closeListeners) l();
   }
 
   /** Closes the socket with a reason the client sees. */
@@ -176,7 +170,7 @@ export class Connection {
       this.respondError(id, { code: ErrorCodes.MethodNotFound, message: `unknown method '${method}'` });
       return;
     }
-    if (this.phase === 'new' && method !== 'initialize') {
+    if ((this.phase === 'new' || this.phase === 'initializing') && method !== 'initialize') {
       this.respondError(id, { code: ErrorCodes.ServerNotInitialized, message: `'${method}' before 'initialize': send initialize first` });
       return;
     }
@@ -185,7 +179,8 @@ export class Connection {
       return;
     }
     if (this.phase === 'shutdown') {
-      this.respondError(id, { code: ErrorCodes.ShuttingDown, message: `'${method}' after 'shutdown': only 'exit' is accepted` });
+      // LSP 3.17: requests after shutdown get InvalidRequest.
+      this.respondError(id, { code: ErrorCodes.InvalidRequest, message: `'${method}' after 'shutdown': only 'exit' is accepted` });
       return;
     }
     if (this.inFlight.has(id)) {
@@ -201,6 +196,10 @@ export class Connection {
     }
     const controller = new AbortController();
     this.inFlight.set(id, controller);
+    // Lifecycle changes take effect when the request is read, not when it is answered: frames that
+    // arrive in the same chunk (initialize twice, or shutdown then a request) are judged in order.
+    if (method === 'initialize') this.phase = 'initializing';
+    if (method === 'shutdown') this.phase = 'shutdown';
     const token = typeof parsed.data === 'object' && parsed.data !== null && 'workDoneToken' in parsed.data ? (parsed.data.workDoneToken as string | number | undefined) : undefined;
     const ctx: RequestContext = { signal: controller.signal, progress: this.progressReporter(token), connection: this };
     try {
@@ -210,10 +209,10 @@ export class Connection {
       // A handler that finished despite a cancellation answers with its result (LSP allows it):
       // its side effects (a run started) happened, and the client must learn of them.
       const result = await handler(parsed.data, ctx);
-      if (method === 'initialize') this.phase = 'initialized';
-      if (method === 'shutdown') this.phase = 'shutdown';
+      if (method === 'initialize' && this.phase === 'initializing') this.phase = 'initialized';
       this.write({ jsonrpc: '2.0', id, result: result === undefined ? null : result });
     } catch (e) {
+      if (method === 'initialize' && this.phase === 'initializing') this.phase = 'new';
       if (e instanceof RpcError) {
         this.respondError(id, e.toResponseError());
       } else if (controller.signal.aborted) {
@@ -235,7 +234,7 @@ export class Connection {
       if (!method.startsWith('$/')) this.o.log(`connection ${this.id}: ignored unknown notification '${method}'`);
       return;
     }
-    if (this.phase === 'new' && method !== 'exit') return;
+    if ((this.phase === 'new' || this.phase === 'initializing') && method !== 'exit') return;
     if (this.phase === 'shutdown' && method !== 'exit') return;
     const parsed = clientNotifications[method].params.safeParse(rawParams);
     if (!parsed.success) {
@@ -250,7 +249,10 @@ export class Connection {
     }
   }
 
-  /** `$/cancelRequest`: abort the request; its handler's answer becomes RequestCancelled. */
+  /**
+   * `$/cancelRequest`: aborts the request's signal. A handler that watches it stops and is answered
+   * RequestCancelled; one that finishes anyway answers with its result.
+   */
   cancel(id: RequestId): void {
     this.inFlight.get(id)?.abort(new RpcError(ErrorCodes.RequestCancelled, 'cancelled by the client'));
   }

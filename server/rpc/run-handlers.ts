@@ -3,13 +3,13 @@
  * happened at the connection, so each handler maps params onto the run manager or the store and
  * maps their errors onto JSON-RPC codes.
  */
-import { isAbsolute, resolve } from 'node:path';
 import { ConfigError, formatConfigPath } from '../protocol/config-errors.ts';
 import { ErrorCodes, RpcError, type InvalidConfigData } from '../protocol/json-rpc.ts';
 import type { RequestParams, RequestResult } from '../protocol/methods.ts';
 import type { MetricSeriesKey, RunSummary } from '../protocol/trajectory.ts';
 import type { RunManager } from '../runs/run-manager.ts';
 import type { RequestContext, RequestHandlers } from './connection.ts';
+import type { ResolveClientPath } from './workspace-paths.ts';
 
 export type RunRequestMethod =
   | 'run/start'
@@ -58,14 +58,14 @@ function metricSeries(manager: RunManager, p: RequestParams<'metrics/query'>): R
   return { series: keys.map((k) => ({ ...k, points: manager.store.metricSeries({ runId: p.runId, ...k, ...range }) })) };
 }
 
-export function runHandlers(manager: RunManager, workspace: string): Pick<RequestHandlers, RunRequestMethod> {
+export function runHandlers(manager: RunManager, clientPath: ResolveClientPath): Pick<RequestHandlers, RunRequestMethod> {
   const run = (r: RunSummary) => ({ run: r });
   return {
     'run/start': (p, ctx: RequestContext) =>
       mapped(async () => {
         ctx.progress.begin('Starting run', p.configPath ?? 'inline config');
         try {
-          const configPath = p.configPath === undefined ? undefined : isAbsolute(p.configPath) ? p.configPath : resolve(workspace, p.configPath);
+          const configPath = p.configPath === undefined ? undefined : clientPath(p.configPath, 'configPath');
           const r = await manager.start({ ...(configPath !== undefined ? { configPath } : { config: p.config }), ...(p.steps !== undefined ? { steps: p.steps } : {}) });
           ctx.progress.end(`run ${r.id} ${r.state}`);
           return run(r);

@@ -23,6 +23,7 @@ import { configHandlers } from './config-handlers.ts';
 import { Connection, type NotificationHandlers, type RequestHandlers } from './connection.ts';
 import { exportHandler } from './export-handler.ts';
 import { runHandlers } from './run-handlers.ts';
+import { clientPathResolver } from './workspace-paths.ts';
 import { createToken, readLiveServerFile, removeServerFile, writeServerFile } from './server-info-file.ts';
 import { isLoopback, listen, type Listener } from './websocket-listener.ts';
 
@@ -85,6 +86,7 @@ export class TroupeServer {
       let self: TroupeServer | undefined;
       const server = (): TroupeServer => self!;
       const config = configHandlers({ log });
+      const clientPath = clientPathResolver(workspace, !isLoopback(host));
       const requests = {
         initialize: (p, ctx) => {
           const major = p.protocolVersion?.split('.')[0];
@@ -113,8 +115,8 @@ export class TroupeServer {
           clients: server().clientCount,
           rssBytes: process.memoryUsage.rss(),
         }),
-        ...runHandlers(manager, workspace),
-        'adapters/export': exportHandler(manager, workspace),
+        ...runHandlers(manager, clientPath),
+        'adapters/export': exportHandler(manager, clientPath),
         ...config.requests,
       } satisfies RequestHandlers;
       const notifications = {

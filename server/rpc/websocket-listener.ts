@@ -50,7 +50,9 @@ export function refuseUpgrade(req: IncomingMessage, token: string): { status: 40
 function reject(socket: Duplex, status: 401 | 403, reason: string): void {
   const title = status === 401 ? 'Unauthorized' : 'Forbidden';
   const body = `${reason}\n`;
-  socket.end(`HTTP/1.1 ${status} ${title}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  // The client may already be gone: the write's error is consumed by the upgrade handler's listener.
+  socket.write(`HTTP/1.1 ${status} ${title}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  socket.destroy();
 }
 
 export function isLoopback(host: string): boolean {
@@ -64,13 +66,21 @@ export async function listen(o: ListenOptions): Promise<Listener> {
     res.end('Troupe training server: connect with a WebSocket (JSON-RPC 2.0) and a bearer token.\n');
   });
   http.on('upgrade', (req, socket, head) => {
+    // Node hands the raw socket over without an error listener: a client that resets the
+    // connection mid-handshake would otherwise raise an unhandled 'error' and kill the server.
+    const onSocketError = (e: Error) => o.log(`connection from ${req.socket.remoteAddress ?? '?'} failed during the upgrade: ${e.message}`);
+    socket.on('error', onSocketError);
     const refusal = refuseUpgrade(req, o.token);
     if (refusal) {
       o.log(`refused a connection from ${req.socket.remoteAddress ?? '?'}: ${refusal.status} ${refusal.reason}`);
       reject(socket, refusal.status, refusal.reason);
       return;
     }
-    wss.handleUpgrade(req, socket, head, (ws) => o.onConnection(ws, req));
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      // From here ws owns the socket and reports its errors on the WebSocket.
+      socket.off('error', onSocketError);
+      o.onConnection(ws, req);
+    });
   });
   // A client error on the raw socket (a half-open connection, garbage before the upgrade) must not
   // become an unhandled 'error' event on the server.

@@ -9,7 +9,7 @@
  * Used by `troupe export` and the server's `adapters/export`.
  */
 import { existsSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CHECKPOINT_CONFIG_FILE, CHECKPOINT_WEIGHTS_FILE, saveCheckpoint } from '../models/checkpoint.ts';
 import { writeJsonFile } from '../models/json-file.ts';
@@ -29,20 +29,56 @@ export interface ExportedRun {
   readonly manifestPath: string;
 }
 
-/** Exports the run in `runDir` at `choice` into `out`, which must be new or empty (absolute path). */
-export async function exportRun(runDir: string, choice: CheckpointChoice, out: string): Promise<ExportedRun> {
-  if (existsSync(out) && (await readdir(out)).length > 0) throw new Error(`${out} is not empty`);
+/** How often a `latest` export is retried when the run's trainer replaces the checkpoint while it is read. */
+const LATEST_ATTEMPTS = 3;
+
+/**
+ * The policy tensors at `choice`. `latest` is the resume checkpoint, which a run in training
+ * replaces after every step (two renames, so for a moment it does not exist): the read is repeated
+ * until the checkpoint's step is the same before and after it, so an export never mixes steps.
+ */
+async function readConsistent(runDir: string, choice: CheckpointChoice, exp: Awaited<ReturnType<typeof loadRunExperiment>>['experiment'], bases: Map<string, Map<string, Float32Array>>) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const ck = await findRunCheckpoint(runDir, choice);
+      const tensors = await policyTensors(exp, ck, bases);
+      if (choice.kind !== 'latest' || (await findRunCheckpoint(runDir, choice)).step === ck.step) return { ck, tensors };
+      if (attempt >= LATEST_ATTEMPTS) throw new Error(`the latest checkpoint changed ${LATEST_ATTEMPTS} times while it was read (the run is training); export a step checkpoint instead`);
+    } catch (e) {
+      if (choice.kind !== 'latest' || attempt >= LATEST_ATTEMPTS || (e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
+  }
+}
+
+/**
+ * Exports the run in `runDir` at `choice` into `out`, which must be new or empty (absolute path).
+ * Aborting `signal` stops between files and removes what this export wrote.
+ */
+export async function exportRun(runDir: string, choice: CheckpointChoice, out: string, signal?: AbortSignal): Promise<ExportedRun> {
+  const existed = existsSync(out);
+  if (existed && (await readdir(out)).length > 0) throw new Error(`${out} is not empty`);
+  try {
+    return await writeExport(runDir, choice, out, signal);
+  } catch (e) {
+    // Leave the folder as it was: an export that failed or was cancelled half-way is of no use.
+    await rm(out, { recursive: true, force: true });
+    if (existed) await mkdir(out, { recursive: true });
+    throw e;
+  }
+}
+
+async function writeExport(runDir: string, choice: CheckpointChoice, out: string, signal: AbortSignal | undefined): Promise<ExportedRun> {
   const folder = await readRunFolder(runDir);
   const { experiment: exp } = await loadRunExperiment(folder);
-  const ck = await findRunCheckpoint(folder.dir, choice);
   const bases = await runBaseWeights(folder.dir, exp);
-  const tensors = await policyTensors(exp, ck, bases);
+  const { ck, tensors } = await readConsistent(folder.dir, choice, exp, bases);
   const meta = { run: folder.runId, checkpoint: ck.label, step: String(ck.step) };
 
   const written: Array<{ dir: string; files: string[] }> = [];
   const manifest: Record<string, unknown> = {};
   const baseModels = new Set<string>();
   for (const [policyId, spec] of exp.policies) {
+    signal?.throwIfAborted();
     const model = exp.models.get(spec.model)!;
     const dir = join(out, policyId);
     const agents = [...exp.router].filter(([, p]) => p === policyId).map(([a]) => a);
@@ -59,6 +95,7 @@ export async function exportRun(runDir: string, choice: CheckpointChoice, out: s
     }
   }
   for (const modelId of baseModels) {
+    signal?.throwIfAborted();
     const dir = join(out, `${modelId}.model`);
     await saveCheckpoint(dir, exp.models.get(modelId)!.config, bases.get(modelId)!, { metadata: { ...meta, model: modelId } });
     await saveTokenizer(dir, exp.tokenizer);

@@ -241,7 +241,7 @@ export class RunManager {
       this.stateEmitter.fire({ runId: run.id, state: run.state, previous: null, run });
       return this.launch(live, running);
     } finally {
-      if (running) this.reserved--;
+      if (running) this.releaseSlot();
     }
   }
 
@@ -281,7 +281,7 @@ export class RunManager {
       return this.launch(live, running);
     } finally {
       this.busy.delete(runId);
-      if (running) this.reserved--;
+      if (running) this.releaseSlot();
     }
   }
 
@@ -389,6 +389,15 @@ export class RunManager {
     return new RunError('invalid-state', `run ${run.id} is ${run.state}; only a running or queued run can be ${verb}`);
   }
 
+  /**
+   * Gives back a slot taken by reserveSlot. After a failed start or resume the slot is free again,
+   * so a run queued meanwhile must start now rather than wait for some other run to end.
+   */
+  private releaseSlot(): void {
+    this.reserved--;
+    this.startQueued();
+  }
+
   private reserveSlot(): boolean {
     let training = this.reserved;
     for (const l of this.live.values()) if (l.worker) training++;
@@ -423,7 +432,11 @@ export class RunManager {
   /** Starts the worker of a run that holds a slot, or queues it; returns its current summary. */
   private launch(live: LiveRun, running: boolean): RunSummary {
     if (running) this.spawn(live);
-    else this.queue.push(live.runId);
+    else {
+      this.queue.push(live.runId);
+      // A slot may have been freed while this run was being created (another start or resume failed).
+      this.startQueued();
+    }
     return this.require(live.runId);
   }
 

@@ -66,6 +66,11 @@ describe('server files and authentication', () => {
     const s2 = await TroupeServer.start({ workspace: other, host: '0.0.0.0', log: (l) => lines.push(l) });
     assert.match(s2.url, /^ws:\/\/0\.0\.0\.0:\d+$/);
     assert.ok(lines.some((l) => /^warning: listening on 0\.0\.0\.0, not loopback/.test(l)), lines.join('\n'));
+    // Beyond loopback, paths a client names stay inside the workspace.
+    const c = await connect(s2.url.replace('0.0.0.0', '127.0.0.1'), readFileSync(s2.tokenFile, 'utf8').trim());
+    assert.equal(await errorCode(c.rpc.request('run/start', { configPath: '/etc/hostname' })), ErrorCodes.FileError);
+    assert.equal(await errorCode(c.rpc.request('run/start', { configPath: '../outside.json' })), ErrorCodes.FileError);
+    await c.close();
     await s2.close();
     rmSync(other, { recursive: true, force: true });
   });
@@ -93,6 +98,25 @@ describe('lifecycle', () => {
     await c.close();
   });
 
+  test('lifecycle frames are judged in arrival order: two initializes in one chunk, the second is refused', async () => {
+    const c = await connect(server.url, token, { initialize: false });
+    const answers: Array<{ id: number; result?: unknown; error?: { code: number } }> = [];
+    const both = new Promise<void>((resolve) =>
+      c.socket.on('message', (data) => {
+        answers.push(JSON.parse(data.toString()) as never);
+        if (answers.length === 2) resolve();
+      }),
+    );
+    const init = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: PROTOCOL_VERSION } });
+    c.socket.send(`${init(1)}`);
+    c.socket.send(`${init(2)}`);
+    await both;
+    const byId = new Map(answers.map((a) => [a.id, a]));
+    assert.ok(byId.get(1)?.result, 'the first initialize is answered');
+    assert.equal(byId.get(2)?.error?.code, ErrorCodes.InvalidRequest);
+    await c.close();
+  });
+
   test('a client of another major protocol version is refused', async () => {
     const c = await connect(server.url, token, { initialize: false });
     assert.equal(await errorCode(c.rpc.request('initialize', { protocolVersion: '99.0' })), ErrorCodes.IncompatibleProtocol);
@@ -109,7 +133,7 @@ describe('lifecycle', () => {
   test('shutdown refuses further requests; exit closes the connection; the server goes on', async () => {
     const c = await connect(server.url, token);
     assert.equal(await c.rpc.request('shutdown', undefined), null);
-    assert.equal(await errorCode(c.rpc.request('runs/list', {})), ErrorCodes.ShuttingDown);
+    assert.equal(await errorCode(c.rpc.request('runs/list', {})), ErrorCodes.InvalidRequest);
     c.rpc.notify('exit', undefined);
     assert.equal((await c.closed).code, 1000);
     const d = await connect(server.url, token);
