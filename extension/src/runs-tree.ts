@@ -63,6 +63,9 @@ export type RunsNode = RunNode | StepNode | TrajectoryNode | MoreNode | MessageN
 interface Page {
   readonly items: TrajectoryNode[];
   done: boolean;
+  /** The fetch in flight: a refresh waits for it rather than showing a page still loading, and
+   * "Load more" does not start a second fetch of the same offset (duplicate tree ids). */
+  loading: Promise<void> | undefined;
 }
 
 export class RunsTree implements vscode.TreeDataProvider<RunsNode>, vscode.Disposable {
@@ -240,15 +243,37 @@ export class RunsTree implements vscode.TreeDataProvider<RunsNode>, vscode.Dispo
     const key = `${node.runId}/${node.step.step}`;
     let page = this.pages.get(key);
     if (!page) {
-      page = { items: [], done: false };
-      this.pages.set(key, page);
-      await this.fetchPage(node, page);
+      const fresh: Page = { items: [], done: false, loading: undefined };
+      this.pages.set(key, fresh);
+      // A failed first page is not kept, so the next expansion or refresh asks again.
+      this.fetchPage(node, fresh).catch(() => {
+        if (this.pages.get(key) === fresh) this.pages.delete(key);
+      });
+      page = fresh;
+    }
+    try {
+      await page.loading;
+    } catch (e) {
+      // A failed "Load more" leaves the trajectories already loaded to show.
+      if (page.items.length === 0) throw e;
     }
     if (page.items.length === 0) return [{ kind: 'message', text: describeFilter(this.filterValue) === '' ? 'No trajectories' : 'No trajectories match the filter' }];
     return page.done ? page.items : [...page.items, { kind: 'more', parent: node }];
   }
 
-  private async fetchPage(node: StepNode, page: Page): Promise<void> {
+  /** Fetches the page's next trajectories, or returns the fetch already in flight. */
+  private fetchPage(node: StepNode, page: Page): Promise<void> {
+    if (page.loading) return page.loading;
+    const loading = this.requestPage(node, page);
+    page.loading = loading;
+    const settle = (): void => {
+      if (page.loading === loading) page.loading = undefined;
+    };
+    loading.then(settle, settle);
+    return loading;
+  }
+
+  private async requestPage(node: StepNode, page: Page): Promise<void> {
     const { trajectories } = await this.server.require().request('trajectories/query', {
       runId: node.runId,
       step: node.step.step,
@@ -262,7 +287,7 @@ export class RunsTree implements vscode.TreeDataProvider<RunsNode>, vscode.Dispo
 
   private async loadMore(node: StepNode): Promise<void> {
     const page = this.pages.get(`${node.runId}/${node.step.step}`);
-    if (!page || page.done) return;
+    if (!page || page.done || page.loading) return;
     try {
       await this.fetchPage(node, page);
     } catch (e) {
