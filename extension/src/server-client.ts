@@ -14,3 +14,34 @@ export interface ServerClient {
   /** The live client, or an error naming what to do ("server not running: run Troupe: Connect to Server"). */
   require(): RpcClient;
 }
+
+/**
+ * How long a request made before the first connection waits for it: after a window reload,
+ * restored `troupe:` tabs ask for their text while the server is still starting.
+ */
+export const FIRST_CONNECTION_TIMEOUT_MS = 60_000;
+
+/**
+ * The live client, or the next one to connect within `timeoutMs`; after that, `require()`'s error
+ * (which says what to do).
+ */
+export function whenConnected(server: ServerClient, timeoutMs = FIRST_CONNECTION_TIMEOUT_MS): Promise<RpcClient> {
+  const live = server.client;
+  if (live) return Promise.resolve(live);
+  return new Promise((resolve, reject) => {
+    const subscription = server.onDidChangeConnection((client) => {
+      if (client === undefined) return;
+      clearTimeout(timer);
+      subscription.dispose();
+      resolve(client);
+    });
+    const timer = setTimeout(() => {
+      subscription.dispose();
+      try {
+        resolve(server.require());
+      } catch (e) {
+        reject(e);
+      }
+    }, timeoutMs);
+  });
+}

@@ -8,7 +8,7 @@
  */
 import * as vscode from 'vscode';
 import type { TrajectoryDetail } from '../../../server/protocol/trajectory.ts';
-import type { ServerClient } from '../server-client.ts';
+import { whenConnected, type ServerClient } from '../server-client.ts';
 import {
   annotationHoverMarkdown,
   annotationLabel,
@@ -67,10 +67,20 @@ export function registerTrajectoryFeatures(context: vscode.ExtensionContext, ser
     for (const sign of ['positive', 'negative', 'zero'] as const) editor.setDecorations(decorations[sign], bySign[sign]);
   };
 
+  const contentChanges = new vscode.EventEmitter<vscode.Uri>();
   const provider: vscode.TextDocumentContentProvider = {
+    onDidChange: contentChanges.event,
     async provideTextDocumentContent(uri) {
       const { trajectoryId } = parseTrajectoryUri(uri);
-      const r = renderTrajectory(await details.get(trajectoryId));
+      let r: RenderedTrajectory;
+      try {
+        r = renderTrajectory(await details.get(trajectoryId));
+      } catch (e) {
+        // Text rather than a rejection: a rejected tab (one restored while no server came up) is an
+        // error page with no document, which the next connection could not refresh.
+        rendered.delete(uri.toString());
+        return `Troupe could not read trajectory ${trajectoryId}: ${e instanceof Error ? e.message : String(e)}\nThis document reloads when a server connects.\n`;
+      }
       // Stored before VS Code creates the document, so the editor that then becomes visible (and
       // fires onDidChangeVisibleTextEditors) finds its annotations.
       rendered.set(uri.toString(), r);
@@ -111,7 +121,7 @@ export function registerTrajectoryFeatures(context: vscode.ExtensionContext, ser
   function runName(runId: string): Promise<string> {
     let name = runNames.get(runId);
     if (name === undefined) {
-      name = (async () => (await server.require().request('run/get', { runId })).run.name || runId)().catch(() => runId);
+      name = (async () => (await (await whenConnected(server)).request('run/get', { runId })).run.name || runId)().catch(() => runId);
       runNames.set(runId, name);
     }
     return name;
@@ -131,11 +141,17 @@ export function registerTrajectoryFeatures(context: vscode.ExtensionContext, ser
     vscode.window.onDidChangeVisibleTextEditors((editors) => editors.forEach(decorate)),
     vscode.workspace.onDidCloseTextDocument((doc) => rendered.delete(doc.uri.toString())),
     // Trajectory ids are stable only within one server's database: a new connection may be another
-    // workspace's server, so nothing fetched before it can be trusted. Open documents keep their text.
-    server.onDidChangeConnection(() => {
+    // workspace's server, so nothing fetched before it can be trusted. Open documents keep their
+    // text, except those that could not be read (no rendering): they ask again.
+    server.onDidChangeConnection((client) => {
       details.clear();
       runNames.clear();
+      if (client === undefined) return;
+      for (const doc of vscode.workspace.textDocuments) {
+        if (doc.uri.scheme === TROUPE_SCHEME && !rendered.has(doc.uri.toString())) contentChanges.fire(doc.uri);
+      }
     }),
+    contentChanges,
     ...Object.values(decorations),
   );
 
@@ -177,8 +193,8 @@ class DetailCache {
       this.entries.set(trajectoryId, hit);
       return hit;
     }
-    // async so that require()'s "server not running" error becomes a rejection, not a throw.
-    const fetched = (async () => (await this.server.require().request('trajectory/get', { trajectoryId })).trajectory)();
+    // Waits for the first connection: after a window reload, restored tabs ask before it is made.
+    const fetched = (async () => (await (await whenConnected(this.server)).request('trajectory/get', { trajectoryId })).trajectory)();
     fetched.catch(() => {
       if (this.entries.get(trajectoryId) === fetched) this.entries.delete(trajectoryId);
     });
