@@ -51,7 +51,7 @@ export function activate(context: vscode.ExtensionContext): void {
       output,
       trajectories,
       showDashboard: (runId) => DashboardPanel.show(context, server, runId),
-      showInspector: (trajectoryId) => InspectorPanel.show(context, server, trajectoryId, { beside: true }),
+      showInspector: (trajectoryId) => InspectorPanel.show(context, server, trajectoryId, { beside: true, reuse: true }),
     }),
     // Last: VS Code disposes subscriptions in order, and the ones above log while they stop (an
     // appendLine on a disposed channel throws, which stopped ServerProcess before it ended the server).

@@ -2,8 +2,9 @@
  * The trajectory inspector panel of one trajectory: on the webview's `ready` it fetches the
  * trajectory (`trajectory/get`, every turn with its sibling branches), then the same task at the
  * other steps that ran it (`trajectories/forTask`) so the user can follow it through training.
- * One panel per trajectory (showing it again reveals it); the webview's links open other
- * trajectories' panels and start a comparison. Panels come back after a reload through the
+ * One panel per trajectory (showing it again reveals it). Open Trajectory reuses the panel it
+ * opened last, like a preview editor, so browsing the Runs view leaves one inspector; the
+ * webview's links open other trajectories in panels of their own, and start a comparison. Panels come back after a reload through the
  * serializer, from the webview state (trajectory id).
  */
 import * as vscode from 'vscode';
@@ -23,13 +24,16 @@ export const COMPARE_TRAJECTORIES_COMMAND = 'troupe.compareTrajectories';
 
 export class InspectorPanel {
   static readonly #open = new Map<number, InspectorPanel>();
+  /** The panel the next `show({ reuse: true })` shows its trajectory in, while it is open. */
+  static #reusable: InspectorPanel | undefined;
 
   /**
    * Opens the inspector on a trajectory, or reveals it when it is already open. `beside`: in the
    * editor group beside the active one, leaving the focus where it is (Open Trajectory shows the
-   * trajectory's document too, and an inspector on top of it would hide its annotations).
+   * trajectory's document too, and an inspector on top of it would hide its annotations). `reuse`:
+   * show it in the panel the last reusing call opened, if that is still open, instead of a new one.
    */
-  static show(context: vscode.ExtensionContext, server: ServerClient, trajectoryId: number, o: { readonly beside?: boolean } = {}): void {
+  static show(context: vscode.ExtensionContext, server: ServerClient, trajectoryId: number, o: { readonly beside?: boolean; readonly reuse?: boolean } = {}): void {
     const column = o.beside ? vscode.ViewColumn.Beside : vscode.ViewColumn.Active;
     const preserveFocus = o.beside === true;
     const open = InspectorPanel.#open.get(trajectoryId);
@@ -37,8 +41,15 @@ export class InspectorPanel {
       open.panel.reveal(undefined, preserveFocus);
       return;
     }
+    const reusable = o.reuse ? InspectorPanel.#reusable : undefined;
+    if (reusable) {
+      reusable.#retarget(trajectoryId);
+      reusable.panel.reveal(undefined, preserveFocus);
+      return;
+    }
     const panel = vscode.window.createWebviewPanel(INSPECTOR_VIEW_TYPE, `Trajectory #${trajectoryId}`, { viewColumn: column, preserveFocus }, webviewOptions(context));
-    new InspectorPanel(context, server, trajectoryId, panel);
+    const created = new InspectorPanel(context, server, trajectoryId, panel);
+    if (o.reuse) InspectorPanel.#reusable = created;
   }
 
   /** Adopts a panel VS Code restored after a reload. */
@@ -60,7 +71,7 @@ export class InspectorPanel {
   private constructor(
     private readonly context: vscode.ExtensionContext,
     private readonly server: ServerClient,
-    readonly trajectoryId: number,
+    private trajectoryId: number,
     readonly panel: vscode.WebviewPanel,
   ) {
     InspectorPanel.#open.set(trajectoryId, this);
@@ -78,6 +89,18 @@ export class InspectorPanel {
       }),
       panel.onDidDispose(() => this.#dispose()),
     );
+  }
+
+  /** Shows another trajectory in this panel; a load still in flight for the old one is dropped. */
+  #retarget(trajectoryId: number): void {
+    InspectorPanel.#open.delete(this.trajectoryId);
+    this.trajectoryId = trajectoryId;
+    InspectorPanel.#open.set(trajectoryId, this);
+    this.#detail = null;
+    this.#loadGeneration++;
+    this.panel.title = `Trajectory #${trajectoryId}`;
+    // A hidden webview reloads when revealed and says `ready`, which loads the new trajectory.
+    if (this.#ready) void this.#load();
   }
 
   #post(m: HostToInspector): void {
@@ -137,6 +160,7 @@ export class InspectorPanel {
 
   #dispose(): void {
     InspectorPanel.#open.delete(this.trajectoryId);
+    if (InspectorPanel.#reusable === this) InspectorPanel.#reusable = undefined;
     for (const d of this.#subscriptions) d.dispose();
     this.#loadGeneration++;
   }

@@ -29,7 +29,7 @@ const INSPECT_COMMAND = 'troupe.openTrajectory';
 const DETAIL_CACHE_LIMIT = 64;
 
 export interface TrajectoryFeatures {
-  /** Opens the trajectory as a read-only document in a non-preview tab. Rejects if it cannot be fetched. */
+  /** Opens the trajectory as a read-only document in a preview tab (browsing reuses it). Rejects if it cannot be fetched. */
   openTrajectory(trajectoryId: number): Promise<void>;
   /** Opens `vscode.diff` on two trajectories (a on the left). Rejects if either cannot be fetched. */
   compareTrajectories(a: number, b: number): Promise<void>;
@@ -159,7 +159,7 @@ export function registerTrajectoryFeatures(context: vscode.ExtensionContext, ser
     async openTrajectory(trajectoryId) {
       const uri = await uriOf(await details.get(trajectoryId));
       const document = await vscode.workspace.openTextDocument(uri);
-      await vscode.window.showTextDocument(document, { preview: false });
+      await vscode.window.showTextDocument(document, { preview: true });
     },
     async compareTrajectories(a, b) {
       const [left, right] = await Promise.all([details.get(a), details.get(b)]);
