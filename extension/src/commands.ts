@@ -15,11 +15,11 @@ import { describeConnection } from './connection-state.ts';
 import { commandIds, runsViewId } from './contributions.ts';
 import {
   canRun,
+  compareChoices,
   exportFolderName,
   formatRewardRange,
   parseRewardRange,
   runActions,
-  stepLabel,
   updateFilter,
   type ExportCheckpoint,
   type FilterPatch,
@@ -156,13 +156,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     const first =
       a === undefined ? await pickTrajectoryOfRun(client, c.runs, title) : typeof a === 'number' ? (await client.request('trajectory/get', { trajectoryId: a })).trajectory.trajectory : a;
     if (!first) return;
-    const mode = await vscode.window.showQuickPick(
-      [
-        { label: `Another trajectory of ${stepLabel(first.step).toLowerCase()}`, value: 'step' as const },
-        { label: `The same task (seed ${first.envSeed}) at another step`, description: 'how training changed it', value: 'task' as const },
-      ],
-      { title, placeHolder: 'Compare with' },
-    );
+    const mode = await vscode.window.showQuickPick(compareChoices(first), { title, placeHolder: 'Compare with' });
     if (!mode) return;
     const other = mode.value === 'step' ? await pickTrajectory(client, first.runId, first.step, { title, exclude: first.id }) : await pickSameTask(client, first, title);
     if (!other) return;

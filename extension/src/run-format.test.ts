@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import type { RunSummary, StepSummary, TrajectorySummary } from '../../server/protocol/trajectory.ts';
 import {
   canRun,
+  compareChoices,
   describeFilter,
   describeRun,
   describeStep,
@@ -104,4 +105,14 @@ test('export folders are named after the run and checkpoint', () => {
   assert.equal(exportFolderName('plan-path L2 LoRA (AT-GRPO)', 40), 'plan-path-l2-lora-at-grpo-step40');
   assert.equal(exportFolderName('???', 'latest'), 'run-latest');
   assert.equal(exportFolderName('x', 'initial'), 'x-initial');
+});
+
+test('the same task at another step is offered for validation trajectories only', () => {
+  const val = compareChoices({ step: 10, envSeed: 1_000_042, phase: 'validation' });
+  assert.deepEqual(val.map((c) => c.value), ['step', 'task']);
+  assert.equal(val[1]?.label, 'The same task (seed 1000042) at another step');
+  const train = compareChoices({ step: 0, envSeed: 7, phase: 'train' });
+  assert.deepEqual(train.map((c) => c.value), ['step']);
+  assert.equal(train[0]?.label, 'Another trajectory of step 0 · before rl');
+  assert.match(train[0]?.detail ?? '', /only for validation trajectories/);
 });

@@ -100,6 +100,30 @@ export function stepLabel(step: number): string {
   return step === 0 ? 'Step 0 · before RL' : `Step ${step}`;
 }
 
+/** A way to choose the other side of a comparison (a quick pick item). */
+export interface CompareChoice {
+  readonly label: string;
+  readonly description?: string;
+  readonly detail?: string;
+  readonly value: 'step' | 'task';
+}
+
+/**
+ * What a trajectory can be compared with. The same task at another step exists only for validation
+ * trajectories: validation reruns the same seeds at every validation step, while a training task's
+ * seed depends on the step, so it never runs again.
+ */
+export function compareChoices(first: Pick<TrajectorySummary, 'step' | 'envSeed' | 'phase'>): CompareChoice[] {
+  const sameStep: CompareChoice = { label: `Another trajectory of ${stepLabel(first.step).toLowerCase()}`, value: 'step' };
+  if (first.phase !== 'validation') {
+    return [{ ...sameStep, detail: 'Training tasks differ at every step: the same task at another step can be compared only for validation trajectories.' }];
+  }
+  return [
+    sameStep,
+    { label: `The same task (seed ${first.envSeed}) at another step`, description: 'how training changed it', detail: 'Validation runs the same tasks at every validation step.', value: 'task' },
+  ];
+}
+
 /** `12/16 succeeded · 3.4 s`. */
 export function describeStep(s: StepSummary): string {
   return `${s.successCount}/${s.trajectoryCount} succeeded · ${formatDuration(stepTotalMs(s))}`;
