@@ -13,6 +13,7 @@ import { ConfigLanguageClient } from './config-language-client.ts';
 import { serverOutputChannelName } from './contributions.ts';
 import { DashboardPanel, registerDashboardSerializer } from './panels/dashboard-panel.ts';
 import { InspectorPanel, registerInspectorSerializer } from './panels/inspector-panel.ts';
+import { forwardRunLogs } from './run-log.ts';
 import { RunsModel } from './runs-model.ts';
 import { RunsTree } from './runs-tree.ts';
 import { ServerConnection } from './server-connection.ts';
@@ -40,6 +41,7 @@ export function activate(context: vscode.ExtensionContext): void {
     server,
     { dispose: () => runs.dispose() },
     server.onDidChangeConnection((client) => void runs.setClient(client)),
+    forwardRunLogs(server, output),
     tree,
     new RunStatusBar(runs, server),
     languageClient,
