@@ -133,7 +133,7 @@ export class DashboardPanel {
       if (got.status === 'fulfilled') {
         // The summary only: the config stays on this side.
         run = runSummarySchema.parse(got.value.run);
-        steps = targetSteps(got.value.run.config);
+        steps = run.targetSteps ?? targetSteps(got.value.run.config);
       } else failure = errorText(got.reason);
       if (metrics.status === 'fulfilled') series = metrics.value.series;
       else failure = errorText(metrics.reason);
@@ -180,7 +180,7 @@ export class DashboardPanel {
   }
 }
 
-/** The run's target step from its config (`training.steps`), when it has one; the config itself is not parsed here. */
+/** The target step from a run's config (`training.steps`), for a server whose summary has none; the config itself is not parsed here. */
 function targetSteps(config: unknown): number | null {
   if (typeof config !== 'object' || config === null) return null;
   const training = (config as { training?: unknown }).training;
