@@ -107,7 +107,11 @@ export class DashboardPanel {
         this.#post({ type: 'state', run: s.run });
       }),
     );
-    if (reconnected && this.#pending === null) void this.#fetchSince(this.#lastStep + 1, true);
+    if (!reconnected) return;
+    // A history load still in flight asked the old connection, which will not answer: load again
+    // (the new load's generation drops the old one's result).
+    if (this.#pending !== null) void this.#loadHistory();
+    else void this.#fetchSince(this.#lastStep + 1, true);
   }
 
   #onProgress(p: Progress): void {
