@@ -186,11 +186,11 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     // The server writes only into a new or empty folder; a non-empty choice gets a subfolder.
     const empty = (await readdir(folder.fsPath).catch(() => [])).length === 0;
     const outDir = empty ? folder.fsPath : join(folder.fsPath, exportFolderName(runName, checkpoint));
-    const result = await vscode.window.withProgress(
+    const abort = new AbortController();
+    const exported = vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: `Troupe: exporting ${runName}`, cancellable: true },
       async (progress, cancel) => {
         const workDoneToken = `export-${randomUUID()}`;
-        const abort = new AbortController();
         const onCancel = cancel.onCancellationRequested(() => abort.abort());
         let reported = 0;
         const onProgress = client.onNotification('$/progress', (p) => {
@@ -208,6 +208,16 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
         }
       },
     );
+    let result: Awaited<typeof exported>;
+    try {
+      result = await exported;
+    } catch (e) {
+      // The server answers a stopped export with RequestCancelled (and removes what it wrote); any
+      // other failure after the user cancelled is part of the cancelling too.
+      if (!abort.signal.aborted && !(e instanceof RpcResponseError && e.code === ErrorCodes.RequestCancelled)) throw e;
+      void vscode.window.showInformationMessage('Troupe: Export cancelled.');
+      return;
+    }
     const choice = await vscode.window.showInformationMessage(`Troupe: exported step ${result.step} of ${runName} (${result.files.length} files) to ${result.outDir}.`, 'Reveal');
     if (choice) await vscode.commands.executeCommand('revealFileInOS', vscode.Uri.file(result.outDir));
   };
