@@ -32,6 +32,11 @@ export function linear(b: Graph, x: Node, w: Node, bias?: Node | null, lora?: Lo
 
 /** RMSNorm over the last axis: x / sqrt(mean(x²) + eps) · w. */
 export function rmsNorm(b: Graph, x: Node, w: Node, eps: number): Node {
+  return b.rmsNorm(x, w, eps); // fused primitive; rmsNormReference is its definition
+}
+
+/** RMSNorm from primitives: the definition the fused `rmsNorm` primitive is tested against. */
+export function rmsNormReference(b: Graph, x: Node, w: Node, eps: number): Node {
   const C = x.shape[x.shape.length - 1] as number;
   const ms = b.mul(b.reduceSum(b.mul(x, x), [-1], true), b.like(x, 1 / C)); // [..., 1]
   const inv = b.reciprocal(b.sqrt(b.add(ms, b.like(x, eps))));

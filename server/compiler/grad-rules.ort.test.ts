@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import { Engine } from '../runtime/engine.ts';
 import { f64, type HostTensor } from '../runtime/tensor.ts';
 import { gradients } from './autodiff.ts';
-import { logSoftmaxReference, softmaxReference } from './composite.ts';
+import { logSoftmaxReference, rmsNormReference, softmaxReference } from './composite.ts';
 import { Graph, type Node } from './ir.ts';
 import { emitOnnx } from './onnx-emit.ts';
 import { opDefs, type Op } from './ops.ts';
@@ -61,6 +61,7 @@ const cases: Case[] = [
   { name: 'reduceSum', ops: ['reduceSum'], inputs: [{ shape: [2, 3, 4] }], build: (b, [x]) => b.reduceSum(x!, [1]) },
   { name: 'reduceSum keepdims', ops: ['reduceSum'], inputs: [{ shape: [2, 3, 4] }], build: (b, [x]) => b.reduceSum(x!, [0, 2], true) },
   { name: 'reduceMax', ops: ['reduceMax'], inputs: [{ shape: [2, 5] }], build: (b, [x]) => b.reduceMax(x!, [1]) },
+  { name: 'rmsNorm', ops: ['rmsNorm'], inputs: [{ shape: [2, 3, 4] }, { shape: [4] }], build: (b, [x, w]) => b.rmsNorm(x!, w!, 1e-3) },
   { name: 'softmax', ops: ['softmax'], inputs: [{ shape: [2, 5] }], build: (b, [x]) => b.softmax(x!, -1) },
   { name: 'softmax axis 0', ops: ['softmax'], inputs: [{ shape: [3, 2] }], build: (b, [x]) => b.softmax(x!, 0) },
   { name: 'logSoftmax', ops: ['logSoftmax'], inputs: [{ shape: [2, 5] }], build: (b, [x]) => b.logSoftmax(x!, -1) },
@@ -174,5 +175,25 @@ test('the softmax and log-softmax primitives equal their exp/reduce definitions,
       const c = out[`${kind}ref${i}`]!.data as Float64Array;
       a.forEach((v, k) => assert.ok(Math.abs(v - c[k]!) < 1e-12, `${kind}${i === 0 ? 'softmax' : 'logSoftmax'}[${k}]: ${v} vs ${c[k]}`));
     }
+  }
+});
+
+test('the rmsNorm primitive (fused in ONNX Runtime) equals its definition from primitives, values and gradients', async () => {
+  const b = new Graph();
+  const x = b.input('x', 'float64', [3, 4]);
+  const w = b.input('w', 'float64', [4]);
+  const r = b.constant(values(12), [3, 4], 'float64');
+  const weigh = (y: Node) => b.reduceSum(b.mul(y, r), [0, 1]);
+  const fused = b.rmsNorm(x, w, 1e-5);
+  const ref = rmsNormReference(b, x, w, 1e-5);
+  const [gfx, gfw] = gradients(b, weigh(fused), [x, w]);
+  const [grx, grw] = gradients(b, weigh(ref), [x, w]);
+  const outputs: Array<[string, Node]> = [['fused', fused], ['ref', ref], ['gfx', gfx!], ['grx', grx!], ['gfw', gfw!], ['grw', grw!]];
+  await engine.createSession('rmsnorm-ref', emitOnnx(outputs, { name: 'rmsnorm-ref' }), { optimization: 'basic' });
+  const out = await engine.run('rmsnorm-ref', { x: f64([3, 4], values(12, -3, 3)), w: f64([4], values(4, 0.5, 1.5)) }, Object.fromEntries(outputs.map(([n]) => [n, 'return' as const])));
+  for (const [a, c] of [['fused', 'ref'], ['gfx', 'grx'], ['gfw', 'grw']] as const) {
+    const p = out[a]!.data as Float64Array;
+    const q = out[c]!.data as Float64Array;
+    p.forEach((v, k) => assert.ok(Math.abs(v - q[k]!) < 1e-10, `${a}[${k}]: ${v} vs ${q[k]}`));
   }
 });

@@ -122,6 +122,18 @@ export const gradRules = {
   expandLike: ({ node, g, b }) => [sumTo(b, g, node.inputs[0]!), null],
   unsqueeze: ({ node, g, b }) => [b.squeeze(g, attrInts(node.attrs, 'axes'))],
   squeeze: ({ node, g, b }) => [b.unsqueeze(g, attrInts(node.attrs, 'axes'))],
+  rmsNorm: ({ node, g, b }) => {
+    // y = x·r·w with r = (mean(x²) + eps)^-1/2 over the last axis (C values):
+    //   dw = Σ g·x·r over the leading axes;  dx = r·(g·w) − x·r³·mean((g·w)·x).
+    const [x, w] = node.inputs as [Node, Node];
+    const C = x.shape[x.shape.length - 1] as number;
+    const invC = b.like(x, 1 / C);
+    const r = b.reciprocal(b.sqrt(b.add(b.mul(b.reduceSum(b.mul(x, x), [-1], true), invC), b.like(x, node.attrs['eps'] as number)))); // [..., 1]
+    const gw = b.mul(g, w);
+    const proj = b.mul(b.reduceSum(b.mul(gw, x), [-1], true), invC); // [..., 1]
+    const dx = b.sub(b.mul(gw, r), b.mul(x, b.mul(b.mul(r, b.mul(r, r)), proj)));
+    return [dx, sumTo(b, b.mul(g, b.mul(x, r)), w)];
+  },
   reduceSum: ({ node, g, b }) => [expandReduced(b, node, g)],
   reduceMax: ({ node, g, b }) => {
     // Ties share the adjoint equally, so the rule is a true subgradient and FD-checkable off ties.

@@ -158,6 +158,7 @@ export class Graph {
   reduceMax(x: Node, axes: readonly number[], keepdims = false): Node {
     return this.node('reduceMax', [x], { axes: [...axes], keepdims: keepdims ? 1 : 0 });
   }
+  rmsNorm(x: Node, w: Node, eps: number): Node { return this.node('rmsNorm', [x, w], { eps }); }
   softmax(x: Node, axis = -1): Node { return this.node('softmax', [x], { axis }); }
   logSoftmax(x: Node, axis = -1): Node { return this.node('logSoftmax', [x], { axis }); }
   concat(xs: readonly Node[], axis: number): Node { return xs.length === 1 ? xs[0]! : this.node('concat', xs, { axis }); }

@@ -21,7 +21,7 @@ interface OnnxNode {
   opType: string;
   inputs: string[];
   outputs: string[];
-  attrs: Array<[string, number | number[] | 'ints']>;
+  attrs: Array<[string, number | number[] | 'ints' | { float: number }]>;
 }
 
 interface Initializer {
@@ -84,6 +84,9 @@ const lowerings = {
   expandLike: (n, e, out) => e.push({ opType: 'Expand', inputs: [e.name(n.inputs[0]!), e.shapeOf(n.inputs[1]!)], outputs: [out], attrs: [] }),
   unsqueeze: (n, e, out) => e.push({ opType: 'Unsqueeze', inputs: [e.name(n.inputs[0]!), e.ints(attrInts(n.attrs, 'axes'))], outputs: [out], attrs: [] }),
   squeeze: (n, e, out) => e.push({ opType: 'Squeeze', inputs: [e.name(n.inputs[0]!), e.ints(attrInts(n.attrs, 'axes'))], outputs: [out], attrs: [] }),
+  // ONNX Runtime's fused RMSNorm (an ORT op in the default domain; opset 17 has no RMSNormalization).
+  rmsNorm: (n, e, out) =>
+    e.push({ opType: 'SimplifiedLayerNormalization', inputs: n.inputs.map((i) => e.name(i)), outputs: [out], attrs: [['axis', -1], ['epsilon', { float: n.attrs['eps'] as number }]] }),
   reduceSum: (n, e, out) =>
     e.push({ opType: 'ReduceSum', inputs: [e.name(n.inputs[0]!), e.ints(attrInts(n.attrs, 'axes'))], outputs: [out], attrs: [['keepdims', n.attrs['keepdims'] as number]] }),
   // Opset 17 ReduceMax still takes axes as an attribute (it moved to an input in opset 18).
@@ -239,6 +242,9 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
             if (Array.isArray(av)) {
               for (const v of av) a.varint(8, v);
               a.varint(20, 7); // INTS
+            } else if (typeof av === 'object') {
+              a.float(2, av.float);
+              a.varint(20, 1); // FLOAT
             } else {
               a.varint(3, av as number);
               a.varint(20, 2); // INT

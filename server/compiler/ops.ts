@@ -205,6 +205,23 @@ export const opDefs = {
       return { shape: x.shape.filter((_, i) => !axes.includes(i)), dtype: x.dtype };
     },
   },
+  /**
+   * RMSNorm over the last axis, `x / sqrt(mean(x², -1) + eps) * w` (attrs.eps). A primitive, like
+   * softmax, because ONNX Runtime runs it as one fused kernel (SimplifiedLayerNormalization) where
+   * the decomposition costs seven; its definition from primitives is `rmsNormReference` in
+   * composite.ts, and its gradient rule is written from primitives.
+   */
+  rmsNorm: {
+    arity: 2,
+    infer: (i, a) => {
+      const [x, w] = i as [Operand, Operand];
+      const dtype = sameFloat(i);
+      attrNum(a, 'eps');
+      const C = x.shape[x.shape.length - 1];
+      if (w.shape.length !== 1 || w.shape[0] !== C) fail(`rmsNorm weight must be [${String(C)}] for input ${formatShape(x.shape)}, got ${formatShape(w.shape)}`);
+      return { shape: x.shape, dtype };
+    },
+  },
   reduceSum: { arity: 1, infer: (i, a) => (sameFloat(i), reduce(i, a)) },
   reduceMax: { arity: 1, infer: (i, a) => (sameFloat(i), reduce(i, a)) },
   softmax: {
