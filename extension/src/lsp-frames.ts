@@ -1,9 +1,9 @@
 /**
- * Which frames from the server reach the config language client. The language client has its own
- * WebSocket, and the server treats it like any client: it also broadcasts the run notifications
- * (`run/didChangeState`, `run/didProgress`, `run/didLog`) to it. The language client has no
- * handler for those and would log each one as unhandled, so they are dropped here; everything else
- * must be a well-formed JSON-RPC message.
+ * Which frames from the server reach the config language client (it has its own WebSocket). The
+ * server sends run notifications (`run/*`) only to clients that sent a Troupe protocol version at
+ * `initialize`, which the language client does not; a server of an older protocol minor broadcast
+ * them to every client, and the language client would log each as unhandled, so any that arrive
+ * are still dropped here. Everything else must be a well-formed JSON-RPC message.
  */
 import { notificationMessageSchema, requestMessageSchema, responseMessageSchema } from '../../server/protocol/json-rpc.ts';
 

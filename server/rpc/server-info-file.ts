@@ -12,6 +12,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeJsonFile } from '../models/json-file.ts';
 import { serverFileSchema, type ServerFile } from '../protocol/server-file.ts';
+import { processAlive } from '../runs/run-lock.ts';
 import { STORE_DIR_NAME } from '../store/index.ts';
 
 export const SERVER_FILE = 'server.json';
@@ -20,16 +21,6 @@ export const TOKEN_FILE = 'server.token';
 
 export const serverFilePath = (workspace: string): string => join(workspace, STORE_DIR_NAME, SERVER_FILE);
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    // EPERM: the process exists but belongs to someone else.
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** The server file of a live server of this workspace, or null (no file, unreadable, or its process is gone). */
 export async function readLiveServerFile(workspace: string): Promise<ServerFile | null> {
   const path = serverFilePath(workspace);
@@ -37,7 +28,7 @@ export async function readLiveServerFile(workspace: string): Promise<ServerFile 
   try {
     const parsed = serverFileSchema.safeParse(JSON.parse(await readFile(path, 'utf8')));
     if (!parsed.success) return null;
-    return parsed.data.pid !== process.pid && alive(parsed.data.pid) ? parsed.data : null;
+    return parsed.data.pid !== process.pid && processAlive(parsed.data.pid) ? parsed.data : null;
   } catch {
     return null;
   }

@@ -17,7 +17,8 @@ export const RUN_LOCK_FILE = 'run.lock';
 const lockSchema = z.object({ pid: z.int().positive(), host: z.string(), startedAt: z.string() });
 export type LockHolder = z.infer<typeof lockSchema>;
 
-function processAlive(pid: number): boolean {
+/** Whether process `pid` is alive on this host (a zombie counts as gone). Shared by run locks and server.json. */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
   } catch (e) {

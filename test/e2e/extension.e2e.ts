@@ -15,6 +15,7 @@ import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { SERVER_FILE_RELATIVE, serverFileSchema } from '../../server/protocol/server-file.ts';
+import { processAlive } from '../../server/runs/run-lock.ts';
 import { tinyConfigWithSteps } from '../fixtures/tiny-config.ts';
 import {
   activeEditor,
@@ -61,19 +62,10 @@ function needsRun(): void {
   assert.ok(reached.trained, 'needs the run that the Start Training test trains (it failed)');
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Waits until process `pid` (not a child of this one, so there is no event for it) has exited. */
 async function waitForExit(pid: number, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (alive(pid)) {
+  while (processAlive(pid)) {
     if (Date.now() >= deadline) throw new Error(`process ${pid} was still running after ${timeoutMs / 1000} s`);
     // Poll interval, not a wait for the exit: each turn checks the process again.
     await new Promise((r) => setTimeout(r, 100));
@@ -315,7 +307,7 @@ test('closing the window stops the server the extension started', { timeout: 60_
     needsRun();
     const serverFile = join(workspace, SERVER_FILE_RELATIVE);
     const { pid } = serverFileSchema.parse(JSON.parse(readFileSync(serverFile, 'utf8')));
-    assert.ok(alive(pid), `the server in ${serverFile} (pid ${pid}) is not running`);
+    assert.ok(processAlive(pid), `the server in ${serverFile} (pid ${pid}) is not running`);
     // Closing the page as a person closes the tab (unload handlers run, so the workbench says
     // goodbye to code-server) ends the window's extension host, which deactivates the extension.
     // code-server itself stays up, so it is the extension that has to stop the server.
