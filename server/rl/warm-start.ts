@@ -21,8 +21,12 @@ import type { CharTokenizer } from '../models/tokenizer.ts';
 import type { TrainSequence } from '../models/train-batch.ts';
 import type { Engine } from '../runtime/engine.ts';
 
-/** Bump when the warm-start procedure changes, so stale caches are not reused. */
-const WARM_START_VERSION = 2;
+/**
+ * Bump when the warm-start procedure or the training numerics change (3: RMSNorm became a fused
+ * ONNX Runtime kernel, whose float32 rounding leads SFT elsewhere), so a cache made by an older
+ * build is not reused: a fresh clone and an old workspace must start from the same policy.
+ */
+const WARM_START_VERSION = 3;
 
 /**
  * Training seeds for demonstrations start here, far from the seeds RL steps draw (which start
