@@ -68,7 +68,11 @@ function expectedReward(g: Grid, letters: string, optimum: number): { reward: nu
   let invalid = 0;
   const dist = (): number => Math.abs(r - g.goal[0]) + Math.abs(c - g.goal[1]);
   for (const ch of letters) {
-    if (dist() === 0) break;
+    if (dist() === 0) {
+      reward += k.invalid; // past the goal: rejected
+      invalid++;
+      continue;
+    }
     const before = dist();
     const [dr, dc] = delta[ch as Letter];
     const [nr, nc] = [r + dr, c + dc];
@@ -112,9 +116,11 @@ test('rewards follow the reference formula: step, shaping, goal and optimality b
     const env = solo(trainSeed(i));
     const g = readGrid(env.observe('solo'));
     const path = env.solution('solo');
-    // Optimal path: the bonus is paid; moves after the goal are ignored.
+    // Optimal path: the bonus is paid; the six letters after the goal are rejected moves.
     const best = env.clone().act('solo', `${path}LLRRUD`);
-    close(best.teamReward, expectedReward(g, path, bfs(g)).reward, `seed ${i} optimal`);
+    close(best.teamReward, expectedReward(g, `${path}LLRRUD`, bfs(g)).reward, `seed ${i} optimal`);
+    close(best.teamReward, expectedReward(g, path, bfs(g)).reward + 6 * planPathRewards.invalid, `seed ${i} padding costs`);
+    assert.ok(best.info.includes('6 blocked'), best.info);
     assert.equal(best.localReward, best.teamReward);
     assert.ok(best.success && best.done);
     // A detour (bump, or step away and back) reaches the goal without the optimality bonus.

@@ -7,8 +7,11 @@
  * so every seed yields a puzzle.
  *
  * Action: a string of moves, e.g. `RRDDL` (U up, D down, L left, R right), executed in order. A move
- * into a wall or off the grid is rejected and leaves the position as it is. The moves stop at the
- * goal; letters after it are ignored.
+ * into a wall or off the grid is rejected and leaves the position as it is. The walk stops at the
+ * goal, and letters after it are rejected moves too (-0.10 each): the reference ignored them, which
+ * lets a policy pad its answer for free, and RL on the small default model learned exactly that
+ * (measured: answers grew from 4 to 6-10 letters and greedy validation fell 74% -> 68% in 20 steps,
+ * as the padding then spilled into paths that turn).
  *
  * Per-move reward (the reference's constants):
  *   -0.01 for a move, or -0.10 for a rejected move
@@ -164,7 +167,11 @@ class PlanPathState implements PuzzleState<Direction[]> {
     let reward = 0;
     let invalid = 0;
     for (const d of moves) {
-      if (this.solved) break;
+      if (this.solved) {
+        invalid++;
+        reward += k.invalid;
+        continue;
+      }
       const before = manhattan(size, this.position, this.goal);
       const next = step(size, this.position, d);
       if (next === null || walls[next]) {

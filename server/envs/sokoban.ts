@@ -10,7 +10,8 @@
  *
  * Action: a string of moves, e.g. `UULDR` (U up, D down, L left, R right). Walking into the box
  * pushes it when the cell beyond is free; a move into a wall, or a push into a wall, is rejected.
- * Moves stop once the box is on the goal.
+ * Moves stop once the box is on the goal; any after that are rejected moves (-0.05 each), not free
+ * padding (see plan-path.ts).
  *
  * Per-move reward (the reference's constants):
  *   -0.01 for a move, or -0.05 for a rejected move
@@ -166,7 +167,12 @@ class SokobanState implements PuzzleState<Direction[]> {
     let reward = 0;
     let invalid = 0;
     for (const d of moves) {
-      if (this.solved) break;
+      // Moves after the box reaches the goal are rejected, not free (see plan-path.ts).
+      if (this.solved) {
+        invalid++;
+        reward += k.invalid;
+        continue;
+      }
       const before = manhattan(size, this.box, goal);
       const next = move(this.room, this.player, this.box, d);
       if (next === null) {
