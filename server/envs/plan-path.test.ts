@@ -59,14 +59,22 @@ function bfs(g: Grid): number {
   return -1;
 }
 
-/** The reference's per-move reward, summed, for moves from the start of an episode. */
+/** Walking distance from (r, c) to the goal (-1 when unreachable). */
+function walk(g: Grid, r: number, c: number): number {
+  return bfs({ ...g, player: [r, c] });
+}
+
+/**
+ * The reference's per-move reward, summed, for moves from the start of an episode — with the
+ * walking distance as the shaping potential, and letters past the goal rejected (plan-path.ts).
+ */
 function expectedReward(g: Grid, letters: string, optimum: number): { reward: number; invalid: number } {
   const k = planPathRewards;
   let [r, c] = g.player;
   let moved = 0;
   let reward = 0;
   let invalid = 0;
-  const dist = (): number => Math.abs(r - g.goal[0]) + Math.abs(c - g.goal[1]);
+  const dist = (): number => walk(g, r, c);
   for (const ch of letters) {
     if (dist() === 0) {
       reward += k.invalid; // past the goal: rejected
@@ -137,6 +145,29 @@ test('rewards follow the reference formula: step, shaping, goal and optimality b
   }
 });
 
+test('a turn that starts a detour around a wall outscores one that bumps into it', () => {
+  // The point of walking-distance shaping: turn-level advantages must not prefer the wall.
+  let checked = 0;
+  for (let i = 0; i < 400 && checked < 20; i++) {
+    const env = solo(trainSeed(i));
+    const g = readGrid(env.observe('solo'));
+    const first = env.solution('solo')[0] as Letter;
+    const [r, c] = [g.player[0] + delta[first][0], g.player[1] + delta[first][1]];
+    const manhattan = (a: readonly number[]): number => Math.abs(a[0]! - g.goal[0]) + Math.abs(a[1]! - g.goal[1]);
+    if (manhattan([r, c]) < manhattan(g.player)) continue; // not a detour
+    const bump = (['U', 'D', 'L', 'R'] as const).find((d) => {
+      const [br, bc] = [g.player[0] + delta[d][0], g.player[1] + delta[d][1]];
+      return br < 0 || bc < 0 || br >= g.n || bc >= g.n || g.walls[br * g.n + bc];
+    });
+    if (bump === undefined) continue;
+    const detour = env.clone().act('solo', first);
+    const bumped = env.clone().act('solo', bump);
+    assert.ok(detour.teamReward > bumped.teamReward + 0.5, `seed ${i}: detour ${detour.teamReward} vs bump ${bumped.teamReward}`);
+    checked++;
+  }
+  assert.ok(checked >= 5, `only ${checked} detour starts found`);
+});
+
 test('a blocked move costs -0.1 plus shaping, does not move, and is counted', () => {
   let checked = 0;
   for (let i = 0; i < 100; i++) {
@@ -147,8 +178,7 @@ test('a blocked move costs -0.1 plus shaping, does not move, and is counted', ()
       if (r >= 0 && c >= 0 && r < g.n && c < g.n && !g.walls[r * g.n + c]) continue;
       const copy = env.clone();
       const res = copy.act('solo', d);
-      const dist = Math.abs(g.player[0] - g.goal[0]) + Math.abs(g.player[1] - g.goal[1]);
-      close(res.teamReward, -0.1 + (1 - 0.99) * dist, `seed ${i} blocked ${d}`);
+      close(res.teamReward, -0.1 + (1 - 0.99) * bfs(g), `seed ${i} blocked ${d}`);
       assert.equal(copy.stats['solo']?.invalidMoves, 1);
       assert.deepEqual(readGrid(copy.observe('solo')).player, g.player);
       checked++;

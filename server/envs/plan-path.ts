@@ -15,8 +15,13 @@
  *
  * Per-move reward (the reference's constants):
  *   -0.01 for a move, or -0.10 for a rejected move
- *   + (0.99 * phi(s') - phi(s)) with phi = -Manhattan(position, goal)  (potential shaping, lambda 1)
+ *   + (0.99 * phi(s') - phi(s)) with phi = -(shortest-path distance to the goal)  (shaping, lambda 1)
  *   + 1.0 on reaching the goal, + 0.5 more when the episode's moves so far equal the BFS optimum.
+ * The reference's potential is the Manhattan distance. That is harmless for a return, but AT-GRPO
+ * compares branches turn by turn, and a turn that starts a detour around a wall without finishing
+ * it then scores below one that bumps into the wall (-1 per step away against -0.10 per bump):
+ * turn-level advantages taught the agents to push into walls (measured). With the walking
+ * distance every step along a shortest path earns the same, detour or not.
  *
  * Prompt (5x5, plan agent):
  *   plan-path 5x5, turn 1/4
@@ -118,6 +123,8 @@ class PlanPathState implements PuzzleState<Direction[]> {
   constructor(
     private readonly grid: Grid,
     readonly goal: number,
+    /** Walking distance from each cell to the goal (-1 when unreachable); shared by clones. */
+    private readonly distance: Int32Array,
     public position: number,
     /** Accepted moves so far this episode (for the optimality bonus). */
     public moves: number,
@@ -163,7 +170,7 @@ class PlanPathState implements PuzzleState<Direction[]> {
 
   apply(moves: Direction[]): MoveOutcome {
     const { size, walls } = this.grid;
-    const k = planPathRewards;
+    const k = planPathRewards; // the walk stays on reachable cells, so `distance` is never -1 there
     let reward = 0;
     let invalid = 0;
     for (const d of moves) {
@@ -172,7 +179,7 @@ class PlanPathState implements PuzzleState<Direction[]> {
         reward += k.invalid;
         continue;
       }
-      const before = manhattan(size, this.position, this.goal);
+      const before = this.distance[this.position] as number;
       const next = step(size, this.position, d);
       if (next === null || walls[next]) {
         invalid++;
@@ -182,7 +189,7 @@ class PlanPathState implements PuzzleState<Direction[]> {
         this.moves++;
         reward += k.step;
       }
-      const after = manhattan(size, this.position, this.goal);
+      const after = this.distance[this.position] as number;
       reward += k.shaping * (k.gamma * -after - -before);
       if (this.solved) reward += k.goal + (this.moves === this.optimalMoves ? k.optimal : 0);
     }
@@ -197,7 +204,7 @@ class PlanPathState implements PuzzleState<Direction[]> {
   }
 
   clone(): PlanPathState {
-    return new PlanPathState(this.grid, this.goal, this.position, this.moves, this.optimalMoves);
+    return new PlanPathState(this.grid, this.goal, this.distance, this.position, this.moves, this.optimalMoves);
   }
 }
 
@@ -213,12 +220,13 @@ function generate(seed: number, size: number, wallRatio: number): PlanPathState 
     const goal = rng.pick(free);
     if (start === goal) continue;
     const grid: Grid = { size, walls };
-    const distance = distancesTo(grid, goal)[start] as number;
-    if (distance < 2) continue; // unreachable (-1) or trivial (1)
-    return new PlanPathState(grid, goal, start, 0, distance);
+    const distance = distancesTo(grid, goal);
+    const optimal = distance[start] as number;
+    if (optimal < 2) continue; // unreachable (-1) or trivial (1)
+    return new PlanPathState(grid, goal, distance, start, 0, optimal);
   }
   const open: Grid = { size, walls: Object.freeze(new Array<boolean>(cells).fill(false)) };
-  return new PlanPathState(open, cells - 1, 0, 0, 2 * (size - 1));
+  return new PlanPathState(open, cells - 1, distancesTo(open, cells - 1), 0, 0, 2 * (size - 1));
 }
 
 export const planPath = {
