@@ -18,7 +18,8 @@ function readGrid(prompt: string): Grid {
   const n = Number(/(\d+)x\1/.exec(lines[0] ?? '')?.[1]);
   assert.equal(lines[1], 'P=you G=goal #=wall');
   assert.match(lines[2] ?? '', /^goal: (here|(\d+[UD])?( ?\d+[LR])?)$/);
-  const rows = lines.slice(3, 3 + n);
+  assert.match(lines[3] ?? '', /^open: (none|[UDLR]( [UDLR])*)$/);
+  const rows = lines.slice(4, 4 + n);
   const walls: boolean[] = [];
   let player: [number, number] = [-1, -1];
   let goal: [number, number] = [-1, -1];
@@ -36,6 +37,12 @@ function readGrid(prompt: string): Grid {
   const dc = goal[1] - player[1];
   const expected = [dr > 0 ? `${dr}D` : dr < 0 ? `${-dr}U` : '', dc > 0 ? `${dc}R` : dc < 0 ? `${-dc}L` : ''].filter(Boolean).join(' ') || 'here';
   assert.equal(lines[2], `goal: ${expected}`);
+  // So must the open-moves line: the neighbours of P that are on the grid and not walls.
+  const open = (['U', 'D', 'L', 'R'] as const).filter((d) => {
+    const [r, c] = [player[0] + { U: -1, D: 1, L: 0, R: 0 }[d], player[1] + { U: 0, D: 0, L: -1, R: 1 }[d]];
+    return r >= 0 && c >= 0 && r < n && c < n && !walls[r * n + c];
+  });
+  assert.equal(lines[3], `open: ${open.join(' ') || 'none'}`);
   return { n, walls, player, goal };
 }
 
@@ -211,7 +218,7 @@ test('episodes end unsolved after maxTurns rounds of malformed answers', () => {
   let acts = 0;
   while (!env.done) {
     const r = env.act(env.currentAgent(), 'x');
-    assert.equal(r.localReward, -1);
+    assert.equal(r.localReward, -2); // the reference agents' penalty (puzzle-environment.ts)
     acts++;
   }
   assert.equal(acts, 6);

@@ -26,6 +26,8 @@
  * Prompt (5x5, plan agent):
  *   plan-path 5x5, turn 1/4
  *   P=you G=goal #=wall
+ *   goal: 1D 4R
+ *   open: D R
  *   P.#..
  *   ..#.G
  *   .....
@@ -149,6 +151,14 @@ class PlanPathState implements PuzzleState<Direction[]> {
     const dc = (this.goal % size) - (this.position % size);
     const offset = [dr > 0 ? `${dr}D` : dr < 0 ? `${-dr}U` : '', dc > 0 ? `${dc}R` : dc < 0 ? `${-dc}L` : ''].filter(Boolean).join(' ');
     rows.push(`goal: ${offset || 'here'}`);
+    // The moves that are not blocked from here ("open: U L"): reading a wall next to P out of the
+    // grid is another lookup a small character model gets wrong, and without it a greedy agent
+    // pushes into the same wall turn after turn (measured: most failed validation episodes).
+    const open = directionOrder.filter((d) => {
+      const next = step(size, this.position, d);
+      return next !== null && !walls[next];
+    });
+    rows.push(`open: ${open.join(' ') || 'none'}`);
     for (let r = 0; r < size; r++) {
       let line = '';
       for (let c = 0; c < size; c++) {
