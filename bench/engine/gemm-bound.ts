@@ -87,7 +87,8 @@ with torch.no_grad():
         for x, w in zip(xs, ws): torch.mm(x, w)
 print((time.perf_counter() - t0) * 1000 / ${REPS})
 `;
-  const r = spawnSync('python3', ['-c', script, JSON.stringify(shapes)], { encoding: 'utf8' });
+  const python = process.env['TROUPE_BENCH_PYTHON'] ?? '/usr/bin/python3'; // as torch-server.ts: Debian's, with python3-torch
+  const r = spawnSync(python, ['-c', script, JSON.stringify(shapes)], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`python3 torch failed (install python3-torch): ${r.stderr}`);
   return Number(r.stdout.trim());
 }
