@@ -20,8 +20,8 @@
  * The reference's potential is the Manhattan distance. That is harmless for a return, but AT-GRPO
  * compares branches turn by turn, and a turn that starts a detour around a wall without finishing
  * it then scores below one that bumps into the wall (-1 per step away against -0.10 per bump):
- * turn-level advantages taught the agents to push into walls (measured). With the walking
- * distance every step along a shortest path earns the same, detour or not.
+ * turn-level advantages favour pushing into walls, which is how most failed validation episodes
+ * ended. With the walking distance every step along a shortest path earns the same, detour or not.
  *
  * Prompt (5x5, plan agent):
  *   plan-path 5x5, turn 1/4
