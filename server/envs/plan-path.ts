@@ -99,21 +99,23 @@ function distancesTo(grid: Grid, target: number): Int32Array {
   return dist;
 }
 
-/** A shortest path, taking the first direction in U, D, L, R order that gets closer. */
-function shortestPath(grid: Grid, from: number, to: number): Direction[] | null {
-  const dist = distancesTo(grid, to);
+/**
+ * A shortest path to the cell `dist` measures distances to (see `distancesTo`), taking the first
+ * direction in U, D, L, R order that gets closer.
+ */
+function shortestPath(size: number, dist: Int32Array, from: number): Direction[] | null {
   if (dist[from] === -1) return null;
   const path: Direction[] = [];
   let cell = from;
-  while (cell !== to) {
+  while (dist[cell] !== 0) {
     const here = dist[cell] as number;
     const d = directionOrder.find((x) => {
-      const next = step(grid.size, cell, x);
+      const next = step(size, cell, x);
       return next !== null && dist[next] === here - 1;
     });
     if (d === undefined) throw new Error('plan-path: BFS distances are inconsistent');
     path.push(d);
-    cell = step(grid.size, cell, d) as number;
+    cell = step(size, cell, d) as number;
   }
   return path;
 }
@@ -208,7 +210,7 @@ class PlanPathState implements PuzzleState<Direction[]> {
   }
 
   solve(): Direction[] {
-    const path = shortestPath(this.grid, this.position, this.goal);
+    const path = shortestPath(this.grid.size, this.distance, this.position);
     if (path === null) throw new Error('plan-path: goal unreachable (generator invariant broken)');
     return path;
   }
