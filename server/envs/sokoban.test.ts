@@ -103,8 +103,12 @@ test('rewards: moves, rejected moves and pushes with shaping, and the solve bonu
       if (!rejected && pushed === room.goal) expected += k.boxOnGoal + k.solved;
       assert.ok(Math.abs(r.teamReward - expected) < 1e-6, `seed ${i} ${d}: ${r.teamReward} vs ${expected}`);
     }
+    // Letters after the solve are rejected moves: UDLR costs exactly four rejections.
+    const exact = env.clone().act('solo', env.solution('solo'));
     const win = env.clone().act('solo', `${env.solution('solo')}UDLR`);
     assert.ok(win.success && win.teamReward > k.solved);
+    assert.ok(Math.abs(win.teamReward - (exact.teamReward + 4 * k.invalid)) < 1e-6, `seed ${i}: padding ${win.teamReward} vs ${exact.teamReward}`);
+    assert.match(win.info, /4 blocked/);
   }
 });
 

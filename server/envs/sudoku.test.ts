@@ -139,9 +139,13 @@ test('per-fill rewards: candidates bonus, progress, solve and clean bonus', () =
     const env = solo(trainSeed(i));
     const start = readGrid(env.observe('solo'));
     const text = env.solution('solo');
+    // A fill after the solve (even a clear, which would unsolve it) is rejected at -0.3.
+    const padded = env.clone().act('solo', `${text} 1,1,0`);
     const res = env.act('solo', text);
     const expected = expectedReward(start, text, true);
     assert.ok(Math.abs(res.teamReward - expected) < 1e-5, `seed ${i}: ${res.teamReward} vs ${expected}`);
+    assert.ok(padded.success, `seed ${i}: a fill after the solve undid it`);
+    assert.ok(Math.abs(padded.teamReward - (expected + sudokuRewards.invalid)) < 1e-5, `seed ${i}: padded ${padded.teamReward}`);
   }
 });
 

@@ -9,8 +9,9 @@
  *
  * Action: fills separated by single spaces, `r,c,v` with 1-based row r and column c and value v,
  * e.g. `1,2,3 4,1,2`; v = 0 clears a cell filled earlier. Fills apply left to right until the
- * grid is solved; any after that are rejected (they are not free padding: see plan-path.ts). A fill is rejected (and changes nothing) when it targets a clue, repeats a
- * digit in its row, column or box, clears an empty cell, or writes the value already there.
+ * grid is solved; any after that are rejected (not free padding: see plan-path.ts). A fill is also
+ * rejected (and changes nothing) when it targets a clue, repeats a digit in its row, column or box,
+ * clears an empty cell, or writes the value already there.
  * Clues can never change: the reference counted any complete valid grid as solved without checking
  * that the original clues were kept; here a clue cannot be written, and `solved` checks them again.
  *
