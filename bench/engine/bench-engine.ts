@@ -25,6 +25,7 @@ import { Policy } from '../../server/models/policy.ts';
 import { writeSafetensorsFile } from '../../server/models/safetensors.ts';
 import type { TrainSequence } from '../../server/models/train-batch.ts';
 import { Engine } from '../../server/runtime/engine.ts';
+import { median } from './bench-util.ts';
 import { measureMatmulPeak } from './matmul-peak.ts';
 import { TorchServer } from './torch-server.ts';
 
@@ -43,12 +44,6 @@ const cases: ModelCase[] = [
   { name: 'default', config: defaultModelConfig, train: { batch: 16, seqLen: 128, steps: 8, warmup: 2 }, decode: { batch: 64, promptLen: 16, newTokens: 64, runs: 3, warmup: 1 } },
   { name: 'medium', config: mediumModelConfig, train: { batch: 16, seqLen: 128, steps: 4, warmup: 1 }, decode: { batch: 64, promptLen: 16, newTokens: 64, runs: 2, warmup: 1 } },
 ].filter((c) => MODELS.includes(c.name));
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /** FLOPs of one train step (forward + backward ≈ 3× forward) and of one decoded token. */
 function flops(c: ModelConfig, B: number, T: number): { trainStep: number; decodeToken: (ctx: number) => number } {

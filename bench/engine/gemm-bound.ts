@@ -19,6 +19,7 @@ import { defaultModelConfig, mediumModelConfig, parameterCount } from '../../ser
 import type { ModelConfig } from '../../server/models/model-config.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 import { f32 } from '../../server/runtime/tensor.ts';
+import { benchPython, median } from './bench-util.ts';
 
 const THREADS = 2;
 const BATCH = 64;
@@ -39,11 +40,6 @@ function gemmShapes(c: ModelConfig): Array<[number, number]> {
     [F, C],
   ];
   return [...Array.from({ length: c.numLayers }, () => layer).flat(), [C, c.vocabSize]];
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
 }
 
 async function ortChainMs(engine: Engine, name: string, shapes: Array<[number, number]>): Promise<number> {
@@ -87,8 +83,7 @@ with torch.no_grad():
         for x, w in zip(xs, ws): torch.mm(x, w)
 print((time.perf_counter() - t0) * 1000 / ${REPS})
 `;
-  const python = process.env['TROUPE_BENCH_PYTHON'] ?? '/usr/bin/python3'; // as torch-server.ts: Debian's, with python3-torch
-  const r = spawnSync(python, ['-c', script, JSON.stringify(shapes)], { encoding: 'utf8' });
+  const r = spawnSync(benchPython(), ['-c', script, JSON.stringify(shapes)], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`python3 torch failed (install python3-torch): ${r.stderr}`);
   return Number(r.stdout.trim());
 }

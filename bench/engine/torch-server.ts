@@ -5,6 +5,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { benchPython } from './bench-util.ts';
 
 export class TorchServer {
   private readonly lines: AsyncIterator<string>;
@@ -14,9 +15,7 @@ export class TorchServer {
 
   static start(threads: number, variant: 'fused' | 'plain' = 'fused'): TorchServer {
     const script = fileURLToPath(new URL('./torch_bench.py', import.meta.url));
-    // Debian's torch lives in the system interpreter's dist-packages, not in a pyenv Python.
-    const python = process.env['TROUPE_BENCH_PYTHON'] ?? '/usr/bin/python3';
-    const proc = spawn(python, [script, '--threads', String(threads), '--variant', variant], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const proc = spawn(benchPython(), [script, '--threads', String(threads), '--variant', variant], { stdio: ['pipe', 'pipe', 'pipe'] });
     proc.stderr.on('data', (d: Buffer) => process.stderr.write(`[torch] ${d.toString()}`));
     return new TorchServer(proc);
   }
