@@ -200,6 +200,7 @@ describe('defaults', () => {
       entropyCoef: 0,
       ppoEpochs: 1,
       microBatch: 64,
+      curriculum: { kind: 'uniform', candidates: 64 },
       filters: { dropZeroVariance: false, dropLowestMeanFraction: 0 },
     });
     assert.deepEqual(config.optimizer, { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, maxGradNorm: 1, schedule: { kind: 'constant' } });
@@ -386,6 +387,14 @@ describe('cross-field rules fail with the exact path', () => {
     const issues = issuesOf(c);
     assertIssue(issues, 'training.validateEvery', 'must be at most training.steps (5), got 10');
     assertIssue(issues, 'training.checkpointEvery', 'must be at most training.steps (5), got 6');
+  });
+
+  test('a greedy-failures curriculum screens at least a step of tasks', () => {
+    const c = flagship();
+    c['algorithm'].curriculum = { kind: 'greedy-failures', candidates: 8 };
+    assertIssue(issuesOf(c), 'algorithm.curriculum.candidates', `must be at least algorithm.envsPerStep (${c['algorithm'].envsPerStep}) for greedy-failures, got 8`);
+    c['algorithm'].curriculum = { kind: 'greedy-failures', candidates: 64 };
+    assert.ok(safeParseExperimentConfig(c).success);
   });
 
   test('a cosine schedule warms up for less than its length', () => {

@@ -244,6 +244,22 @@ export const algorithmSchema = z
       .min(1)
       .default(64)
       .describe("Sequences per forward/backward pass. It bounds memory and does not change the update: a policy's gradients are accumulated over all its samples into one update per epoch."),
+    /** Which training tasks each step rolls out. */
+    curriculum: z
+      .object({
+        /** uniform: fresh seeds; greedy-failures: fresh candidates, those the greedy policy fails first. */
+        kind: z
+          .enum(['uniform', 'greedy-failures'])
+          .default('uniform')
+          .describe(
+            "uniform: each step rolls out envsPerStep fresh training tasks. greedy-failures: each step draws 'candidates' fresh training tasks, plays them once greedily (as validation does) and rolls out the ones the policy fails first, filling up with solved ones; RL then spends its samples where the policy is wrong.",
+          ),
+        /** Candidate tasks screened per step (greedy-failures). */
+        candidates: z.int().min(1).max(4096).default(64).describe("Candidate tasks played greedily per step to find failures (greedy-failures only; at least envsPerStep)."),
+      })
+      .strict()
+      .prefault({})
+      .describe('How each step picks its training tasks.'),
     /** Group filters applied before the update. */
     filters: z
       .object({
@@ -447,6 +463,11 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
       }
       break;
     }
+  }
+
+  const cur = c.algorithm.curriculum;
+  if (cur.kind === 'greedy-failures' && cur.candidates < c.algorithm.envsPerStep) {
+    add(['algorithm', 'curriculum', 'candidates'], `must be at least algorithm.envsPerStep (${c.algorithm.envsPerStep}) for greedy-failures, got ${cur.candidates}`);
   }
 
   // Lengths and intervals.

@@ -38,6 +38,7 @@ export interface ResolvedExperiment {
     readonly ppoEpochs: number;
     readonly microBatch: number;
     readonly filters: GroupFilter;
+    readonly curriculum: { readonly kind: 'uniform' | 'greedy-failures'; readonly candidates: number };
   };
   readonly optimizer: OptimizerConfig;
   readonly warmStart: { readonly enabled: boolean; readonly demonstrations: number; readonly steps: number; readonly batchSize: number; readonly lr: number };

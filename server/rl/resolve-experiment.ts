@@ -86,7 +86,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     models,
     policies,
     router: new Map(Object.entries(c.router)),
-    algorithm: { ...c.algorithm, filters: { ...c.algorithm.filters } },
+    algorithm: { ...c.algorithm, filters: { ...c.algorithm.filters }, curriculum: { ...c.algorithm.curriculum } },
     optimizer: optimizerSchema.parse(c.optimizer),
     warmStart: c.warmStart,
     training: c.training,

@@ -21,6 +21,7 @@ import { defaultTokenizer } from '../models/tokenizer.ts';
 import { Engine } from '../runtime/engine.ts';
 import { computeAdvantages } from './advantages.ts';
 import { resolveExperiment } from './resolve-experiment.ts';
+import { selectTasks } from './curriculum.ts';
 import { rollout } from './rollout.ts';
 import { solverDemonstrations } from './warm-start.ts';
 import { train, type StepReport } from './trainer.ts';
@@ -153,5 +154,42 @@ test('L1 (one shared policy) and L3 (a model per agent, sizes differ) train, and
   } finally {
     store.close();
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('the greedy-failures curriculum rolls out the candidates the greedy policy fails first, then solved ones', { timeout: 120_000 }, async () => {
+  const engine = await Engine.start({ log: () => {} });
+  try {
+    const cfg = { ...config, algorithm: { ...config.algorithm, envsPerStep: 6, curriculum: { kind: 'greedy-failures', candidates: 16 } } };
+    const experiment = await resolveExperiment(parseExperimentConfig(cfg, 'curriculum test'), '/nonexistent/config.json');
+    const model = parseModelConfig(config.models.base.config);
+    const policy = await Policy.create(engine, { id: 'p', config: model, weights: initParameters(model, 7, { std: 0.3 }), lora: null, optimizer: optimizerSchema.parse({ lr: 3e-3, weightDecay: 0 }), kl: false, entropy: false });
+    const ctx = { tokenizer: defaultTokenizer, route: () => ({ policyId: 'p', policy }) };
+    // A brief supervised start, so the greedy policy solves some candidates and fails others.
+    const demos = solverDemonstrations((seed) => experiment.env.make(seed), 80, ['tool', 'plan'], defaultTokenizer);
+    for (let i = 0; i < 40; i++) await policy.update('ce', demos.slice((i * 16) % 128, ((i * 16) % 128) + 16), null);
+
+    const greedy = async (envs: ReturnType<typeof experiment.env.make>[]) =>
+      (await rollout(envs, ctx, { mode: 'tree', branches: 1, teamRewardWeight: 1, temperature: 0, topP: 1, topK: 0, maxNewTokens: 10, seed: 0 })).trajectories.map((t) => t.success);
+    const candidates = Array.from({ length: 16 }, (_, i) => trainSeed((cfg.seed * 1_000_003 + 5) * 16 + i));
+    const outcome = await greedy(candidates.map((s) => experiment.env.make(s)));
+    const failed = candidates.filter((_, i) => !outcome[i]);
+    const solved = candidates.filter((_, i) => outcome[i]);
+    assert.ok(failed.length > 0 && solved.length > 0, `the policy fails ${failed.length} of 16 candidates: the test needs both kinds`);
+
+    const sel = await selectTasks(experiment, ctx, 5);
+    assert.deepEqual(sel.tasks.map((t) => t.seed), [...failed, ...solved].slice(0, 6), 'failed candidates first, in seed order, then solved ones');
+    const metric = (name: string) => sel.metrics.find((m) => m.name === name)?.value;
+    assert.equal(metric('curriculum/candidate_success'), solved.length / 16);
+    assert.equal(metric('curriculum/failed_fraction'), Math.min(failed.length, 6) / 6);
+    // Same weights, same step: the same tasks (a step re-run after a crash sees what the first run saw).
+    assert.deepEqual((await selectTasks(experiment, ctx, 5)).tasks.map((t) => t.seed), sel.tasks.map((t) => t.seed));
+
+    // uniform: envsPerStep seeds of the step's own block, as before the curriculum existed.
+    const uniform = await resolveExperiment(parseExperimentConfig(config, 'uniform test'), '/nonexistent/config.json');
+    assert.deepEqual((await selectTasks(uniform, ctx, 5)).tasks.map((t) => t.seed), Array.from({ length: 8 }, (_, i) => trainSeed((config.seed * 1_000_003 + 5) * 8 + i)));
+    await policy.dispose();
+  } finally {
+    await engine.close();
   }
 });

@@ -1,7 +1,7 @@
 /**
  * The training loop, top to bottom:
  *   warm start → initial validation → for each step:
- *   rollout (tree or independent) → score → group → advantages → per-policy update →
+ *   pick tasks (curriculum) → rollout (tree or independent) → score → group → advantages → per-policy update →
  *   validate on fixed held-out seeds → log → commit the step → checkpoint.
  *
  * Crash safety: a step's rows (trajectories, turns, groups, metrics) are committed in one
@@ -13,7 +13,6 @@
 import { existsSync } from 'node:fs';
 import { cp, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { trainSeed } from '../envs/seed-ranges.ts';
 import { loadCheckpoint } from '../models/checkpoint.ts';
 import { initParameters } from '../models/init.ts';
 import type { Policy } from '../models/policy.ts';
@@ -22,6 +21,7 @@ import type { Metric } from '../protocol/trajectory.ts';
 import { Engine } from '../runtime/engine.ts';
 import type { RunStore, StepInput } from '../store/index.ts';
 import { computeAdvantages, filterGroups } from './advantages.ts';
+import { selectTasks } from './curriculum.ts';
 import { evaluate, type Evaluation } from './evaluate.ts';
 import type { ResolvedExperiment } from './experiment.ts';
 import { createPolicies, routingContext } from './policies.ts';
@@ -230,9 +230,10 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     if (o.shouldStop?.() && startStep <= totalSteps) stopped = true;
     for (let step = startStep; !stopped && step <= totalSteps; step++) {
       const tStep = performance.now();
-      // 1. Rollout on fresh training tasks; seeds depend only on (seed, step), so a re-run step sees the same tasks.
-      const tasks = Array.from({ length: a.envsPerStep }, (_, i) => exp.env.make(trainSeed((exp.seed * 1_000_003 + step) * a.envsPerStep + i)));
-      const r: RolloutResult = await rollout(tasks, ctx, {
+      // 1. Rollout on fresh training tasks, picked by the curriculum from (seed, step) and the
+      //    current policy, so a re-run step from the same checkpoint sees the same tasks.
+      const selection = await selectTasks(exp, ctx, step);
+      const r: RolloutResult = await rollout(selection.tasks, ctx, {
         mode: a.name === 'at-grpo' ? 'tree' : 'independent',
         branches: a.branches,
         teamRewardWeight: a.teamRewardWeight,
@@ -255,8 +256,8 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       if (step % exp.training.validateEvery === 0 || step === totalSteps) val = await validate();
       const tVal = performance.now();
       // 6. Log and commit the step in one transaction.
-      const metrics: Metric[] = [...rolloutMetrics(r), ...upd.metrics, ...(val ? validationMetrics(val) : [])];
-      const timingsMs = { rollout: tRollout - tStep, inference: r.inferenceMs, env: r.envMs, update: tUpdate - tRollout, validation: tVal - tUpdate, total: tVal - tStep };
+      const metrics: Metric[] = [...rolloutMetrics(r), ...selection.metrics, ...upd.metrics, ...(val ? validationMetrics(val) : [])];
+      const timingsMs = { curriculum: selection.ms, rollout: tRollout - tStep - selection.ms, inference: r.inferenceMs, env: r.envMs, update: tUpdate - tRollout, validation: tVal - tUpdate, total: tVal - tStep };
       metrics.push(...Object.entries(timingsMs).map(([k, v]) => ({ name: `time/${k}_ms`, value: v })));
       const firstOfGroup = new Map<string, Sample>();
       for (const s of r.samples) if (!firstOfGroup.has(s.groupId)) firstOfGroup.set(s.groupId, s);

@@ -4,7 +4,7 @@
  *
  * The names are the trainer's (server/rl/step-metrics.ts, server/rl/trainer.ts): `reward/*`,
  * `advantage/*`, `response/*`, `train/*`, `val/*`, `loss/policy`, `kl/*`, `entropy`, `clip_frac`,
- * `grad_norm`, `lr`, `update/*`, `throughput/*`, `time/*_ms`. The common aliases of verl/TRL-style
+ * `grad_norm`, `lr`, `update/*`, `throughput/*`, `time/*_ms`, `curriculum/*`. The common aliases of verl/TRL-style
  * logs (`update/kl`, `update/entropy`, `rollout/response_len`, ...) land in the same charts, so a run
  * imported from elsewhere still reads. Anything unknown gets a chart per name prefix instead of being
  * dropped: a new metric shows up without a dashboard change.
@@ -29,7 +29,7 @@ export interface ChartSpec {
 export const chartSpecs: readonly ChartSpec[] = [
   { id: 'reward', title: 'Reward (kept branches)', match: /^(reward\/mean|train\/team_return|reward)$/ },
   { id: 'reward-split', title: 'Team vs local reward', match: /^reward\/(team|local)$/ },
-  { id: 'success', title: 'Success (train · validation)', match: /^(train\/success|val\/success|val\/vs_[^/]+\/(win_rate|non_loss_rate))$/, unit: 'fraction' },
+  { id: 'success', title: 'Success (train · validation)', match: /^(train\/success|val\/success|curriculum\/candidate_success|val\/vs_[^/]+\/(win_rate|non_loss_rate))$/, unit: 'fraction' },
   { id: 'val-reward', title: 'Validation reward', match: /^val\/(reward|team_return)$/ },
   { id: 'advantage', title: 'Advantage spread (std within groups)', match: /^(advantage\/std|reward\/std|advantage\/(mean|max|min))$/ },
   { id: 'kl', title: 'KL divergence', match: /^(kl\/.+|update\/(approx_)?kl.*|kl)$/ },
@@ -45,9 +45,9 @@ export const chartSpecs: readonly ChartSpec[] = [
     unit: 'fraction',
   },
   { id: 'throughput', title: 'Throughput (tokens/s)', match: /^throughput\/.+$/, unit: 'tokens/s' },
-  // rollout = inference + env + bookkeeping, and total = rollout + update + validation: only the
+  // rollout = inference + env + bookkeeping, and total = curriculum + rollout + update + validation: only the
   // top-level phases stack, the rest are lines over the bands.
-  { id: 'time', title: 'Time per step (ms)', match: /^time\/.+$/, unit: 'ms', stack: ['time/rollout_ms', 'time/update_ms', 'time/validation_ms'] },
+  { id: 'time', title: 'Time per step (ms)', match: /^time\/.+$/, unit: 'ms', stack: ['time/curriculum_ms', 'time/rollout_ms', 'time/update_ms', 'time/validation_ms'] },
   { id: 'lr', title: 'Learning rate', match: /^(lr|update\/lr)$/ },
 ];
 

@@ -1,0 +1,61 @@
+/**
+ * Which training tasks a step rolls out.
+ *
+ * - uniform: `envsPerStep` fresh training seeds.
+ * - greedy-failures: `candidates` fresh training seeds are played once greedily (one branch per
+ *   act, temperature 0: what validation measures), and the step rolls out the ones the policy
+ *   failed first, in seed order, then solved ones up to `envsPerStep`. On Plan-Path the greedy
+ *   policy's failures are mostly deterministic loops (the same blocked move every round); with
+ *   uniform tasks only one step task in ten or so shows such a state, so most of RL's samples
+ *   refine answers that already succeed.
+ *
+ * Either way the tasks are a pure function of (seed, step, the policy's weights at the step), so a
+ * step re-run after a crash, from the same checkpoint, rolls out the same tasks.
+ */
+import type { Environment } from '../envs/environment.ts';
+import { trainSeed } from '../envs/seed-ranges.ts';
+import type { Metric } from '../protocol/trajectory.ts';
+import type { ResolvedExperiment } from './experiment.ts';
+import { rollout, type RolloutContext } from './rollout.ts';
+
+export interface TaskSelection {
+  readonly tasks: Environment[];
+  /** `curriculum/*` metrics (greedy-failures only): the candidates' greedy success and the failed tasks' share of the step. */
+  readonly metrics: Metric[];
+  /** Time spent screening candidates. */
+  readonly ms: number;
+}
+
+/** Training seeds of a step: `count` seeds in a block of its own, from (experiment seed, step). */
+function stepSeeds(exp: ResolvedExperiment, step: number, count: number): number[] {
+  return Array.from({ length: count }, (_, i) => trainSeed((exp.seed * 1_000_003 + step) * count + i));
+}
+
+export async function selectTasks(exp: ResolvedExperiment, ctx: RolloutContext, step: number): Promise<TaskSelection> {
+  const a = exp.algorithm;
+  if (a.curriculum.kind === 'uniform') return { tasks: stepSeeds(exp, step, a.envsPerStep).map(exp.env.make), metrics: [], ms: 0 };
+  const t0 = performance.now();
+  const seeds = stepSeeds(exp, step, a.curriculum.candidates);
+  const screen = await rollout(seeds.map(exp.env.make), ctx, {
+    mode: 'tree',
+    branches: 1,
+    teamRewardWeight: a.teamRewardWeight,
+    temperature: 0,
+    topP: 1,
+    topK: 0,
+    maxNewTokens: a.maxNewTokens,
+    seed: 0,
+  });
+  const solved = new Set(screen.trajectories.filter((t) => t.success).map((t) => t.envSeed));
+  const failed = seeds.filter((s) => !solved.has(s));
+  const chosen = [...failed, ...seeds.filter((s) => solved.has(s))].slice(0, a.envsPerStep);
+  const failedChosen = Math.min(failed.length, a.envsPerStep);
+  return {
+    tasks: chosen.map(exp.env.make),
+    metrics: [
+      { name: 'curriculum/candidate_success', value: solved.size / seeds.length },
+      { name: 'curriculum/failed_fraction', value: failedChosen / a.envsPerStep },
+    ],
+    ms: performance.now() - t0,
+  };
+}
