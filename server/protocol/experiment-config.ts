@@ -288,6 +288,19 @@ export const warmStartSchema = z
     batchSize: z.int().min(1).default(32).describe('(prompt, response) pairs per optimizer step.'),
     /** Learning rate of the supervised steps. */
     lr: z.number().positive().default(3e-3).describe('Learning rate of the warm start (AdamW, with the betas, eps, weight decay and gradient clip of "optimizer").'),
+    /** DAgger: states the model's own play reaches, labelled by the solver. */
+    dagger: z
+      .object({
+        /** Rounds of play-and-label; 0 disables. */
+        rounds: z.int().min(0).max(16).default(0).describe('Rounds of DAgger: the supervised steps are split into rounds + 1 equal phases, and after each phase but the last the model plays "episodes" training episodes greedily. 0 disables.'),
+        /** Episodes the model plays per round. */
+        episodes: z.int().min(1).max(100_000).default(500).describe('Training episodes the model plays greedily per DAgger round; every state one of its agents reaches is labelled with the solver\'s answer and added to the demonstrations.'),
+      })
+      .strict()
+      .prefault({})
+      .describe(
+        "DAgger (Ross et al., 2011): solver demonstrations only show states on the solver's own path, so the model never learns what to do after its own mistakes (a proposal that hits a wall, a tool report that says the goal was not reached). Each round adds the states the model's own greedy play reaches, labelled by the solver.",
+      ),
   })
   .strict()
   .describe(

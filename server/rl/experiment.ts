@@ -41,7 +41,14 @@ export interface ResolvedExperiment {
     readonly curriculum: { readonly kind: 'uniform' | 'greedy-failures'; readonly candidates: number };
   };
   readonly optimizer: OptimizerConfig;
-  readonly warmStart: { readonly enabled: boolean; readonly demonstrations: number; readonly steps: number; readonly batchSize: number; readonly lr: number };
+  readonly warmStart: {
+    readonly enabled: boolean;
+    readonly demonstrations: number;
+    readonly steps: number;
+    readonly batchSize: number;
+    readonly lr: number;
+    readonly dagger: { readonly rounds: number; readonly episodes: number };
+  };
   readonly training: { readonly steps: number; readonly validateEvery: number; readonly validationEpisodes: number; readonly checkpointEvery: number; readonly validationTemperature: number };
   readonly engine: { readonly executionProvider: ExecutionProviderChoice; readonly threads?: number };
 }

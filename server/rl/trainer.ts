@@ -96,7 +96,7 @@ async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOpti
     const agents = [...exp.router].filter(([, p]) => exp.policies.get(p)?.model === modelId).map(([a]) => a);
     const ws = await warmStart(
       engine,
-      { modelId, config: m.config, weights: initial, weightsKey: m.source.kind === 'init' ? `init:${m.source.seed}` : `checkpoint:${m.source.path}`, agents },
+      { modelId, config: m.config, weights: initial, weightsKey: m.source.kind === 'init' ? `init:${m.source.seed}` : `checkpoint:${m.source.path}`, agents, maxNewTokens: exp.algorithm.maxNewTokens },
       exp.env,
       exp.warmStart,
       exp.tokenizer,

@@ -33,12 +33,20 @@ const WARM_START_VERSION = 3;
  * at 0), so the warm start does not simply memorise the first RL tasks.
  */
 const DEMO_SEED_OFFSET = 500_000_000;
+/** DAgger episodes' seeds: apart from the demonstrations' and from the RL steps'. */
+const DAGGER_SEED_OFFSET = 700_000_000;
 
 export interface WarmStartBudget {
   readonly demonstrations: number;
   readonly steps: number;
   readonly batchSize: number;
   readonly lr: number;
+  /**
+   * DAgger rounds: the supervised steps are split into `rounds + 1` equal phases, and after each
+   * phase but the last the current model plays `episodes` training episodes greedily; every state
+   * it reaches is labelled with the solver's answer and joins the demonstrations. 0 disables.
+   */
+  readonly dagger?: { readonly rounds: number; readonly episodes: number };
 }
 
 export interface WarmStartJob {
@@ -50,6 +58,8 @@ export interface WarmStartJob {
   readonly weightsKey: string;
   /** Agents whose demonstrations this model learns (the agents routed to its policies). */
   readonly agents: readonly string[];
+  /** Longest response when the model plays (DAgger rounds); the algorithm's maxNewTokens. */
+  readonly maxNewTokens: number;
 }
 
 export interface WarmStartResult {
@@ -93,6 +103,54 @@ export function solverDemonstrations(make: (seed: number) => Environment, count:
   return out;
 }
 
+/**
+ * DAgger's data: the model plays `seeds` greedily (agents it does not learn act as the solver), and
+ * each state one of its agents is in gets the solver's answer as the label. These are the states
+ * demonstrations never show — after a proposal that hits a wall, with a tool report that says
+ * "goal no" — which is where the model's own mistakes lead it.
+ */
+export async function learnerDemonstrations(
+  policy: Policy,
+  make: (seed: number) => Environment,
+  seeds: readonly number[],
+  agents: readonly string[],
+  tok: CharTokenizer,
+  maxNewTokens: number,
+): Promise<{ sequences: TrainSequence[]; solved: number }> {
+  const wanted = new Set(agents);
+  const sequences: TrainSequence[] = [];
+  let solved = 0;
+  for (let start = 0; start < seeds.length; start += 64) {
+    const envs = seeds.slice(start, start + 64).map(make);
+    await playGreedily(envs);
+    solved += envs.filter((e) => e.success).length;
+  }
+  return { sequences, solved };
+
+  async function playGreedily(envs: Environment[]): Promise<void> {
+  for (let call = 0; ; call++) {
+    const live = envs.filter((e) => !e.done);
+    if (live.length === 0) break;
+    const mine: Environment[] = [];
+    const prompts: Int32Array[] = [];
+    for (const e of live) {
+      const agent = e.currentAgent();
+      if (!wanted.has(agent)) {
+        e.act(agent, e.solution(agent));
+        continue;
+      }
+      const prompt = tok.encodePrompt([{ role: 'user', text: e.observe(agent) }]);
+      sequences.push({ tokens: Int32Array.from([...prompt, ...tok.encodeResponse(e.solution(agent))]), promptLength: prompt.length });
+      mine.push(e);
+      prompts.push(prompt);
+    }
+    if (mine.length === 0) continue;
+    const gen = await policy.generate(prompts, { maxNewTokens, sampling: { temperature: 0, topP: 1, topK: 0 }, seed: call, stopTokens: [tok.stopTokenId], padToken: tok.specialIds.pad });
+    mine.forEach((e, i) => e.act(e.currentAgent(), tok.decode(gen.tokens[i]!, { specials: 'skip' })));
+  }
+  }
+}
+
 export function warmStartKey(job: WarmStartJob, env: { name: string; options: unknown; make: (seed: number) => Environment }, budget: WarmStartBudget, tok: CharTokenizer): string {
   const h = createHash('sha256');
   // A few demonstrations' text stands in for the environment's code: a change to its rendering
@@ -106,7 +164,8 @@ export function warmStartKey(job: WarmStartJob, env: { name: string; options: un
       weights: job.weightsKey,
       env,
       agents: [...job.agents].sort(),
-      budget,
+      // Without DAgger rounds the budget keys as it did before DAgger existed, so caches stay valid.
+      budget: (budget.dagger?.rounds ?? 0) > 0 ? { ...budget, maxNewTokens: job.maxNewTokens } : { demonstrations: budget.demonstrations, steps: budget.steps, batchSize: budget.batchSize, lr: budget.lr },
       tokenizer: tok.toSpec(),
     }),
   );
@@ -153,8 +212,17 @@ export async function warmStart(
   let firstLoss = Number.NaN;
   let lastLoss = Number.NaN;
   let ema = Number.NaN;
+  const rounds = budget.dagger?.rounds ?? 0;
+  const phase = Math.ceil(budget.steps / (rounds + 1));
   try {
     for (let step = 0; step < budget.steps; step++) {
+      if (rounds > 0 && step > 0 && step % phase === 0) {
+        const round = step / phase;
+        const seeds = Array.from({ length: budget.dagger!.episodes }, (_, i) => trainSeed(DAGGER_SEED_OFFSET + round * 1_000_000 + i));
+        const visited = await learnerDemonstrations(policy, env.make, seeds, job.agents, tok, job.maxNewTokens);
+        demos.push(...visited.sequences);
+        log(`  warm start ${step}: DAgger round ${round}: the model solved ${visited.solved}/${seeds.length} episodes; ${visited.sequences.length} states it reached labelled by the solver (${demos.length} demonstrations now)`);
+      }
       const batch = Array.from({ length: budget.batchSize }, () => demos[rng.nextUint32() % demos.length]!);
       const s = await policy.update('ce', batch, null);
       if (step === 0) firstLoss = s.loss;

@@ -1,0 +1,81 @@
+/**
+ * The warm start's DAgger rounds: the model plays, and the states it reaches — including the ones
+ * solver demonstrations never show — are labelled with the solver's answer; a warm start with
+ * DAgger rounds trains, is cached under its own key, and is reused.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { createEnvironment } from '../envs/environments.ts';
+import { trainSeed } from '../envs/seed-ranges.ts';
+import { initParameters } from '../models/init.ts';
+import { parseModelConfig } from '../models/model-config.ts';
+import { optimizerSchema } from '../models/optimizer.ts';
+import { Policy } from '../models/policy.ts';
+import { defaultTokenizer as tok } from '../models/tokenizer.ts';
+import { Engine } from '../runtime/engine.ts';
+import { learnerDemonstrations, solverDemonstrations, warmStart, warmStartKey, type WarmStartJob } from './warm-start.ts';
+
+const model = parseModelConfig({ vocabSize: 112, hiddenSize: 64, numLayers: 2, numHeads: 4, intermediateSize: 128, maxSequenceLength: 160 });
+const options = { size: 4, maxTurns: 3, wallRatio: 0.2 };
+const env = { name: 'plan-path', options, make: (seed: number) => createEnvironment('plan-path', seed, options) };
+const prompt = (s: { tokens: Int32Array; promptLength: number }) => tok.decode(s.tokens.subarray(0, s.promptLength));
+const response = (s: { tokens: Int32Array; promptLength: number }) => tok.decode(s.tokens.subarray(s.promptLength), { specials: 'skip' });
+
+test("DAgger labels the states the model's own play reaches with the solver's answer", { timeout: 120_000 }, async () => {
+  const engine = await Engine.start({ log: () => {} });
+  try {
+    const policy = await Policy.create(engine, { id: 'p', config: model, weights: initParameters(model, 3), lora: null, optimizer: optimizerSchema.parse({ lr: 3e-3 }), kl: false, entropy: false });
+    const seeds = Array.from({ length: 12 }, (_, i) => trainSeed(900 + i));
+    // An untrained model answers garbage: every episode runs all its rounds, and the planner sees
+    // the tool's failed proposals, which solver play never produces.
+    const visited = await learnerDemonstrations(policy, env.make, seeds, ['tool', 'plan'], tok, 12);
+    assert.equal(visited.solved, 0);
+    assert.equal(visited.sequences.length, seeds.length * options.maxTurns * 2, 'one labelled state per act: 3 rounds of tool + plan');
+    const solverPrompts = new Set(solverDemonstrations(env.make, 200, ['tool', 'plan'], tok).map(prompt));
+    const unseen = visited.sequences.filter((s) => !solverPrompts.has(prompt(s)));
+    assert.ok(unseen.length > seeds.length, `${unseen.length} of the labelled states are ones solver demonstrations do not show`);
+    assert.ok(unseen.some((s) => /tool: (no valid proposal|.*goal no)/.test(prompt(s))), 'the planner is shown failed tool proposals');
+    // Each label is the solver's answer in that state: replaying it from the same seed solves the task.
+    for (const s of visited.sequences.filter((q) => prompt(q).includes('turn 1/3') && prompt(q).includes('tool: moves'))) {
+      const seed = seeds.find((x) => prompt(s).includes(env.make(x).observe('tool')))!;
+      const e = env.make(seed);
+      e.act('tool', response(s));
+      e.act('plan', response(s));
+      assert.ok(e.success, `seed ${seed}: the label '${response(s)}' solves the task`);
+    }
+    // Agents the model does not learn act as the solver and are not labelled.
+    const planOnly = await learnerDemonstrations(policy, env.make, seeds, ['plan'], tok, 12);
+    assert.ok(planOnly.sequences.every((s) => prompt(s).includes('plan: moves')));
+    assert.equal(planOnly.solved, 0, 'a correct tool proposal does not help a planner that commits garbage');
+    await policy.dispose();
+  } finally {
+    await engine.close();
+  }
+});
+
+test('a warm start with DAgger rounds trains on the added states and is cached under its own key', { timeout: 180_000 }, async () => {
+  const engine = await Engine.start({ log: () => {} });
+  const cache = await mkdtemp(join(tmpdir(), 'troupe-dagger-'));
+  try {
+    const job: WarmStartJob = { modelId: 'base', config: model, weights: initParameters(model, 3), weightsKey: 'init:3', agents: ['tool', 'plan'], maxNewTokens: 12 };
+    const plain = { demonstrations: 40, steps: 12, batchSize: 8, lr: 5e-3, dagger: { rounds: 0, episodes: 16 } };
+    const dagger = { ...plain, dagger: { rounds: 2, episodes: 16 } };
+    assert.notEqual(warmStartKey(job, env, plain, tok), warmStartKey(job, env, dagger, tok));
+    assert.equal(warmStartKey(job, env, plain, tok), warmStartKey(job, env, { ...plain, dagger: { rounds: 0, episodes: 99 } }, tok), 'without rounds the episode count is irrelevant');
+    const lines: string[] = [];
+    const first = await warmStart(engine, job, env, dagger, tok, cache, (l) => lines.push(l));
+    assert.equal(first.cached, false);
+    const rounds = lines.filter((l) => l.includes('DAgger round'));
+    assert.equal(rounds.length, 2, lines.join('\n'));
+    assert.match(rounds[0]!, /DAgger round 1: the model solved \d+\/16 episodes; \d+ states/);
+    const second = await warmStart(engine, job, env, dagger, tok, cache, () => {});
+    assert.equal(second.cached, true);
+    for (const [name, w] of first.weights) assert.deepEqual(second.weights.get(name), w, name);
+  } finally {
+    await engine.close();
+    await rm(cache, { recursive: true, force: true });
+  }
+});
