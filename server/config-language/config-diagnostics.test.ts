@@ -218,7 +218,16 @@ describe('diagnostics: warnings and information', () => {
   test('warm-start settings while the warm start is off have no effect', () => {
     const text = edit(flagship, '"enabled": true', '"enabled": false');
     const ds = service.diagnose(text);
-    assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered]), [[3, '1500'], [3, '300'], [3, '32'], [3, '0.003']]);
+    assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered]), [[3, '1500'], [3, '600'], [3, '32'], [3, '0.003'], [3, '"dagger"']]);
     assert.equal(ds[0]!.message, 'warmStart.demonstrations: has no effect: warmStart.enabled is false');
+  });
+
+  test('DAgger episodes without rounds, and curriculum candidates of the uniform curriculum, have no effect', () => {
+    const text = edit(edit(flagship, '"rounds": 3', '"rounds": 0'), '"envsPerStep": 16,', '"envsPerStep": 16,\n    "curriculum": { "kind": "uniform", "candidates": 64 },');
+    const ds = service.diagnose(text);
+    assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered, d.message]), [
+      [3, '64', "algorithm.curriculum.candidates: has no effect: only the 'greedy-failures' curriculum screens candidates"],
+      [3, '500', 'warmStart.dagger.episodes: has no effect: warmStart.dagger.rounds is 0'],
+    ]);
   });
 });

@@ -133,11 +133,21 @@ function suspicious(c: ExperimentConfig): ConfigIssue[] {
   return issues;
 }
 
-/** Settings that do nothing: warm-start settings while the warm start is off. */
+/**
+ * Settings that do nothing: warm-start settings while the warm start is off, DAgger episodes
+ * without DAgger rounds, curriculum candidates with the uniform curriculum.
+ */
 function noEffect(json: unknown): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
   const warmStart = field(json, 'warmStart');
-  if (field(warmStart, 'enabled') !== false || typeof warmStart !== 'object' || warmStart === null) return [];
-  return Object.keys(warmStart)
-    .filter((k) => k !== 'enabled')
-    .map((k) => ({ path: ['warmStart', k], message: 'has no effect: warmStart.enabled is false' }));
+  if (field(warmStart, 'enabled') === false && typeof warmStart === 'object' && warmStart !== null) {
+    for (const k of Object.keys(warmStart)) if (k !== 'enabled') issues.push({ path: ['warmStart', k], message: 'has no effect: warmStart.enabled is false' });
+  } else if (field(field(warmStart, 'dagger'), 'rounds') === 0 && field(field(warmStart, 'dagger'), 'episodes') !== undefined) {
+    issues.push({ path: ['warmStart', 'dagger', 'episodes'], message: 'has no effect: warmStart.dagger.rounds is 0' });
+  }
+  const curriculum = field(field(json, 'algorithm'), 'curriculum');
+  if (field(curriculum, 'kind') !== 'greedy-failures' && field(curriculum, 'candidates') !== undefined) {
+    issues.push({ path: ['algorithm', 'curriculum', 'candidates'], message: "has no effect: only the 'greedy-failures' curriculum screens candidates" });
+  }
+  return issues;
 }
