@@ -120,35 +120,31 @@ export async function learnerDemonstrations(
   const wanted = new Set(agents);
   const sequences: TrainSequence[] = [];
   let solved = 0;
+  // 64 environments per generate batch, as validation plays them.
   for (let start = 0; start < seeds.length; start += 64) {
     const envs = seeds.slice(start, start + 64).map(make);
-    await playGreedily(envs);
+    for (let call = 0; envs.some((e) => !e.done); call++) {
+      const mine: Environment[] = [];
+      const prompts: Int32Array[] = [];
+      for (const e of envs) {
+        if (e.done) continue;
+        const agent = e.currentAgent();
+        if (!wanted.has(agent)) {
+          e.act(agent, e.solution(agent));
+          continue;
+        }
+        const prompt = tok.encodePrompt([{ role: 'user', text: e.observe(agent) }]);
+        sequences.push({ tokens: Int32Array.from([...prompt, ...tok.encodeResponse(e.solution(agent))]), promptLength: prompt.length });
+        mine.push(e);
+        prompts.push(prompt);
+      }
+      if (mine.length === 0) continue;
+      const gen = await policy.generate(prompts, { maxNewTokens, sampling: { temperature: 0, topP: 1, topK: 0 }, seed: call, stopTokens: [tok.stopTokenId], padToken: tok.specialIds.pad });
+      mine.forEach((e, i) => e.act(e.currentAgent(), tok.decode(gen.tokens[i]!, { specials: 'skip' })));
+    }
     solved += envs.filter((e) => e.success).length;
   }
   return { sequences, solved };
-
-  async function playGreedily(envs: Environment[]): Promise<void> {
-  for (let call = 0; ; call++) {
-    const live = envs.filter((e) => !e.done);
-    if (live.length === 0) break;
-    const mine: Environment[] = [];
-    const prompts: Int32Array[] = [];
-    for (const e of live) {
-      const agent = e.currentAgent();
-      if (!wanted.has(agent)) {
-        e.act(agent, e.solution(agent));
-        continue;
-      }
-      const prompt = tok.encodePrompt([{ role: 'user', text: e.observe(agent) }]);
-      sequences.push({ tokens: Int32Array.from([...prompt, ...tok.encodeResponse(e.solution(agent))]), promptLength: prompt.length });
-      mine.push(e);
-      prompts.push(prompt);
-    }
-    if (mine.length === 0) continue;
-    const gen = await policy.generate(prompts, { maxNewTokens, sampling: { temperature: 0, topP: 1, topK: 0 }, seed: call, stopTokens: [tok.stopTokenId], padToken: tok.specialIds.pad });
-    mine.forEach((e, i) => e.act(e.currentAgent(), tok.decode(gen.tokens[i]!, { specials: 'skip' })));
-  }
-  }
 }
 
 export function warmStartKey(job: WarmStartJob, env: { name: string; options: unknown; make: (seed: number) => Environment }, budget: WarmStartBudget, tok: CharTokenizer): string {
