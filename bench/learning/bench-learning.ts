@@ -1,7 +1,7 @@
 /**
  * `npm run bench:learning` — AT-GRPO vs GRPO vs a single agent, same model, budget and seeds.
  *
- * For each environment (Plan-Path, Sudoku 4×4) three configs differ only in what is compared:
+ * For each environment (Plan-Path 5×5, Sokoban 6×6) three configs differ only in what is compared:
  *   at-grpo  configs/<env>/L2-lora.json   tool + plan, a LoRA adapter each, tree sampling
  *   grpo     configs/<env>/L2-grpo.json   same team, independent rollouts grouped per task
  *   single   configs/<env>/L0-single.json one solo agent (the puzzle's single variant)
@@ -9,7 +9,7 @@
  * steps. Writes bench/results/learning.json and one SVG chart per environment
  * (bench/results/learning-<env>.svg) of validation success against step.
  *
- * Options (env): LEARNING_ENVS (plan-path,sudoku), LEARNING_STEPS (override training.steps),
+ * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too), LEARNING_STEPS (override training.steps),
  * LEARNING_VARIANTS (at-grpo,grpo,single).
  */
 import { existsSync } from 'node:fs';
@@ -23,7 +23,7 @@ import { openRunStore } from '../../server/store/index.ts';
 import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sudoku').split(',');
+const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sokoban').split(',');
 const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? 'at-grpo,grpo,single').split(',');
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
 const files: Record<string, string> = { 'at-grpo': 'L2-lora.json', grpo: 'L2-grpo.json', single: 'L0-single.json' };
