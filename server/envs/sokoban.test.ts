@@ -87,19 +87,27 @@ test('generated puzzles: walled room, box at least 2 from the goal, solvable in 
   }
 });
 
-test('rewards: moves, rejected moves and pushes with shaping, and the solve bonus', () => {
+test('rewards: moves, rejected moves and pushes with shaping by the moves left, and the solve bonus', () => {
   const k = sokobanRewards;
+  // The potential: minus the fewest moves left (the independent BFS above), 2 * n^2 when stuck.
+  const potential = (r: Room) => {
+    const left = shortest(r);
+    return left === -1 ? -2 * r.n * r.n : -left;
+  };
+  let stuckPushes = 0;
   for (let i = 0; i < 200; i++) {
-    const env = solo(trainSeed(i));
+    const env = solo(trainSeed(i), { maxTurns: 64 });
     const room = readRoom(env.observe('solo'));
-    const d0 = manhattan(room, room.box, room.goal);
+    const phi0 = potential(room);
     for (const d of ['U', 'D', 'L', 'R'] as const) {
       const next = step(room, room.player, d);
       const pushed = next === room.box ? step(room, room.box, d) : room.box;
       const rejected = next === -1 || pushed === -1;
       const r = env.clone().act('solo', d);
-      const d1 = rejected ? d0 : manhattan(room, pushed, room.goal);
-      let expected = (rejected ? k.invalid : k.step) + k.shaping * (d0 - k.gamma * d1);
+      const after: Room = rejected ? room : { ...room, player: next, box: pushed };
+      const phi1 = potential(after);
+      if (phi1 === -2 * room.n * room.n) stuckPushes++;
+      let expected = (rejected ? k.invalid : k.step) + k.shaping * (k.gamma * phi1 - phi0);
       if (!rejected && pushed === room.goal) expected += k.boxOnGoal + k.solved;
       assert.ok(Math.abs(r.teamReward - expected) < 1e-6, `seed ${i} ${d}: ${r.teamReward} vs ${expected}`);
     }
@@ -109,6 +117,26 @@ test('rewards: moves, rejected moves and pushes with shaping, and the solve bonu
     assert.ok(win.success && win.teamReward > k.solved);
     assert.ok(Math.abs(win.teamReward - (exact.teamReward + 4 * k.invalid)) < 1e-6, `seed ${i}: padding ${win.teamReward} vs ${exact.teamReward}`);
     assert.match(win.info, /4 blocked/);
+    // Every move of an optimal solution earns the same: the step cost plus the shaping of one move closer.
+    const solution = env.solution('solo');
+    const walk = env.clone();
+    for (const m of solution.slice(0, -1)) {
+      const r = walk.act('solo', m);
+      const left = shortest(readRoom(walk.observe('solo')));
+      assert.ok(Math.abs(r.teamReward - (k.step + k.shaping * (k.gamma * -left + left + 1))) < 1e-6, `seed ${i}: move ${m} of ${solution}`);
+    }
+  }
+  assert.ok(stuckPushes > 0, 'some first moves push the box where it can no longer reach the goal');
+});
+
+test('turn-level shaping: the first moves of a solution, walking to the box included, earn more than an empty answer', () => {
+  for (let i = 0; i < 50; i++) {
+    const env = solo(trainSeed(i), { maxTurns: 3 });
+    const solution = env.solution('solo');
+    const first = env.clone().act('solo', solution.slice(0, 3)).teamReward;
+    const idle = env.clone().act('solo', '').teamReward; // an empty answer is a parse failure
+    assert.ok(first > 0, `seed ${i}: three moves of the solution earn ${first}`);
+    assert.ok(first > idle, `seed ${i}`);
   }
 });
 

@@ -15,8 +15,14 @@
  *
  * Per-move reward (the reference's constants):
  *   -0.01 for a move, or -0.05 for a rejected move
- *   + 0.1 * (0.99 * phi(s') - phi(s)) with phi = -Manhattan(box, goal)
+ *   + 0.1 * (0.99 * phi(s') - phi(s)) with phi = -(fewest moves left to the solve), -2*size^2 when stuck
  *   + 1.0 when the box lands on the goal, and + 10 for the solved puzzle (both at once with one box).
+ * The reference's potential is -Manhattan(box, goal). Walking to the box then earns nothing and
+ * costs 0.01 a move, so AT-GRPO's turn-level groups favour the branch that moves least: measured
+ * on the 6x6 team from a 32.8% warm start, the planner's answers shrank from 5.0 to 2.6 tokens and
+ * validation fell to 14.8% in 40 steps, while GRPO (whole-episode returns, which include the solve
+ * bonus) rose to 38.3%. With the moves-left potential every move along an optimal solution earns the same, as the
+ * walking distance does in Plan-Path, and pushing the box into a corner costs the most.
  * The reference's -0.5 for pushing a box off a goal cannot happen with one box, since the episode
  * ends when it lands; its -5 at 200 moves is replaced by the round limit (maxTurns).
  * Unlike the reference, a position from which the box can no longer reach the goal (a box in a
@@ -54,6 +60,44 @@ interface Room {
   readonly size: number;
   readonly walls: readonly boolean[];
   readonly goal: number;
+  /** Fewest moves to the solve from each (player * cells + box), or -1 where it cannot be solved; filled lazily. */
+  distance?: Int32Array;
+}
+
+/**
+ * Fewest moves from every (player, box) to a solved position, by one backward BFS from all
+ * positions with the box on the goal: a walk from p to p' is undone by stepping back, and a push
+ * (player p' - d onto the box at p', box to p' + d) by pulling. -1 marks positions that cannot be
+ * solved (a cornered box).
+ */
+function solveDistances(room: Room): Int32Array {
+  const { size, walls, goal } = room;
+  const cells = size * size;
+  const dist = new Int32Array(cells * cells).fill(-1);
+  const queue: number[] = [];
+  for (let p = 0; p < cells; p++) {
+    if (walls[p] || p === goal) continue;
+    dist[p * cells + goal] = 0;
+    queue.push(p * cells + goal);
+  }
+  for (let head = 0; head < queue.length; head++) {
+    const id = queue[head] as number;
+    const p = Math.floor(id / cells);
+    const b = id % cells;
+    const d0 = dist[id] as number;
+    for (const d of directionOrder) {
+      const back = step(size, p, directionOrder[directionOrder.indexOf(d) ^ 1] as Direction); // where a move d into p came from
+      if (blocked(room, back) || back === b) continue;
+      const preds = [back * cells + b]; // a walk back..p
+      if (step(size, p, d) === b) preds.push(back * cells + p); // a push: the box was at p, the player at back
+      for (const q of preds) {
+        if (dist[q] !== -1) continue;
+        dist[q] = d0 + 1;
+        queue.push(q);
+      }
+    }
+  }
+  return dist;
 }
 
 /** The cell one move away, or null off the grid. */
@@ -173,7 +217,7 @@ class SokobanState implements PuzzleState<Direction[]> {
         reward += k.invalid;
         continue;
       }
-      const before = manhattan(size, this.box, goal);
+      const before = this.potential();
       const next = move(this.room, this.player, this.box, d);
       if (next === null) {
         invalid++;
@@ -184,13 +228,24 @@ class SokobanState implements PuzzleState<Direction[]> {
         this.#stuck = undefined;
         reward += k.step;
       }
-      const after = manhattan(size, this.box, goal);
-      reward += k.shaping * (k.gamma * -after - -before);
+      reward += k.shaping * (k.gamma * this.potential() - before);
       if (this.solved) reward += k.boxOnGoal + k.solved;
     }
     const distance = manhattan(size, this.box, goal);
     const summary = `box ${distance} from G, ${invalid} blocked, solved ${this.solved ? 'yes' : 'no'}${this.stuck ? ', stuck' : ''}`;
     return { reward, invalid, summary };
+  }
+
+  /**
+   * Shaping potential: minus the fewest moves left to the solve (a stuck position counts as
+   * 2 * size^2, beyond any solvable one).
+   */
+  potential(): number {
+    const room = this.room;
+    room.distance ??= solveDistances(room);
+    const cells = room.size * room.size;
+    const d = room.distance[this.player * cells + this.box] as number;
+    return d === -1 ? -2 * cells : -d;
   }
 
   solve(): Direction[] {
