@@ -1,8 +1,8 @@
 /**
  * The training loop, top to bottom:
  *   warm start → initial validation → for each step:
- *   pick tasks (curriculum) → rollout (tree or independent) → score → group → advantages → per-policy update →
- *   validate on fixed held-out seeds → log → commit the step → checkpoint.
+ *   pick tasks (curriculum) → rollout (tree or independent) → score → group → advantages →
+ *   per-policy update → validate on fixed held-out seeds → log → commit the step → checkpoint.
  *
  * Crash safety: a step's rows (trajectories, turns, groups, metrics) are committed in one
  * transaction *before* the resume checkpoint is replaced. After a kill, resume restarts from the
