@@ -129,6 +129,30 @@ test('rewards: moves, rejected moves and pushes with shaping by the moves left, 
   assert.ok(stuckPushes > 0, 'some first moves push the box where it can no longer reach the goal');
 });
 
+test('the stuck potential (-2 * size^2) is below every solvable position reachable in generated rooms', () => {
+  let worst = 0;
+  for (let i = 0; i < 100; i++) {
+    const room = readRoom(solo(trainSeed(i)).observe('solo'));
+    // Every (player, box) reachable from the start by legal moves, and its fewest moves left.
+    const seen = new Set<string>([`${room.player},${room.box}`]);
+    const queue: Array<[number, number]> = [[room.player, room.box]];
+    for (let q = 0; q < queue.length; q++) {
+      const [p, b] = queue[q] as [number, number];
+      const left = shortest({ ...room, player: p, box: b });
+      worst = Math.max(worst, left);
+      if (b === room.goal) continue;
+      for (const d of ['U', 'D', 'L', 'R'] as const) {
+        const np = step(room, p, d);
+        const nb = np === b ? step(room, b, d) : b;
+        if (np === -1 || nb === -1 || seen.has(`${np},${nb}`)) continue;
+        seen.add(`${np},${nb}`);
+        queue.push([np, nb]);
+      }
+    }
+  }
+  assert.ok(worst > 0 && worst < 2 * 6 * 6, `longest moves-left ${worst}`);
+});
+
 test('turn-level shaping: the first moves of a solution, walking to the box included, earn more than an empty answer', () => {
   for (let i = 0; i < 50; i++) {
     const env = solo(trainSeed(i), { maxTurns: 3 });

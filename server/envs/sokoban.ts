@@ -21,8 +21,10 @@
  * costs 0.01 a move, so AT-GRPO's turn-level groups favour the branch that moves least: measured
  * on the 6x6 team from a 32.8% warm start, the planner's answers shrank from 5.0 to 2.6 tokens and
  * validation fell to 14.8% in 40 steps, while GRPO (whole-episode returns, which include the solve
- * bonus) rose to 38.3%. With the moves-left potential every move along an optimal solution earns the same, as the
- * walking distance does in Plan-Path, and pushing the box into a corner costs the most.
+ * bonus) rose to 38.3%. With the moves-left potential every move along an optimal solution earns
+ * the same, as the walking distance does in Plan-Path, and pushing the box into a corner costs
+ * the most (2*size^2 is above the moves left of every solvable position reachable in the generated
+ * 6x6 rooms; a test checks 100 seeds).
  * The reference's -0.5 for pushing a box off a goal cannot happen with one box, since the episode
  * ends when it lands; its -5 at 200 moves is replaced by the round limit (maxTurns).
  * Unlike the reference, a position from which the box can no longer reach the goal (a box in a
@@ -158,7 +160,6 @@ function solveSokoban(room: Room, player: number, box: number): Direction[] | nu
 
 class SokobanState implements PuzzleState<Direction[]> {
   readonly hint = 'moves (U/D/L/R)';
-  #stuck: boolean | undefined; // cached BFS verdict for the current (player, box)
 
   constructor(
     private readonly room: Room,
@@ -176,8 +177,14 @@ class SokobanState implements PuzzleState<Direction[]> {
   }
 
   get stuck(): boolean {
-    this.#stuck ??= !this.solved && solveSokoban(this.room, this.player, this.box) === null;
-    return this.#stuck;
+    return !this.solved && this.movesLeft() === -1;
+  }
+
+  /** Fewest moves left to the solve, or -1 when the box can no longer reach the goal. */
+  movesLeft(): number {
+    const room = this.room;
+    room.distance ??= solveDistances(room);
+    return room.distance[this.player * room.size * room.size + this.box] as number;
   }
 
   render(): string {
@@ -225,7 +232,6 @@ class SokobanState implements PuzzleState<Direction[]> {
       } else {
         this.player = next.player;
         this.box = next.box;
-        this.#stuck = undefined;
         reward += k.step;
       }
       reward += k.shaping * (k.gamma * this.potential() - before);
@@ -241,11 +247,8 @@ class SokobanState implements PuzzleState<Direction[]> {
    * 2 * size^2, beyond any solvable one).
    */
   potential(): number {
-    const room = this.room;
-    room.distance ??= solveDistances(room);
-    const cells = room.size * room.size;
-    const d = room.distance[this.player * cells + this.box] as number;
-    return d === -1 ? -2 * cells : -d;
+    const left = this.movesLeft();
+    return left === -1 ? -2 * this.room.size * this.room.size : -left;
   }
 
   solve(): Direction[] {
@@ -255,9 +258,7 @@ class SokobanState implements PuzzleState<Direction[]> {
   }
 
   clone(): SokobanState {
-    const copy = new SokobanState(this.room, this.player, this.box, this.optimalMoves);
-    copy.#stuck = this.#stuck;
-    return copy;
+    return new SokobanState(this.room, this.player, this.box, this.optimalMoves);
   }
 }
 
