@@ -5,8 +5,9 @@
  * random walk carves floor inside the border walls; the box starts on the goal; the player then
  * walks at random and sometimes PULLS the box (the reverse of a push). Every pull undoes a legal
  * push, so each position reached can be solved by pushing back. Of the positions with the box at
- * least 2 cells from the goal, the one with the longest optimal solution (forward BFS over
- * (player, box)) is kept; a BFS failure there would be a generator bug and throws.
+ * least 2 cells from the goal, the one with the longest optimal solution (the room's moves-left
+ * table, one backward BFS over (player, box)) is kept; an unsolvable one would be a generator bug
+ * and throws.
  *
  * Action: a string of moves, e.g. `UULDR` (U up, D down, L left, R right). Walking into the box
  * pushes it when the cell beyond is free; a move into a wall, or a push into a wall, is rejected.
@@ -62,8 +63,14 @@ interface Room {
   readonly size: number;
   readonly walls: readonly boolean[];
   readonly goal: number;
-  /** Fewest moves to the solve from each (player * cells + box), or -1 where it cannot be solved; filled lazily. */
-  distance?: Int32Array;
+  /** Fewest moves to the solve from each (player * cells + box), or -1 where it cannot be solved. */
+  readonly distance: Int32Array;
+}
+
+/** A room with its moves-left table (one backward BFS, which also serves the generator's choice). */
+function makeRoom(size: number, walls: readonly boolean[], goal: number): Room {
+  const shape = { size, walls: Object.freeze(walls), goal };
+  return { ...shape, distance: solveDistances(shape) };
 }
 
 /**
@@ -72,7 +79,7 @@ interface Room {
  * (player p' - d onto the box at p', box to p' + d) by pulling. -1 marks positions that cannot be
  * solved (a cornered box).
  */
-function solveDistances(room: Room): Int32Array {
+function solveDistances(room: Omit<Room, 'distance'>): Int32Array {
   const { size, walls, goal } = room;
   const cells = size * size;
   const dist = new Int32Array(cells * cells).fill(-1);
@@ -114,7 +121,7 @@ function manhattan(size: number, a: number, b: number): number {
 }
 
 /** Whether a cell is off the grid or a wall. */
-function blocked(room: Room, cell: number | null): cell is null {
+function blocked(room: Pick<Room, 'walls'>, cell: number | null): cell is null {
   return cell === null || room.walls[cell] === true;
 }
 
@@ -182,9 +189,7 @@ class SokobanState implements PuzzleState<Direction[]> {
 
   /** Fewest moves left to the solve, or -1 when the box can no longer reach the goal. */
   movesLeft(): number {
-    const room = this.room;
-    room.distance ??= solveDistances(room);
-    return room.distance[this.player * room.size * room.size + this.box] as number;
+    return this.room.distance[this.player * this.room.size * this.room.size + this.box] as number;
   }
 
   render(): string {
@@ -287,7 +292,7 @@ function attempt(rng: Rng, size: number): SokobanState | null {
   const floor = walls.flatMap((w, i) => (w ? [] : [i]));
   if (floor.length < 5) return null;
   const goal = rng.pick(floor);
-  const room: Room = { size, walls: Object.freeze(walls), goal };
+  const room = makeRoom(size, walls, goal);
   let box = goal;
   let player = rng.pick(floor.filter((c) => c !== goal));
   const seen = new Set<number>();
@@ -304,9 +309,9 @@ function attempt(rng: Rng, size: number): SokobanState | null {
     const id = player * size * size + box;
     if (manhattan(size, box, goal) < 2 || seen.has(id)) continue;
     seen.add(id);
-    const path = solveSokoban(room, player, box);
-    if (path === null) throw new Error('sokoban: reverse play produced an unsolvable position');
-    if (best === null || path.length > best.optimalMoves) best = new SokobanState(room, player, box, path.length);
+    const moves = room.distance[id] as number;
+    if (moves === -1) throw new Error('sokoban: reverse play produced an unsolvable position');
+    if (best === null || moves > best.optimalMoves) best = new SokobanState(room, player, box, moves);
   }
   return best;
 }
@@ -325,7 +330,7 @@ function generate(seed: number, size: number): SokobanState {
     const c = i % size;
     return r === 0 || c === 0 || r === size - 1 || c === size - 1;
   });
-  const room: Room = { size, walls: Object.freeze(walls), goal: 2 * size + 4 };
+  const room = makeRoom(size, walls, 2 * size + 4);
   return new SokobanState(room, 2 * size + 1, 2 * size + 2, 2);
 }
 
