@@ -64,10 +64,11 @@ export function logSoftmaxReference(b: Graph, x: Node, axis = -1): Node {
 /**
  * RoPE tables for integer positions [B,T]: cos and sin of shape [B,T,1,D] (Hugging Face's
  * rotate-half convention: frequencies repeated over both halves of the head dimension).
+ * `invFreq` [D/2] holds θ^(−2j/D), or a rescaled variant (Llama 3): the caller computes it, so
+ * scaling schemes live with the model config, not here.
  */
-export function ropeTables(b: Graph, positions: Node, D: number, theta: number, dtype: DType): { cos: Node; sin: Node } {
-  const half = D / 2;
-  const invFreq = Array.from({ length: half }, (_, j) => 1 / Math.pow(theta, (2 * j) / D));
+export function ropeTables(b: Graph, positions: Node, invFreq: readonly number[], dtype: DType): { cos: Node; sin: Node } {
+  const half = invFreq.length;
   const pos = b.unsqueeze(b.cast(positions, dtype), [2]); // [B,T,1]
   const freqs = b.mul(pos, b.constant(invFreq, [half], dtype)); // [B,T,D/2]
   const emb = b.unsqueeze(b.concat([freqs, freqs], -1), [2]); // [B,T,1,D]

@@ -2,6 +2,8 @@
  * Model checkpoint folders:
  *   config.json         the model config (every field written out, defaults included)
  *   model.safetensors   the parameters, named as in `parameterShapes`, float32
+ * `loadCheckpoint` also reads Hugging Face model folders (`hf-checkpoint.ts`; their config.json
+ * has a `model_type`), so everything that loads a checkpoint path takes either.
  *
  * Loading validates the weights against the config: every expected parameter present with its
  * exact shape and nothing else. Each file is replaced atomically; the weights are written before the
@@ -12,15 +14,19 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { modelConfigSchema, parameterShapes, parseModelConfig } from './model-config.ts';
 import type { ModelConfig, ModelConfigInput } from './model-config.ts';
-import { readJsonFile, writeJsonFile } from './json-file.ts';
+import { z } from 'zod';
+import { isHfConfig, loadHfCheckpoint } from './hf-checkpoint.ts';
+import { parseWithSchema, readJsonFile, writeJsonFile } from './json-file.ts';
 import { readSafetensorsFile, writeSafetensorsFile } from './safetensors.ts';
-import type { SafetensorsInput, SafetensorsReadOptions } from './safetensors.ts';
+import type { SafetensorsReadOptions } from './safetensors.ts';
+import { matchTensors, shapeParameters } from './tensor-match.ts';
+
+// Re-exported: these lived here before tensor-match.ts, and callers import them from here.
+export { matchTensors, shapeParameters };
+export type { ExpectedShapes } from './tensor-match.ts';
 
 export const CHECKPOINT_CONFIG_FILE = 'config.json';
 export const CHECKPOINT_WEIGHTS_FILE = 'model.safetensors';
-
-/** Expected tensors: name and shape, in canonical order. */
-export type ExpectedShapes = ReadonlyArray<readonly [name: string, shape: readonly number[]]>;
 
 export interface Checkpoint {
   config: ModelConfig;
@@ -28,74 +34,6 @@ export interface Checkpoint {
   params: Map<string, Float32Array>;
   /** The safetensors `__metadata__` of the weights file. */
   metadata: Record<string, string>;
-}
-
-/** A problem list is capped so a wholly wrong file (say, another architecture) gives a readable error. */
-const MAX_LISTED = 20;
-
-const fmtShape = (s: readonly number[]): string => `[${s.join(', ')}]`;
-const sameShape = (a: readonly number[], b: readonly number[]): boolean =>
-  a.length === b.length && a.every((d, i) => d === b[i]);
-
-function fail(source: string, what: string, problems: string[]): never {
-  const shown = problems.slice(0, MAX_LISTED).map((p) => `  ${p}`);
-  if (problems.length > MAX_LISTED) shown.push(`  … and ${problems.length - MAX_LISTED} more`);
-  throw new Error(`${source}: ${what}:\n${shown.join('\n')}`);
-}
-
-/**
- * Checks tensors read from `source` against the expected names and shapes and returns their data
- * in the expected order. Every missing, mis-shaped and unexpected tensor is listed in one error.
- * `describe` renders a name in that error (e.g. with the file's own naming); default `'name'`.
- */
-export function matchTensors(
-  expected: ExpectedShapes,
-  tensors: ReadonlyMap<string, { readonly shape: readonly number[]; readonly data: Float32Array }>,
-  source: string,
-  describe: (name: string) => string = (n) => `'${n}'`,
-): Map<string, Float32Array> {
-  const problems: string[] = [];
-  const out = new Map<string, Float32Array>();
-  const known = new Set<string>();
-  for (const [name, shape] of expected) {
-    known.add(name);
-    const t = tensors.get(name);
-    if (!t) problems.push(`missing tensor ${describe(name)} (expected shape ${fmtShape(shape)})`);
-    else if (!sameShape(t.shape, shape)) problems.push(`tensor ${describe(name)} has shape ${fmtShape(t.shape)}, expected ${fmtShape(shape)}`);
-    else out.set(name, t.data);
-  }
-  for (const [name, t] of tensors) {
-    if (!known.has(name)) problems.push(`unexpected tensor ${describe(name)} (shape ${fmtShape(t.shape)})`);
-  }
-  if (problems.length > 0) fail(source, 'tensors do not match the model config', problems);
-  return out;
-}
-
-/**
- * Pairs flat parameter arrays with their expected shapes for writing, checking that every
- * expected parameter is there with the right number of elements and nothing else is.
- */
-export function shapeParameters(
-  expected: ExpectedShapes,
-  params: ReadonlyMap<string, Float32Array>,
-  source: string,
-): Map<string, SafetensorsInput> {
-  const problems: string[] = [];
-  const out = new Map<string, SafetensorsInput>();
-  const known = new Set<string>();
-  for (const [name, shape] of expected) {
-    known.add(name);
-    const data = params.get(name);
-    const n = shape.reduce((a, b) => a * b, 1);
-    if (!data) problems.push(`missing parameter '${name}' (expected shape ${fmtShape(shape)})`);
-    else if (data.length !== n) problems.push(`parameter '${name}' has ${data.length} elements, expected ${n} for shape ${fmtShape(shape)}`);
-    else out.set(name, { shape, data });
-  }
-  for (const [name, data] of params) {
-    if (!known.has(name)) problems.push(`unexpected parameter '${name}' (${data.length} elements)`);
-  }
-  if (problems.length > 0) fail(source, 'parameters do not match the model config', problems);
-  return out;
 }
 
 export interface SaveCheckpointOptions {
@@ -117,9 +55,19 @@ export async function saveCheckpoint(
   await writeJsonFile(join(dir, CHECKPOINT_CONFIG_FILE), resolved);
 }
 
-/** Reads a checkpoint folder written by `saveCheckpoint`, validating weights against the config. */
+/**
+ * Reads a checkpoint folder written by `saveCheckpoint`, or a Hugging Face model folder,
+ * validating weights against the config. A Hugging Face folder's metadata is empty and its
+ * config's maxSequenceLength is the file's max_position_embeddings.
+ */
 export async function loadCheckpoint(dir: string, options?: SafetensorsReadOptions): Promise<Checkpoint> {
-  const config = await readJsonFile(join(dir, CHECKPOINT_CONFIG_FILE), modelConfigSchema);
+  const configPath = join(dir, CHECKPOINT_CONFIG_FILE);
+  const raw = await readJsonFile(configPath, z.unknown());
+  if (isHfConfig(raw)) {
+    const hf = await loadHfCheckpoint(dir, options);
+    return { config: hf.config, params: hf.params, metadata: {} };
+  }
+  const config = parseWithSchema(modelConfigSchema, raw, configPath);
   const weightsPath = join(dir, CHECKPOINT_WEIGHTS_FILE);
   const { tensors, metadata } = await readSafetensorsFile(weightsPath, options);
   const params = matchTensors(parameterShapes(config), tensors, weightsPath);

@@ -1,14 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { fromHfName, hfConfigToModelConfig, hfProjectionModule, loadHfCheckpoint, toHfName } from './hf-names.ts';
-import { initParameters } from './init.ts';
+import { fromHfName, hfConfigToModelConfig, hfProjectionModule, modelConfigToHf, toHfName } from './hf-names.ts';
 import { loraTargets, parameterShapes, parseModelConfig } from './model-config.ts';
 import type { ModelConfig } from './model-config.ts';
-import { writeSafetensorsFile } from './safetensors.ts';
-import type { SafetensorsInput } from './safetensors.ts';
-import { bitsOf, rejectsMessage, throwsMessage, withTempDir } from './test-util.ts';
+import { throwsMessage } from './test-util.ts';
 
 const biasedUntied = parseModelConfig({
   vocabSize: 50, hiddenSize: 16, numLayers: 3, numHeads: 4, numKvHeads: 2, intermediateSize: 24,
@@ -40,7 +35,8 @@ test('every parameter maps to a distinct HF name and back', () => {
 
 test('unknown names are refused or unmapped', () => {
   throwsMessage(() => toHfName('layers.0.attn.qq.weight'), /parameter 'layers\.0\.attn\.qq\.weight' has no Hugging Face counterpart/);
-  assert.equal(fromHfName('model.layers.0.self_attn.q_norm.weight'), undefined);
+  assert.equal(fromHfName('model.layers.0.self_attn.rotary_emb.inv_freq'), undefined);
+  assert.equal(fromHfName('model.layers.0.self_attn.v_norm.weight'), undefined);
   assert.equal(fromHfName('model.layers.01.input_layernorm.weight'), undefined);
   assert.equal(fromHfName('norm.weight'), undefined);
 });
@@ -90,110 +86,17 @@ test('config errors name the HF fields', () => {
     throwsMessage(() => hfConfigToModelConfig({ ...qwen25, ...patch }, 'cfg.json'), re, JSON.stringify(patch));
   bad({ vocab_size: undefined }, /^invalid cfg\.json:\n {2}vocab_size: /);
   bad({ hidden_size: -3 }, /^invalid cfg\.json:\n {2}hidden_size: /);
-  bad({ model_type: 'gpt2' }, /model_type: 'gpt2' is not supported \(supported: qwen2, llama\)/);
+  bad({ model_type: 'gpt2' }, /model_type: 'gpt2' is not supported \(supported: qwen2, qwen3, llama\)/);
   bad({ hidden_act: 'gelu' }, /hidden_act: 'gelu' is not supported/);
-  bad({ rope_scaling: { rope_type: 'llama3', factor: 32 } }, /rope_scaling: 'llama3' RoPE scaling is not supported/);
+  bad({ rope_scaling: { rope_type: 'llama3', factor: 32 } }, /rope_scaling: llama3 RoPE scaling needs low_freq_factor, high_freq_factor, original_max_position_embeddings/);
+  bad({ rope_scaling: { type: 'yarn', factor: 4 } }, /rope_scaling: 'yarn' RoPE scaling is not supported \(supported: llama3\)/);
+  bad({ rope_parameters: { rope_type: 'dynamic', factor: 2 } }, /rope_parameters\.rope_type: 'dynamic' RoPE scaling is not supported/);
+  bad({ architectures: ['Qwen2ForSequenceClassification'] }, /architectures: Qwen2ForSequenceClassification is not a causal language model/);
+  bad({ layer_types: ['full_attention', 'sliding_attention'] }, /layer_types: only 'full_attention' layers are supported, got 'sliding_attention'/);
+  bad({ attention_bias: false }, /attention_bias: qwen2 models always have q\/k\/v biases/);
   bad({ use_sliding_window: true }, /use_sliding_window: sliding-window attention is not supported/);
   bad({ num_attention_heads: 15 }, /^invalid cfg\.json:\n {2}num_attention_heads: numHeads \(15\) must divide hiddenSize/);
   bad({ num_key_value_heads: 4 }, /num_key_value_heads: numKvHeads \(4\) must divide numHeads \(14\)/);
   throwsMessage(() => hfConfigToModelConfig([1, 2], 'arr.json'), /^invalid arr\.json:\n {2}\(root\): /);
 });
 
-const tiny = {
-  model_type: 'qwen2', vocab_size: 50, hidden_size: 16, num_hidden_layers: 3, num_attention_heads: 4,
-  num_key_value_heads: 2, intermediate_size: 24, tie_word_embeddings: false, max_position_embeddings: 64,
-};
-
-/** Our parameters under HF names, plus extra tensors. */
-function hfTensors(params: Map<string, Float32Array>, config: ModelConfig): Map<string, SafetensorsInput> {
-  const shapes = new Map(parameterShapes(config));
-  return new Map([...params].map(([n, data]) => [toHfName(n), { shape: shapes.get(n)!, data }]));
-}
-
-test('loads a single-file HF checkpoint, skipping rotary buffers', async () => {
-  await withTempDir(async (dir) => {
-    const config = hfConfigToModelConfig(tiny);
-    const params = initParameters(config, 4);
-    const tensors = hfTensors(params, config);
-    tensors.set('model.layers.0.self_attn.rotary_emb.inv_freq', { shape: [2], data: new Float32Array([1, 0.1]) });
-    await writeFile(join(dir, 'config.json'), JSON.stringify(tiny));
-    await writeSafetensorsFile(join(dir, 'model.safetensors'), tensors, { format: 'pt' });
-    const loaded = await loadHfCheckpoint(dir);
-    assert.deepEqual(loaded.config, config);
-    assert.deepEqual([...loaded.params.keys()], [...params.keys()]);
-    for (const [n, d] of params) assert.deepEqual(bitsOf(loaded.params.get(n)!), bitsOf(d), n);
-  });
-});
-
-test('loads a sharded checkpoint and checks shards against the index', async () => {
-  await withTempDir(async (dir) => {
-    const config = hfConfigToModelConfig(tiny);
-    const params = initParameters(config, 5);
-    const all = [...hfTensors(params, config)];
-    const shards = [new Map(all.slice(0, 10)), new Map(all.slice(10))];
-    const names = ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors'] as const;
-    const weightMap = Object.fromEntries(shards.flatMap((s, i) => [...s.keys()].map((k) => [k, names[i]!])));
-    await writeFile(join(dir, 'config.json'), JSON.stringify(tiny));
-    await writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: { total_size: 1 }, weight_map: weightMap }));
-    for (let i = 0; i < 2; i++) await writeSafetensorsFile(join(dir, names[i]!), shards[i]!);
-    const loaded = await loadHfCheckpoint(dir);
-    for (const [n, d] of params) assert.deepEqual(bitsOf(loaded.params.get(n)!), bitsOf(d), n);
-
-    const firstName = all[0]![0];
-    const writeIndex = (map: Record<string, string>): Promise<void> =>
-      writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: map }));
-    await writeIndex({ ...weightMap, [firstName]: names[1] });
-    await rejectsMessage(loadHfCheckpoint(dir), /model-00001-of-00002\.safetensors: tensor 'model\.embed_tokens\.weight' is listed in model\.safetensors\.index\.json under shard 'model-00002-of-00002\.safetensors'/);
-    await writeIndex({ ...weightMap, 'model.extra.weight': names[0] });
-    await rejectsMessage(loadHfCheckpoint(dir), /index\.json: tensor 'model\.extra\.weight' should be in shard 'model-00001-of-00002\.safetensors' but .* does not contain it/);
-    await writeIndex({ ...weightMap, [firstName]: '../evil.safetensors' });
-    await rejectsMessage(loadHfCheckpoint(dir), /tensor 'model\.embed_tokens\.weight' points to shard '\.\.\/evil\.safetensors', which is not a file name in this folder/);
-  });
-});
-
-test('HF checkpoint errors name tensors by their HF names', async () => {
-  await withTempDir(async (dir) => {
-    const config = hfConfigToModelConfig(tiny);
-    const tensors = hfTensors(initParameters(config, 6), config);
-    await writeFile(join(dir, 'config.json'), JSON.stringify(tiny));
-    const path = join(dir, 'model.safetensors');
-    const load = async (edit: (t: Map<string, SafetensorsInput>) => void, re: RegExp): Promise<void> => {
-      const copy = new Map(tensors);
-      edit(copy);
-      await writeSafetensorsFile(path, copy);
-      await rejectsMessage(loadHfCheckpoint(dir), re);
-    };
-    await load((t) => t.delete('model.layers.2.self_attn.v_proj.bias'),
-      /missing tensor 'model\.layers\.2\.self_attn\.v_proj\.bias' \(ours: 'layers\.2\.attn\.v\.bias'\) \(expected shape \[8\]\)/);
-    await load((t) => t.set('model.layers.0.mlp.up_proj.weight', { shape: [16, 24], data: new Float32Array(384) }),
-      /tensor 'model\.layers\.0\.mlp\.up_proj\.weight' \(ours: 'layers\.0\.mlp\.up\.weight'\) has shape \[16, 24\], expected \[24, 16\]/);
-    await load((t) => t.set('model.layers.0.self_attn.q_norm.weight', { shape: [4], data: new Float32Array(4) }),
-      /unexpected tensor 'model\.layers\.0\.self_attn\.q_norm\.weight' \(shape \[4\]\): not part of a qwen2 model/);
-    await load((t) => t.set('model.layers.3.input_layernorm.weight', { shape: [16], data: new Float32Array(16) }),
-      /unexpected tensor 'model\.layers\.3\.input_layernorm\.weight' \(ours: 'layers\.3\.attn_norm\.weight'\)/);
-  });
-});
-
-test('tied checkpoints: a stored lm_head must equal the embedding', async () => {
-  await withTempDir(async (dir) => {
-    const tied = { ...tiny, tie_word_embeddings: true };
-    const config = hfConfigToModelConfig(tied);
-    const tensors = hfTensors(initParameters(config, 7), config);
-    const embed = tensors.get('model.embed_tokens.weight')!;
-    await writeFile(join(dir, 'config.json'), JSON.stringify(tied));
-    const path = join(dir, 'model.safetensors');
-    await writeSafetensorsFile(path, new Map([...tensors, ['lm_head.weight', { shape: embed.shape, data: embed.data.slice() }]]));
-    assert.equal((await loadHfCheckpoint(dir)).params.has('lm_head.weight'), false);
-    const other = embed.data.slice();
-    other[3] = 1;
-    await writeSafetensorsFile(path, new Map([...tensors, ['lm_head.weight', { shape: embed.shape, data: other }]]));
-    await rejectsMessage(loadHfCheckpoint(dir), /tensor 'lm_head\.weight' differs from 'model\.embed_tokens\.weight' although tie_word_embeddings is true/);
-  });
-});
-
-test('a folder without safetensors weights says so', async () => {
-  await withTempDir(async (dir) => {
-    await writeFile(join(dir, 'config.json'), JSON.stringify(tiny));
-    await rejectsMessage(loadHfCheckpoint(dir), /no model\.safetensors or model\.safetensors\.index\.json \(PyTorch \.bin checkpoints are not supported/);
-  });
-});

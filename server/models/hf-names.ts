@@ -1,27 +1,22 @@
 /**
- * Bridge to Hugging Face Qwen2/Llama checkpoints: parameter names both ways, `config.json` →
- * ModelConfig, and loading a checkpoint folder (single `model.safetensors` or sharded with
- * `model.safetensors.index.json`) into our parameter map.
+ * Bridge to Hugging Face Qwen2/Qwen3/Llama checkpoints: parameter names both ways and
+ * `config.json` → ModelConfig. Loading a folder is `hf-checkpoint.ts`.
  *
- *   ours                              Hugging Face (LlamaForCausalLM / Qwen2ForCausalLM)
+ *   ours                              Hugging Face (LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM)
  *   embed.weight                      model.embed_tokens.weight
  *   layers.{i}.attn_norm.weight       model.layers.{i}.input_layernorm.weight
  *   layers.{i}.attn.{q,k,v,o}.{w,b}   model.layers.{i}.self_attn.{q,k,v,o}_proj.{weight,bias}
+ *   layers.{i}.attn.{q,k}_norm.weight model.layers.{i}.self_attn.{q,k}_norm.weight   (Qwen3)
  *   layers.{i}.mlp_norm.weight        model.layers.{i}.post_attention_layernorm.weight
  *   layers.{i}.mlp.{gate,up,down}.w   model.layers.{i}.mlp.{gate,up,down}_proj.weight
  *   norm.weight                       model.norm.weight
  *   lm_head.weight                    lm_head.weight
  * Both store linear weights [out, in], so tensors copy over unchanged.
  */
-import { stat } from 'node:fs/promises';
-import { join } from 'node:path';
 import { z } from 'zod';
-import { modelConfigSchema, parameterShapes } from './model-config.ts';
-import type { LoraTarget, ModelConfig } from './model-config.ts';
-import { matchTensors } from './checkpoint.ts';
-import { formatIssues, readJsonFile } from './json-file.ts';
-import { readSafetensorsFile } from './safetensors.ts';
-import type { SafetensorsReadOptions, SafetensorsTensor } from './safetensors.ts';
+import { modelConfigSchema } from './model-config.ts';
+import type { LoraTarget, ModelConfig, RopeScaling } from './model-config.ts';
+import { formatIssues } from './json-file.ts';
 
 /** Hugging Face module names of the LoRA-targetable projections (PEFT `target_modules`). */
 export const hfProjectionNames = {
@@ -48,6 +43,10 @@ const nameRules: ReadonlyArray<{ ours: RegExp; hf: RegExp; toHf: string; toOurs:
     hf: new RegExp(`^model\\.layers\\.${I}\\.self_attn\\.(q|k|v|o)_proj\\.(weight|bias)$`), toOurs: 'layers.$1.attn.$2.$3',
   },
   {
+    ours: new RegExp(`^layers\\.${I}\\.attn\\.(q|k)_norm\\.weight$`), toHf: 'model.layers.$1.self_attn.$2_norm.weight',
+    hf: new RegExp(`^model\\.layers\\.${I}\\.self_attn\\.(q|k)_norm\\.weight$`), toOurs: 'layers.$1.attn.$2_norm.weight',
+  },
+  {
     ours: new RegExp(`^layers\\.${I}\\.mlp_norm\\.weight$`), toHf: 'model.layers.$1.post_attention_layernorm.weight',
     hf: new RegExp(`^model\\.layers\\.${I}\\.post_attention_layernorm\\.weight$`), toOurs: 'layers.$1.mlp_norm.weight',
   },
@@ -71,17 +70,28 @@ export function fromHfName(hfName: string): string | undefined {
   return undefined;
 }
 
-/** Buffers some checkpoints carry that are derived from the config, not learned: skipped on load. */
-const derivedBuffer = /\.rotary_emb\.inv_freq$/;
 
 const positiveInt = z.int().positive();
 
+/** RoPE settings as `rope_scaling` (transformers ≤ 4.x) or `rope_parameters` (v5) spell them. */
+const ropeFieldsSchema = z.looseObject({
+  type: z.string().optional(),
+  rope_type: z.string().optional(),
+  rope_theta: z.number().positive().optional(),
+  factor: z.number().positive().optional(),
+  low_freq_factor: z.number().positive().optional(),
+  high_freq_factor: z.number().positive().optional(),
+  original_max_position_embeddings: positiveInt.optional(),
+});
+
 /**
- * The Qwen2/Llama fields of a Hugging Face `config.json` (transformers `LlamaConfig`/`Qwen2Config`).
- * Other fields are allowed and ignored; the ones that would change the math are checked below.
+ * The Qwen2/Qwen3/Llama fields of a Hugging Face `config.json` (transformers `LlamaConfig`,
+ * `Qwen2Config`, `Qwen3Config`). Other fields are allowed and ignored; the ones that would change
+ * the math are checked in `hfConfigToModelConfig`.
  */
 export const hfConfigSchema = z.looseObject({
   model_type: z.string(),
+  architectures: z.array(z.string()).nullish(),
   vocab_size: positiveInt,
   hidden_size: positiveInt,
   num_hidden_layers: positiveInt,
@@ -90,9 +100,9 @@ export const hfConfigSchema = z.looseObject({
   intermediate_size: positiveInt,
   head_dim: positiveInt.nullish(),
   rope_theta: z.number().positive().nullish(),
-  /** transformers v5 moves rope_theta here. */
-  rope_parameters: z.looseObject({ rope_theta: z.number().positive().optional(), rope_type: z.string().optional() }).nullish(),
-  rope_scaling: z.looseObject({ type: z.string().optional(), rope_type: z.string().optional() }).nullish(),
+  /** transformers v5 moves rope_theta and the scaling fields here. */
+  rope_parameters: ropeFieldsSchema.nullish(),
+  rope_scaling: ropeFieldsSchema.nullish(),
   rms_norm_eps: z.number().positive().nullish(),
   tie_word_embeddings: z.boolean().nullish(),
   max_position_embeddings: positiveInt.nullish(),
@@ -100,18 +110,34 @@ export const hfConfigSchema = z.looseObject({
   mlp_bias: z.boolean().nullish(),
   hidden_act: z.string().nullish(),
   use_sliding_window: z.boolean().nullish(),
+  /** Per-layer attention kinds (recent Qwen3 configs): only full attention is supported. */
+  layer_types: z.array(z.string()).nullish(),
+  /** The dtype the weights were saved in (`torch_dtype`, renamed `dtype` in transformers v5). */
+  torch_dtype: z.string().nullish(),
+  dtype: z.string().nullish(),
+  /** The hub id or path the checkpoint was saved from (transformers writes it on save_pretrained). */
+  _name_or_path: z.string().nullish(),
 });
 export type HfConfig = z.output<typeof hfConfigSchema>;
 
-/** Supported `model_type`s. Qwen2 always has q/k/v biases; Llama has them only with `attention_bias`. */
-const supportedModelTypes = ['qwen2', 'llama'] as const;
+/**
+ * Supported `model_type`s and what each implies. Qwen2 always has q/k/v biases; Qwen3 has
+ * per-head q/k RMSNorm; Llama (and SmolLM2, which is a Llama) has biases only with `attention_bias`.
+ */
+const modelTypes = {
+  qwen2: { defaultBias: true, fixedBias: true, qkNorm: false, maxPositions: 32768 },
+  qwen3: { defaultBias: false, fixedBias: false, qkNorm: true, maxPositions: 32768 },
+  llama: { defaultBias: false, fixedBias: false, qkNorm: false, maxPositions: 2048 },
+} as const;
+export type HfModelType = keyof typeof modelTypes;
+export const supportedHfModelTypes = Object.keys(modelTypes) as HfModelType[];
 
 /** Which HF field each of our config fields comes from, so errors name the field the user can see. */
 const hfFieldOf: Record<keyof ModelConfig, string> = {
   vocabSize: 'vocab_size', hiddenSize: 'hidden_size', numLayers: 'num_hidden_layers', numHeads: 'num_attention_heads',
   numKvHeads: 'num_key_value_heads', headDim: 'head_dim', intermediateSize: 'intermediate_size', ropeTheta: 'rope_theta',
   rmsNormEps: 'rms_norm_eps', tieEmbeddings: 'tie_word_embeddings', attentionBias: 'attention_bias',
-  maxSequenceLength: 'max_position_embeddings',
+  maxSequenceLength: 'max_position_embeddings', qkNorm: 'model_type', ropeScaling: 'rope_scaling',
 };
 
 export interface HfConfigOptions {
@@ -122,26 +148,48 @@ export interface HfConfigOptions {
   maxSequenceLength?: number;
 }
 
-const isDefaultRope = (t: string | undefined): boolean => t === undefined || t === 'default';
+/**
+ * The RoPE scaling of a config, or a problem. `default` (and no scaling) is plain RoPE; `llama3`
+ * needs its four numbers; every other kind (linear, dynamic, yarn, longrope, …) changes the
+ * math in ways not implemented here and is refused by name.
+ */
+function ropeScalingOf(field: string, r: z.output<typeof ropeFieldsSchema> | null | undefined): { scaling?: RopeScaling; problem?: string } {
+  const kind = r?.rope_type ?? r?.type;
+  if (r == null || kind === undefined || kind === 'default') return {};
+  if (kind !== 'llama3') return { problem: `${field}: '${kind}' RoPE scaling is not supported (supported: llama3)` };
+  const missing = (['factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings'] as const).filter((k) => r[k] === undefined);
+  if (missing.length > 0) return { problem: `${field}: llama3 RoPE scaling needs ${missing.join(', ')}` };
+  return {
+    scaling: {
+      type: 'llama3', factor: r.factor!, lowFreqFactor: r.low_freq_factor!, highFreqFactor: r.high_freq_factor!,
+      originalMaxPositionEmbeddings: r.original_max_position_embeddings!,
+    },
+  };
+}
 
-/** Converts a Hugging Face Qwen2/Llama `config.json` object to our ModelConfig. Errors name the HF fields. */
+/** Converts a Hugging Face Qwen2/Qwen3/Llama `config.json` object to our ModelConfig. Errors name the HF fields. */
 export function hfConfigToModelConfig(hf: unknown, source = 'Hugging Face config', options: HfConfigOptions = {}): ModelConfig {
   const r = hfConfigSchema.safeParse(hf);
   if (!r.success) throw new Error(`invalid ${source}:\n${formatIssues(r.error)}`);
   const c = r.data;
   const problems: string[] = [];
-  const modelType = supportedModelTypes.find((t) => t === c.model_type);
-  if (!modelType) problems.push(`model_type: '${c.model_type}' is not supported (supported: ${supportedModelTypes.join(', ')})`);
+  const modelType = supportedHfModelTypes.find((t) => t === c.model_type);
+  if (!modelType) problems.push(`model_type: '${c.model_type}' is not supported (supported: ${supportedHfModelTypes.join(', ')})`);
+  const kind = modelType ? modelTypes[modelType] : undefined;
+  if (c.architectures && c.architectures.length > 0 && !c.architectures.some((a) => a.endsWith('ForCausalLM'))) {
+    problems.push(`architectures: ${c.architectures.join(', ')} is not a causal language model (expected a …ForCausalLM)`);
+  }
   if (c.hidden_act != null && c.hidden_act !== 'silu') problems.push(`hidden_act: '${c.hidden_act}' is not supported (only 'silu', SwiGLU)`);
   if (c.mlp_bias === true) problems.push('mlp_bias: MLP biases are not supported');
   if (c.use_sliding_window === true) problems.push('use_sliding_window: sliding-window attention is not supported');
-  if (c.rope_scaling != null && !isDefaultRope(c.rope_scaling.rope_type ?? c.rope_scaling.type)) {
-    problems.push(`rope_scaling: '${c.rope_scaling.rope_type ?? c.rope_scaling.type}' RoPE scaling is not supported`);
-  }
-  if (c.rope_parameters != null && !isDefaultRope(c.rope_parameters.rope_type)) {
-    problems.push(`rope_parameters.rope_type: '${c.rope_parameters.rope_type}' is not supported`);
-  }
-  if (modelType === 'qwen2' && c.attention_bias === false) problems.push('attention_bias: Qwen2 models always have q/k/v biases');
+  const otherLayers = (c.layer_types ?? []).filter((t) => t !== 'full_attention');
+  if (otherLayers.length > 0) problems.push(`layer_types: only 'full_attention' layers are supported, got '${otherLayers[0]}'`);
+  // transformers v5 writes rope_parameters; older versions rope_scaling. Either may carry llama3.
+  const fromScaling = ropeScalingOf('rope_scaling', c.rope_scaling);
+  const fromParameters = ropeScalingOf('rope_parameters.rope_type', c.rope_parameters);
+  for (const p of [fromScaling.problem, fromParameters.problem]) if (p) problems.push(p);
+  const ropeScaling = fromScaling.scaling ?? fromParameters.scaling;
+  if (kind?.fixedBias && c.attention_bias === false) problems.push(`attention_bias: ${c.model_type} models always have q/k/v biases`);
   if (problems.length > 0) throw new Error(`invalid ${source}:\n${problems.map((p) => `  ${p}`).join('\n')}`);
 
   const ours = {
@@ -152,124 +200,54 @@ export function hfConfigToModelConfig(hf: unknown, source = 'Hugging Face config
     numKvHeads: c.num_key_value_heads ?? c.num_attention_heads,
     ...(c.head_dim != null ? { headDim: c.head_dim } : {}),
     intermediateSize: c.intermediate_size,
-    // transformers' LlamaConfig/Qwen2Config defaults where a field is absent.
+    // transformers' LlamaConfig/Qwen2Config/Qwen3Config defaults where a field is absent.
     ropeTheta: c.rope_theta ?? c.rope_parameters?.rope_theta ?? 10000,
     rmsNormEps: c.rms_norm_eps ?? 1e-6,
     tieEmbeddings: c.tie_word_embeddings ?? false,
-    attentionBias: modelType === 'qwen2' ? true : (c.attention_bias ?? false),
-    maxSequenceLength: options.maxSequenceLength ?? c.max_position_embeddings ?? (modelType === 'qwen2' ? 32768 : 2048),
+    attentionBias: kind?.fixedBias ? true : (c.attention_bias ?? kind?.defaultBias ?? false),
+    maxSequenceLength: options.maxSequenceLength ?? c.max_position_embeddings ?? kind?.maxPositions ?? 2048,
+    ...(kind?.qkNorm ? { qkNorm: true } : {}),
+    ...(ropeScaling ? { ropeScaling } : {}),
   };
   const m = modelConfigSchema.safeParse(ours);
   if (m.success) return m.data;
   const lines = m.error.issues.map((i) => {
     const field = i.path[0];
     const name = typeof field === 'string' && field in hfFieldOf ? hfFieldOf[field as keyof ModelConfig] : String(field);
-    return `  ${name}: ${i.message}`;
+    return `  ${[name, ...i.path.slice(1).map(String)].join('.')}: ${i.message}`;
   });
   throw new Error(`invalid ${source}:\n${lines.join('\n')}`);
 }
 
-const indexSchema = z.looseObject({
-  metadata: z.looseObject({}).nullish(),
-  weight_map: z.record(z.string(), z.string()),
-});
-
-export const HF_CONFIG_FILE = 'config.json';
-export const HF_WEIGHTS_FILE = 'model.safetensors';
-export const HF_INDEX_FILE = 'model.safetensors.index.json';
-
-export interface HfCheckpoint {
-  config: ModelConfig;
-  /** Parameters under our names, in `parameterShapes` order. */
-  params: Map<string, Float32Array>;
-  hfConfig: HfConfig;
-}
-
-export type LoadHfCheckpointOptions = SafetensorsReadOptions & HfConfigOptions;
-
-const exists = async (path: string): Promise<boolean> => stat(path).then(() => true, () => false);
-
-/** Reads all tensors of a sharded checkpoint, checking each shard against the index. */
-async function readSharded(dir: string, options: SafetensorsReadOptions): Promise<Map<string, SafetensorsTensor>> {
-  const indexPath = join(dir, HF_INDEX_FILE);
-  const index = await readJsonFile(indexPath, indexSchema);
-  const byShard = new Map<string, Set<string>>();
-  for (const [name, shard] of Object.entries(index.weight_map)) {
-    // Shard names come from a downloaded file: they must stay inside the folder.
-    if (!/^[^/\\]+\.safetensors$/.test(shard) || shard.startsWith('..')) {
-      throw new Error(`${indexPath}: tensor '${name}' points to shard '${shard}', which is not a file name in this folder`);
-    }
-    let set = byShard.get(shard);
-    if (!set) byShard.set(shard, (set = new Set()));
-    set.add(name);
+/** Our config fields back in HF form, for writing a Hugging Face folder (e.g. a test checkpoint). */
+export function modelConfigToHf(c: ModelConfig, modelType: HfModelType): Record<string, unknown> {
+  const kind = modelTypes[modelType];
+  if (Boolean(c.qkNorm) !== kind.qkNorm || (kind.fixedBias && !c.attentionBias)) {
+    throw new Error(`a model with qkNorm ${Boolean(c.qkNorm)} and attentionBias ${c.attentionBias} cannot be written as model_type '${modelType}'`);
   }
-  const all = new Map<string, SafetensorsTensor>();
-  for (const shard of [...byShard.keys()].sort()) {
-    const listed = byShard.get(shard)!;
-    const path = join(dir, shard);
-    const { tensors } = await readSafetensorsFile(path, options);
-    for (const [name, t] of tensors) {
-      if (!listed.has(name)) {
-        const elsewhere = index.weight_map[name];
-        throw new Error(elsewhere === undefined
-          ? `${path}: tensor '${name}' is not listed in ${HF_INDEX_FILE}`
-          : `${path}: tensor '${name}' is listed in ${HF_INDEX_FILE} under shard '${elsewhere}'`);
-      }
-      all.set(name, t);
-    }
-    for (const name of listed) {
-      if (!tensors.has(name)) throw new Error(`${indexPath}: tensor '${name}' should be in shard '${shard}' but ${path} does not contain it`);
-    }
+  const out: Record<string, unknown> = {
+    architectures: [{ qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', llama: 'LlamaForCausalLM' }[modelType]],
+    model_type: modelType,
+    vocab_size: c.vocabSize,
+    hidden_size: c.hiddenSize,
+    num_hidden_layers: c.numLayers,
+    num_attention_heads: c.numHeads,
+    num_key_value_heads: c.numKvHeads ?? c.numHeads,
+    head_dim: c.headDim ?? c.hiddenSize / c.numHeads,
+    intermediate_size: c.intermediateSize,
+    hidden_act: 'silu',
+    rope_theta: c.ropeTheta,
+    rms_norm_eps: c.rmsNormEps,
+    tie_word_embeddings: c.tieEmbeddings,
+    attention_bias: c.attentionBias,
+    max_position_embeddings: c.maxSequenceLength,
+  };
+  if (c.ropeScaling) {
+    const s = c.ropeScaling;
+    out['rope_scaling'] = {
+      rope_type: 'llama3', factor: s.factor, low_freq_factor: s.lowFreqFactor, high_freq_factor: s.highFreqFactor,
+      original_max_position_embeddings: s.originalMaxPositionEmbeddings,
+    };
   }
-  return all;
-}
-
-/**
- * Loads a Hugging Face Qwen2/Llama checkpoint folder into our parameter map, validated like our
- * own checkpoints (missing, mis-shaped and unexpected tensors are named by their HF names).
- * With tied embeddings a stored `lm_head.weight` is accepted only if it equals the embedding.
- */
-export async function loadHfCheckpoint(dir: string, options: LoadHfCheckpointOptions = {}): Promise<HfCheckpoint> {
-  const configPath = join(dir, HF_CONFIG_FILE);
-  const raw = await readJsonFile(configPath, z.unknown());
-  const config = hfConfigToModelConfig(raw, configPath, options);
-  const hfConfig = hfConfigSchema.parse(raw);
-  const readOptions: SafetensorsReadOptions = options.alloc ? { alloc: options.alloc } : {};
-
-  const single = join(dir, HF_WEIGHTS_FILE);
-  let source: string;
-  let tensors: Map<string, SafetensorsTensor>;
-  if (await exists(single)) {
-    source = single;
-    tensors = (await readSafetensorsFile(single, readOptions)).tensors;
-  } else if (await exists(join(dir, HF_INDEX_FILE))) {
-    source = join(dir, HF_INDEX_FILE);
-    tensors = await readSharded(dir, readOptions);
-  } else {
-    throw new Error(`${dir}: no ${HF_WEIGHTS_FILE} or ${HF_INDEX_FILE} (PyTorch .bin checkpoints are not supported; convert them to safetensors)`);
-  }
-
-  const mapped = new Map<string, SafetensorsTensor>();
-  const unknown: string[] = [];
-  let tiedHead: SafetensorsTensor | undefined;
-  for (const [hfName, t] of tensors) {
-    if (derivedBuffer.test(hfName)) continue;
-    if (config.tieEmbeddings && hfName === 'lm_head.weight') {
-      tiedHead = t;
-      continue;
-    }
-    const ours = fromHfName(hfName);
-    if (ours === undefined) unknown.push(`unexpected tensor '${hfName}' (shape [${t.shape.join(', ')}]): not part of a ${hfConfig.model_type} model`);
-    else mapped.set(ours, t);
-  }
-  if (unknown.length > 0) {
-    const more = unknown.length > 20 ? [`… and ${unknown.length - 20} more`] : [];
-    throw new Error(`${source}: tensors do not match the model config:\n${[...unknown.slice(0, 20), ...more].map((u) => `  ${u}`).join('\n')}`);
-  }
-  const params = matchTensors(parameterShapes(config), mapped, source, (n) => `'${toHfName(n)}' (ours: '${n}')`);
-  const embed = params.get('embed.weight');
-  if (tiedHead && embed && !(tiedHead.data.length === embed.length && tiedHead.data.every((v, i) => Object.is(v, embed[i])))) {
-    throw new Error(`${source}: tensor 'lm_head.weight' differs from 'model.embed_tokens.weight' although tie_word_embeddings is true`);
-  }
-  return { config, params, hfConfig };
+  return out;
 }

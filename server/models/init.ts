@@ -28,7 +28,8 @@ const isResidualProjection = (name: string): boolean => /\.(attn\.o|mlp\.down)\.
 /** The rule for a parameter: norm weights ones, biases zeros, everything else normal. */
 export function initRule(config: ModelConfig, name: string, shape: readonly number[], options: InitOptions = {}): InitRule {
   if (name.endsWith('.bias')) return { kind: 'zeros' };
-  if (/(^|\.)(norm|attn_norm|mlp_norm)\.weight$/.test(name) && shape.length === 1) return { kind: 'ones' };
+  // RMSNorm gains, including Qwen3's per-head q_norm/k_norm, start at one.
+  if (/(^|\.)(norm|attn_norm|mlp_norm|q_norm|k_norm)\.weight$/.test(name) && shape.length === 1) return { kind: 'ones' };
   const std = options.std ?? 0.02;
   if (options.scaleResidualProjections && isResidualProjection(name)) {
     return { kind: 'normal', std: std / Math.sqrt(2 * config.numLayers) };

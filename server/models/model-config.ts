@@ -8,6 +8,8 @@
  *   layers.{i}.attn.q.weight        [H*D, C]      (+ .bias [H*D] when attentionBias)
  *   layers.{i}.attn.k.weight        [Hkv*D, C]    (+ .bias [Hkv*D] when attentionBias)
  *   layers.{i}.attn.v.weight        [Hkv*D, C]    (+ .bias [Hkv*D] when attentionBias)
+ *   layers.{i}.attn.q_norm.weight   [D]           (only when qkNorm, Qwen3)
+ *   layers.{i}.attn.k_norm.weight   [D]           (only when qkNorm)
  *   layers.{i}.attn.o.weight        [C, H*D]
  *   layers.{i}.mlp_norm.weight      [C]
  *   layers.{i}.mlp.gate.weight      [F, C]
@@ -18,6 +20,28 @@
  * Linear weights are stored [out, in] as in PyTorch/Hugging Face, so checkpoints map 1:1.
  */
 import { z } from 'zod';
+
+/**
+ * Llama 3.1's RoPE frequency rescaling (transformers `_compute_llama3_parameters`): wavelengths
+ * longer than originalMaxPositionEmbeddings / lowFreqFactor are stretched by `factor`, shorter
+ * than originalMaxPositionEmbeddings / highFreqFactor kept, and the band between interpolated.
+ */
+export const llama3RopeScalingSchema = z
+  .object({
+    /** Scaling kind; only Llama 3's is supported. */
+    type: z.literal('llama3'),
+    /** Stretch factor of the low frequencies (8 in Llama 3.1, 32 in Llama 3.2). */
+    factor: z.number().positive(),
+    /** Wavelengths above originalMaxPositionEmbeddings / lowFreqFactor are divided by factor. */
+    lowFreqFactor: z.number().positive(),
+    /** Wavelengths below originalMaxPositionEmbeddings / highFreqFactor are kept. */
+    highFreqFactor: z.number().positive(),
+    /** The context length the model was pretrained with before scaling (8192). */
+    originalMaxPositionEmbeddings: z.number().int().positive(),
+  })
+  .strict()
+  .refine((r) => r.highFreqFactor > r.lowFreqFactor, { message: 'highFreqFactor must be greater than lowFreqFactor', path: ['highFreqFactor'] });
+export type RopeScaling = z.output<typeof llama3RopeScalingSchema>;
 
 export const modelConfigSchema = z
   .object({
@@ -45,6 +69,13 @@ export const modelConfigSchema = z
     attentionBias: z.boolean().default(false),
     /** Longest sequence (prompt + response) the model is used with; sizes KV caches. */
     maxSequenceLength: z.number().int().positive().default(512),
+    /**
+     * Per-head RMSNorm of q and k before RoPE, weights [D] (Qwen3). Absent means false; optional
+     * rather than defaulted so configs written before it existed hash and serialise unchanged.
+     */
+    qkNorm: z.boolean().optional(),
+    /** RoPE frequency scaling (Llama 3.1+); absent: plain RoPE. */
+    ropeScaling: llama3RopeScalingSchema.optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -120,6 +151,10 @@ export function parameterShapes(c: ModelConfig): Array<[name: string, shape: num
     if (c.attentionBias) out.push([`${p}.attn.k.bias`, [Hkv * D]]);
     out.push([`${p}.attn.v.weight`, [Hkv * D, C]]);
     if (c.attentionBias) out.push([`${p}.attn.v.bias`, [Hkv * D]]);
+    if (c.qkNorm) {
+      out.push([`${p}.attn.q_norm.weight`, [D]]);
+      out.push([`${p}.attn.k_norm.weight`, [D]]);
+    }
     out.push([`${p}.attn.o.weight`, [C, H * D]]);
     out.push([`${p}.mlp_norm.weight`, [C]]);
     out.push([`${p}.mlp.gate.weight`, [F, C]]);
@@ -149,4 +184,24 @@ export function projectionSize(c: ModelConfig, target: LoraTarget): { in: number
 export function projectionName(layer: number, target: LoraTarget): string {
   const group = target === 'gate' || target === 'up' || target === 'down' ? 'mlp' : 'attn';
   return `layers.${layer}.${group}.${target}`;
+}
+
+/**
+ * RoPE inverse frequencies θ^(−2j/D), j = 0 … D/2−1, rescaled when the config has `ropeScaling`
+ * (transformers `_compute_llama3_parameters`, same comparisons so boundary bands match).
+ */
+export function ropeInverseFrequencies(c: ModelConfig): number[] {
+  const { D } = modelDims(c);
+  const base = Array.from({ length: D / 2 }, (_, j) => 1 / Math.pow(c.ropeTheta, (2 * j) / D));
+  const s = c.ropeScaling;
+  if (!s) return base;
+  const lowFreqWavelen = s.originalMaxPositionEmbeddings / s.lowFreqFactor;
+  const highFreqWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
+  return base.map((f) => {
+    const wavelen = (2 * Math.PI) / f;
+    if (wavelen > lowFreqWavelen) return f / s.factor;
+    if (wavelen < highFreqWavelen) return f;
+    const smooth = (s.originalMaxPositionEmbeddings / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+    return (1 - smooth) * (f / s.factor) + smooth * f;
+  });
 }

@@ -10,7 +10,7 @@
 import { applyRope, attention, linear, rmsNorm, ropeTables, silu, type LoraPair } from '../compiler/composite.ts';
 import type { Graph, Node } from '../compiler/ir.ts';
 import type { DType } from '../compiler/ops.ts';
-import { loraTargets, type LoraTarget, type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize } from './model-config.ts';
+import { loraTargets, type LoraTarget, type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize, ropeInverseFrequencies } from './model-config.ts';
 
 /** LoRA layout of a compiled graph: which projections carry adapters, rank and scale. */
 export interface LoraSpec {
@@ -86,7 +86,7 @@ export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardA
   const [B, T] = args.ids.shape as [string | number, string | number];
   const embed = w(m, 'embed.weight');
   let x = b.gather(embed, args.ids, 0); // [B,T,C]
-  const { cos, sin } = ropeTables(b, args.positions, D, c.ropeTheta, embed.dtype); // [B,T,1,D]
+  const { cos, sin } = ropeTables(b, args.positions, ropeInverseFrequencies(c), embed.dtype); // [B,T,1,D]
   const present: Array<{ key: Node; value: Node }> = [];
   const bias = (name: string) => (c.attentionBias ? w(m, name) : null);
   for (let i = 0; i < L; i++) {
@@ -97,8 +97,10 @@ export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardA
     const q0 = linear(b, h, w(m, `${p}.attn.q.weight`), bias(`${p}.attn.q.bias`), adapter(m, i, 'q'));
     const k0 = linear(b, h, w(m, `${p}.attn.k.weight`), bias(`${p}.attn.k.bias`), adapter(m, i, 'k'));
     const v0 = linear(b, h, w(m, `${p}.attn.v.weight`), bias(`${p}.attn.v.bias`), adapter(m, i, 'v'));
-    const q = applyRope(b, b.reshape(q0, [B, T, H, D]), cos, sin); // [B,T,H,D]
-    const k = applyRope(b, b.reshape(k0, [B, T, Hkv, D]), cos, sin); // [B,T,Hkv,D]
+    // Qwen3 normalises each head of q and k (over D) before RoPE.
+    const qkNorm = (x: Node, which: 'q' | 'k') => (c.qkNorm ? rmsNorm(b, x, w(m, `${p}.attn.${which}_norm.weight`), c.rmsNormEps) : x);
+    const q = applyRope(b, qkNorm(b.reshape(q0, [B, T, H, D]), 'q'), cos, sin); // [B,T,H,D]
+    const k = applyRope(b, qkNorm(b.reshape(k0, [B, T, Hkv, D]), 'k'), cos, sin); // [B,T,Hkv,D]
     const v = b.reshape(v0, [B, T, Hkv, D]);
     present.push({ key: b.transpose(k, [1, 0, 2, 3]), value: b.transpose(v, [1, 0, 2, 3]) }); // [T,B,Hkv,D]
     let keys = b.transpose(k, [0, 2, 1, 3]); // [B,Hkv,T,D]

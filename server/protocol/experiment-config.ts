@@ -77,6 +77,21 @@ export const modelConfigSchema = z
     attentionBias: z.boolean().default(false).describe('Whether the q/k/v projections carry a bias (Qwen2 does, Llama does not).'),
     /** Longest sequence (prompt + response); sizes the KV caches. */
     maxSequenceLength: z.number().int().positive().default(512).describe('Longest sequence (prompt + response) the model is used with; sizes the KV caches.'),
+    /** Per-head RMSNorm of q and k before RoPE (Qwen3). */
+    qkNorm: z.boolean().optional().describe('Per-head RMSNorm of queries and keys before RoPE, weights [headDim] (Qwen3). Default: false.'),
+    /** RoPE frequency scaling (Llama 3.1+). */
+    ropeScaling: z
+      .object({
+        type: z.literal('llama3').describe("Scaling kind; only Llama 3's is supported."),
+        factor: z.number().positive().describe('Stretch factor of the low frequencies (8 in Llama 3.1, 32 in Llama 3.2).'),
+        lowFreqFactor: z.number().positive().describe('Wavelengths above originalMaxPositionEmbeddings / lowFreqFactor are divided by factor.'),
+        highFreqFactor: z.number().positive().describe('Wavelengths below originalMaxPositionEmbeddings / highFreqFactor are kept; the band between is interpolated.'),
+        originalMaxPositionEmbeddings: z.number().int().positive().describe('Context length the model was pretrained with before scaling (8192 for Llama 3).'),
+      })
+      .strict()
+      .refine((r) => r.highFreqFactor > r.lowFreqFactor, { message: 'highFreqFactor must be greater than lowFreqFactor', path: ['highFreqFactor'] })
+      .optional()
+      .describe("Llama 3.1's RoPE frequency rescaling (rope_scaling with rope_type llama3). Absent: plain RoPE."),
   })
   .strict()
   .superRefine((c, ctx) => {

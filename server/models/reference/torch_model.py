@@ -10,7 +10,9 @@ MODEL (decoder-only transformer, Qwen2/Llama shape)
   Config: a dict with the camelCase fields of server/models/model-config.ts (`normalize_config`
   fills the defaults exactly as the zod schema does): vocabSize V, hiddenSize C, numLayers L,
   numHeads H, numKvHeads Hkv (default H), headDim D (default C/H), intermediateSize F,
-  ropeTheta (10000), rmsNormEps (1e-6), tieEmbeddings (true), attentionBias (false).
+  ropeTheta (10000), rmsNormEps (1e-6), tieEmbeddings (true), attentionBias (false), qkNorm (false;
+  Qwen3), ropeScaling (absent, or {type: "llama3", factor, lowFreqFactor, highFreqFactor,
+  originalMaxPositionEmbeddings}; Llama 3.1+).
   Parameter names/shapes: `parameter_shapes` == parameterShapes() in model-config.ts.
   Linear weights are [out, in]; linear(x) = x @ W.T (+ b).
 
@@ -21,8 +23,13 @@ MODEL (decoder-only transformer, Qwen2/Llama shape)
     rmsnorm(x) = x * rsqrt(mean(x^2, last dim) + eps)
     h = rmsnorm(x) * p.attn_norm.weight
     q = linear_q(h) -> [B,T,H,D];  k = linear_k(h), v = linear_v(h) -> [B,T,Hkv,D]
+    qkNorm (Qwen3): q = rmsnorm(q) * p.attn.q_norm.weight, k = rmsnorm(k) * p.attn.k_norm.weight, per
+      head over D (weights [D]), before RoPE.
     RoPE (Hugging Face rotate_half convention):
-      inv_freq[j] = 1 / theta^(2j/D), j = 0..D/2-1
+      inv_freq[j] = 1 / theta^(2j/D), j = 0..D/2-1, then with ropeScaling llama3 (transformers
+      _compute_llama3_parameters): wavelen = 2*pi/inv_freq; wavelen > orig/low -> inv_freq/factor;
+      wavelen < orig/high -> inv_freq; between: (1-s)*inv_freq/factor + s*inv_freq,
+      s = (orig/wavelen - low)/(high - low)
       freqs = position_ids[..., None] * inv_freq          -> [B,T,D/2]
       emb = cat(freqs, freqs, -1)                          -> [B,T,D];  cos = cos(emb), sin = sin(emb)
       rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2], -1)
@@ -90,6 +97,7 @@ def normalize_config(cfg: dict) -> dict:
     allowed = {
         "vocabSize", "hiddenSize", "numLayers", "numHeads", "numKvHeads", "headDim", "intermediateSize",
         "ropeTheta", "rmsNormEps", "tieEmbeddings", "attentionBias", "maxSequenceLength",
+        "qkNorm", "ropeScaling",
     }
     unknown = set(cfg) - allowed
     if unknown:
@@ -146,6 +154,9 @@ def parameter_shapes(cfg: dict) -> List[Tuple[str, List[int]]]:
         out.append((f"{p}.attn.v.weight", [Hkv * D, C]))
         if cfg["attentionBias"]:
             out.append((f"{p}.attn.v.bias", [Hkv * D]))
+        if cfg.get("qkNorm"):
+            out.append((f"{p}.attn.q_norm.weight", [D]))
+            out.append((f"{p}.attn.k_norm.weight", [D]))
         out.append((f"{p}.attn.o.weight", [C, H * D]))
         out.append((f"{p}.mlp_norm.weight", [C]))
         out.append((f"{p}.mlp.gate.weight", [Fi, C]))
@@ -205,10 +216,28 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-def rope_cos_sin(position_ids: torch.Tensor, D: int, theta: float, dtype) -> Tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin of shape [B,T,1,D] (broadcast over heads)."""
+def rope_inv_freq(D: int, theta: float, scaling: Optional[dict] = None) -> torch.Tensor:
+    """inv_freq [D/2] in float64, rescaled as Llama 3 does when `scaling` (cfg ropeScaling) is given."""
     j = torch.arange(0, D // 2, dtype=torch.float64)
-    inv_freq = (1.0 / (theta ** (2.0 * j / D))).to(dtype)
+    inv_freq = 1.0 / (theta ** (2.0 * j / D))
+    if not scaling:
+        return inv_freq
+    if scaling["type"] != "llama3":
+        raise ValueError(f"unsupported ropeScaling type {scaling['type']}")
+    factor, low, high = scaling["factor"], scaling["lowFreqFactor"], scaling["highFreqFactor"]
+    orig = scaling["originalMaxPositionEmbeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > orig / low, inv_freq / factor, inv_freq)
+    smooth = (orig / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < orig / high) & ~(wavelen > orig / low)
+    return torch.where(medium, smoothed, scaled)
+
+
+def rope_cos_sin(position_ids: torch.Tensor, D: int, theta: float, dtype,
+                 scaling: Optional[dict] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of shape [B,T,1,D] (broadcast over heads)."""
+    inv_freq = rope_inv_freq(D, theta, scaling).to(dtype)
     freqs = position_ids.to(dtype)[..., None] * inv_freq  # [B,T,D/2]
     emb = torch.cat((freqs, freqs), dim=-1)[:, :, None, :]
     return emb.cos(), emb.sin()
@@ -217,7 +246,7 @@ def rope_cos_sin(position_ids: torch.Tensor, D: int, theta: float, dtype) -> Tup
 def rope_table(cfg: dict, max_pos: int, dtype) -> Tuple[torch.Tensor, torch.Tensor]:
     """Precomputed (cos, sin) [max_pos, D] for positions 0..max_pos-1 (same values as rope_cos_sin)."""
     D = dims(cfg)[5]
-    cos, sin = rope_cos_sin(torch.arange(max_pos)[None], D, cfg["ropeTheta"], dtype)
+    cos, sin = rope_cos_sin(torch.arange(max_pos)[None], D, cfg["ropeTheta"], dtype, cfg.get("ropeScaling"))
     return cos[0, :, 0], sin[0, :, 0]
 
 
@@ -284,7 +313,7 @@ def forward(params: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor,
     else:
         if position_ids is None:
             position_ids = torch.arange(past, S).expand(B, t)
-        cos, sin = rope_cos_sin(position_ids, D, cfg["ropeTheta"], dtype)
+        cos, sin = rope_cos_sin(position_ids, D, cfg["ropeTheta"], dtype, cfg.get("ropeScaling"))
     bias = attention_bias(attention_mask, B, t, past, dtype)
     if bias is not None:
         bias = bias[:, None, None]  # [B,1,1,t,S] over (kv head, group)
@@ -301,8 +330,13 @@ def forward(params: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor,
     for i in range(L):
         p = f"layers.{i}"
         h = rmsnorm(x, params[f"{p}.attn_norm.weight"], eps)
-        q = apply_rope(linear(h, f"{p}.attn.q", ab).view(B, t, H, D), cos, sin)
-        k = apply_rope(linear(h, f"{p}.attn.k", ab).view(B, t, Hkv, D), cos, sin)
+        q = linear(h, f"{p}.attn.q", ab).view(B, t, H, D)
+        k = linear(h, f"{p}.attn.k", ab).view(B, t, Hkv, D)
+        if cfg.get("qkNorm"):
+            q = rmsnorm(q, params[f"{p}.attn.q_norm.weight"], eps)
+            k = rmsnorm(k, params[f"{p}.attn.k_norm.weight"], eps)
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
         v = linear(h, f"{p}.attn.v", ab).view(B, t, Hkv, D)
         k = k.transpose(1, 2)  # [B,Hkv,t,D]
         v = v.transpose(1, 2)

@@ -1,0 +1,116 @@
+/**
+ * Loading Hugging Face folders written here (our own writer, HF names): single and sharded files,
+ * index checks, named errors. The PyTorch-made folders in fixtures/hf/ are tested in
+ * hf-checkpoint.ort.test.ts.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { loadHfCheckpoint } from './hf-checkpoint.ts';
+import { hfConfigToModelConfig, toHfName } from './hf-names.ts';
+import { initParameters } from './init.ts';
+import { parameterShapes } from './model-config.ts';
+import type { ModelConfig } from './model-config.ts';
+import { writeSafetensorsFile } from './safetensors.ts';
+import type { SafetensorsInput } from './safetensors.ts';
+import { bitsOf, rejectsMessage, withTempDir } from './test-util.ts';
+
+const tiny = {
+  model_type: 'qwen2', vocab_size: 50, hidden_size: 16, num_hidden_layers: 3, num_attention_heads: 4,
+  num_key_value_heads: 2, intermediate_size: 24, tie_word_embeddings: false, max_position_embeddings: 64,
+};
+
+/** Our parameters under HF names, plus extra tensors. */
+function hfTensors(params: Map<string, Float32Array>, config: ModelConfig): Map<string, SafetensorsInput> {
+  const shapes = new Map(parameterShapes(config));
+  return new Map([...params].map(([n, data]) => [toHfName(n), { shape: shapes.get(n)!, data }]));
+}
+
+test('loads a single-file HF checkpoint, skipping rotary buffers', async () => {
+  await withTempDir(async (dir) => {
+    const config = hfConfigToModelConfig(tiny);
+    const params = initParameters(config, 4);
+    const tensors = hfTensors(params, config);
+    tensors.set('model.layers.0.self_attn.rotary_emb.inv_freq', { shape: [2], data: new Float32Array([1, 0.1]) });
+    await writeFile(join(dir, 'config.json'), JSON.stringify(tiny));
+    await writeSafetensorsFile(join(dir, 'model.safetensors'), tensors, { format: 'pt' });
+    const loaded = await loadHfCheckpoint(dir);
+    assert.deepEqual(loaded.config, config);
+    assert.deepEqual([...loaded.params.keys()], [...params.keys()]);
+    for (const [n, d] of params) assert.deepEqual(bitsOf(loaded.params.get(n)!), bitsOf(d), n);
+  });
+});
+
+test('loads a sharded checkpoint and checks shards against the index', async () => {
+  await withTempDir(async (dir) => {
+    const config = hfConfigToModelConfig(tiny);
+    const params = initParameters(config, 5);
+    const all = [...hfTensors(params, config)];
+    const shards = [new Map(all.slice(0, 10)), new Map(all.slice(10))];
+    const names = ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors'] as const;
+    const weightMap = Object.fromEntries(shards.flatMap((s, i) => [...s.keys()].map((k) => [k, names[i]!])));
+    await writeFile(join(dir, 'config.json'), JSON.stringify(tiny));
+    await writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: { total_size: 1 }, weight_map: weightMap }));
+    for (let i = 0; i < 2; i++) await writeSafetensorsFile(join(dir, names[i]!), shards[i]!);
+    const loaded = await loadHfCheckpoint(dir);
+    for (const [n, d] of params) assert.deepEqual(bitsOf(loaded.params.get(n)!), bitsOf(d), n);
+
+    const firstName = all[0]![0];
+    const writeIndex = (map: Record<string, string>): Promise<void> =>
+      writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: map }));
+    await writeIndex({ ...weightMap, [firstName]: names[1] });
+    await rejectsMessage(loadHfCheckpoint(dir), /model-00001-of-00002\.safetensors: tensor 'model\.embed_tokens\.weight' is listed in model\.safetensors\.index\.json under shard 'model-00002-of-00002\.safetensors'/);
+    await writeIndex({ ...weightMap, 'model.extra.weight': names[0] });
+    await rejectsMessage(loadHfCheckpoint(dir), /index\.json: tensor 'model\.extra\.weight' should be in shard 'model-00001-of-00002\.safetensors' but .* does not contain it/);
+    await writeIndex({ ...weightMap, [firstName]: '../evil.safetensors' });
+    await rejectsMessage(loadHfCheckpoint(dir), /tensor 'model\.embed_tokens\.weight' points to shard '\.\.\/evil\.safetensors', which is not a file name in this folder/);
+  });
+});
+
+test('HF checkpoint errors name tensors by their HF names', async () => {
+  await withTempDir(async (dir) => {
+    const config = hfConfigToModelConfig(tiny);
+    const tensors = hfTensors(initParameters(config, 6), config);
+    await writeFile(join(dir, 'config.json'), JSON.stringify(tiny));
+    const path = join(dir, 'model.safetensors');
+    const load = async (edit: (t: Map<string, SafetensorsInput>) => void, re: RegExp): Promise<void> => {
+      const copy = new Map(tensors);
+      edit(copy);
+      await writeSafetensorsFile(path, copy);
+      await rejectsMessage(loadHfCheckpoint(dir), re);
+    };
+    await load((t) => t.delete('model.layers.2.self_attn.v_proj.bias'),
+      /missing tensor 'model\.layers\.2\.self_attn\.v_proj\.bias' \(ours: 'layers\.2\.attn\.v\.bias'\) \(expected shape \[8\]\)/);
+    await load((t) => t.set('model.layers.0.mlp.up_proj.weight', { shape: [16, 24], data: new Float32Array(384) }),
+      /tensor 'model\.layers\.0\.mlp\.up_proj\.weight' \(ours: 'layers\.0\.mlp\.up\.weight'\) has shape \[16, 24\], expected \[24, 16\]/);
+    await load((t) => t.set('model.layers.0.self_attn.q_norm.weight', { shape: [4], data: new Float32Array(4) }),
+      /unexpected tensor 'model\.layers\.0\.self_attn\.q_norm\.weight' \(ours: 'layers\.0\.attn\.q_norm\.weight'\) \(shape \[4\]\)/);
+    await load((t) => t.set('model.layers.3.input_layernorm.weight', { shape: [16], data: new Float32Array(16) }),
+      /unexpected tensor 'model\.layers\.3\.input_layernorm\.weight' \(ours: 'layers\.3\.attn_norm\.weight'\)/);
+  });
+});
+
+test('tied checkpoints: a stored lm_head must equal the embedding', async () => {
+  await withTempDir(async (dir) => {
+    const tied = { ...tiny, tie_word_embeddings: true };
+    const config = hfConfigToModelConfig(tied);
+    const tensors = hfTensors(initParameters(config, 7), config);
+    const embed = tensors.get('model.embed_tokens.weight')!;
+    await writeFile(join(dir, 'config.json'), JSON.stringify(tied));
+    const path = join(dir, 'model.safetensors');
+    await writeSafetensorsFile(path, new Map([...tensors, ['lm_head.weight', { shape: embed.shape, data: embed.data.slice() }]]));
+    assert.equal((await loadHfCheckpoint(dir)).params.has('lm_head.weight'), false);
+    const other = embed.data.slice();
+    other[3] = 1;
+    await writeSafetensorsFile(path, new Map([...tensors, ['lm_head.weight', { shape: embed.shape, data: other }]]));
+    await rejectsMessage(loadHfCheckpoint(dir), /tensor 'lm_head\.weight' differs from 'model\.embed_tokens\.weight' although tie_word_embeddings is true/);
+  });
+});
+
+test('a folder without safetensors weights says so', async () => {
+  await withTempDir(async (dir) => {
+    await writeFile(join(dir, 'config.json'), JSON.stringify(tiny));
+    await rejectsMessage(loadHfCheckpoint(dir), /no model\.safetensors or model\.safetensors\.index\.json \(PyTorch \.bin checkpoints are not supported/);
+  });
+});
