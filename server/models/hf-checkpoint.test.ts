@@ -5,8 +5,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
+import { cp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { loadCheckpoint } from './checkpoint.ts';
 import { loadHfCheckpoint } from './hf-checkpoint.ts';
 import { hfConfigToModelConfig, toHfName } from './hf-names.ts';
 import { initParameters } from './init.ts';
@@ -14,7 +15,8 @@ import { parameterShapes } from './model-config.ts';
 import type { ModelConfig } from './model-config.ts';
 import { writeSafetensorsFile } from './safetensors.ts';
 import type { SafetensorsInput } from './safetensors.ts';
-import { bitsOf, rejectsMessage, withTempDir } from './test-util.ts';
+import { bitsOf, escapeRe, rejectsMessage, withTempDir } from './test-util.ts';
+import { fixturePath } from './torch-fixture.ts';
 
 const tiny = {
   model_type: 'qwen2', vocab_size: 50, hidden_size: 16, num_hidden_layers: 3, num_attention_heads: 4,
@@ -112,5 +114,49 @@ test('a folder without safetensors weights says so', async () => {
   await withTempDir(async (dir) => {
     await writeFile(join(dir, 'config.json'), JSON.stringify(tiny));
     await rejectsMessage(loadHfCheckpoint(dir), /no model\.safetensors or model\.safetensors\.index\.json \(PyTorch \.bin checkpoints are not supported/);
+  });
+});
+
+test('loadCheckpoint reads a Hugging Face folder as well as our own', async () => {
+  const dir = fixturePath('hf/qwen2-bf16');
+  const hf = await loadHfCheckpoint(dir);
+  const ck = await loadCheckpoint(dir);
+  assert.deepEqual(ck.config, hf.config);
+  for (const [n, d] of hf.params) assert.deepEqual(bitsOf(ck.params.get(n)!), bitsOf(d), n);
+});
+
+/** Copies a fixture folder to a temp folder so a test can damage it. */
+async function damaged(fixture: string, dir: string): Promise<void> {
+  await cp(fixturePath(fixture), dir, { recursive: true });
+}
+
+test('damaged folders: truncated and missing shards, unsupported dtypes, unknown architectures are named', async () => {
+  await withTempDir(async (dir) => {
+    await damaged('hf/qwen3-bf16-sharded', dir);
+    const shard2 = join(dir, 'model-00002-of-00002.safetensors');
+    const bytes = await readFile(shard2);
+    await writeFile(shard2, bytes.subarray(0, bytes.byteLength - 10));
+    await rejectsMessage(loadHfCheckpoint(dir), new RegExp(`^${escapeRe(shard2)}: tensor '[^']+': data_offsets \\[\\d+, \\d+\\] run past the \\d+-byte data region \\(truncated file or bad offsets\\)`));
+    await rm(shard2);
+    await rejectsMessage(loadHfCheckpoint(dir), /model\.safetensors\.index\.json: shard 'model-00002-of-00002\.safetensors' \(\d+ tensors, e\.g\. 'model\.[^']+'\) is missing from /);
+  });
+  await withTempDir(async (dir) => {
+    await damaged('hf/llama-f32', dir);
+    // A quantised checkpoint stores int8 weights: refused with the tensor and dtype named.
+    const path = join(dir, 'model.safetensors');
+    const header = JSON.stringify({ 'model.embed_tokens.weight': { dtype: 'I8', shape: [2, 2], data_offsets: [0, 4] } });
+    const n = Buffer.alloc(8);
+    n.writeUInt32LE(header.length, 0);
+    await writeFile(path, Buffer.concat([n, Buffer.from(header), Buffer.alloc(4)]));
+    await rejectsMessage(loadHfCheckpoint(dir), /model\.safetensors: tensor 'model\.embed_tokens\.weight': unknown or unsupported dtype 'I8' \(readable: F32, F16, BF16, F64\)/);
+  });
+  await withTempDir(async (dir) => {
+    await damaged('hf/llama-f32', dir);
+    const configPath = join(dir, 'config.json');
+    const config = JSON.parse(await readFile(configPath, 'utf8')) as Record<string, unknown>;
+    await writeFile(configPath, JSON.stringify({ ...config, model_type: 'mistral', architectures: ['MistralForCausalLM'] }));
+    await rejectsMessage(loadHfCheckpoint(dir), new RegExp(`^invalid ${escapeRe(configPath)}:\\n  model_type: 'mistral' is not supported \\(supported: qwen2, qwen3, llama\\)`));
+    await writeFile(configPath, JSON.stringify({ ...config, num_key_value_heads: 2 }));
+    await rejectsMessage(loadHfCheckpoint(dir), /tensor 'model\.layers\.0\.self_attn\.k_proj\.weight' \(ours: 'layers\.0\.attn\.k\.weight'\) has shape \[8, 16\], expected \[16, 16\]/);
   });
 });

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fromHfName, hfConfigToModelConfig, hfProjectionModule, modelConfigToHf, toHfName } from './hf-names.ts';
-import { loraTargets, parameterShapes, parseModelConfig } from './model-config.ts';
+import { loraTargets, modelDims, parameterCount, parameterShapes, parseModelConfig, ropeInverseFrequencies } from './model-config.ts';
 import type { ModelConfig } from './model-config.ts';
 import { throwsMessage } from './test-util.ts';
 
@@ -100,3 +100,69 @@ test('config errors name the HF fields', () => {
   throwsMessage(() => hfConfigToModelConfig([1, 2], 'arr.json'), /^invalid arr\.json:\n {2}\(root\): /);
 });
 
+
+// config.json of released checkpoints (abridged to the fields that matter), with their published
+// parameter counts: the conversion must give exactly those shapes.
+const qwen3_17b = {
+  architectures: ['Qwen3ForCausalLM'], attention_bias: false, head_dim: 128, hidden_act: 'silu', hidden_size: 2048,
+  intermediate_size: 6144, max_position_embeddings: 40960, max_window_layers: 28, model_type: 'qwen3', num_attention_heads: 16,
+  num_hidden_layers: 28, num_key_value_heads: 8, rms_norm_eps: 1e-6, rope_scaling: null, rope_theta: 1000000, sliding_window: null,
+  tie_word_embeddings: true, torch_dtype: 'bfloat16', use_sliding_window: false, vocab_size: 151936,
+};
+const llama32_1b = {
+  architectures: ['LlamaForCausalLM'], attention_bias: false, head_dim: 64, hidden_act: 'silu', hidden_size: 2048,
+  intermediate_size: 8192, max_position_embeddings: 131072, mlp_bias: false, model_type: 'llama', num_attention_heads: 32,
+  num_hidden_layers: 16, num_key_value_heads: 8, pretraining_tp: 1, rms_norm_eps: 1e-5,
+  rope_scaling: { factor: 32.0, high_freq_factor: 4.0, low_freq_factor: 1.0, original_max_position_embeddings: 8192, rope_type: 'llama3' },
+  rope_theta: 500000.0, tie_word_embeddings: true, torch_dtype: 'bfloat16', vocab_size: 128256,
+};
+const smollm2_135m = {
+  architectures: ['LlamaForCausalLM'], attention_bias: false, hidden_act: 'silu', hidden_size: 576, intermediate_size: 1536,
+  max_position_embeddings: 8192, model_type: 'llama', num_attention_heads: 9, num_hidden_layers: 30, num_key_value_heads: 3,
+  rms_norm_eps: 1e-5, rope_scaling: null, rope_theta: 100000, tie_word_embeddings: true, vocab_size: 49152,
+};
+
+test('released configs convert to the published parameter counts', () => {
+  assert.equal(parameterCount(hfConfigToModelConfig(qwen25)), 494_032_768);
+  const q3 = hfConfigToModelConfig(qwen3_17b);
+  assert.equal(q3.qkNorm, true);
+  assert.equal(q3.attentionBias, false);
+  // The Qwen3 model cards give rounded figures: 0.6B (0.44B non-embedding) and 1.7B (1.4B).
+  const billions = (c: ModelConfig, embedding: boolean) => Math.round((parameterCount(c) - (embedding ? 0 : c.vocabSize * c.hiddenSize)) / 1e7) / 100;
+  const q06 = hfConfigToModelConfig({ ...qwen3_17b, hidden_size: 1024, intermediate_size: 3072 }); // head_dim 128 ≠ 1024/16
+  assert.deepEqual([billions(q06, true), billions(q06, false)], [0.6, 0.44]);
+  assert.deepEqual([Math.round(billions(q3, true) * 10) / 10, Math.round(billions(q3, false) * 10) / 10], [1.7, 1.4]);
+  const l = hfConfigToModelConfig(llama32_1b);
+  assert.deepEqual(l.ropeScaling, { type: 'llama3', factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 });
+  assert.equal(parameterCount(l), 1_235_814_400);
+  assert.equal(parameterCount(hfConfigToModelConfig(smollm2_135m)), 134_515_008);
+  assert.equal(modelDims(hfConfigToModelConfig(smollm2_135m)).D, 64);
+});
+
+test('transformers v5 rope_parameters carry llama3 scaling too', () => {
+  const { rope_scaling: scaling, rope_theta: theta, ...rest } = llama32_1b;
+  const c = hfConfigToModelConfig({ ...rest, rope_parameters: { ...scaling, rope_theta: theta } });
+  assert.deepEqual(c, hfConfigToModelConfig(llama32_1b));
+});
+
+test('llama3 RoPE scaling keeps high frequencies, divides low ones and interpolates between', () => {
+  const c = hfConfigToModelConfig(llama32_1b);
+  const plain = ropeInverseFrequencies({ ...c, ropeScaling: undefined });
+  const scaled = ropeInverseFrequencies(c);
+  const wavelen = (f: number) => (2 * Math.PI) / f;
+  let kept = 0, divided = 0, between = 0;
+  plain.forEach((f, j) => {
+    if (wavelen(f) < 8192 / 4) { assert.equal(scaled[j], f); kept++; }
+    else if (wavelen(f) > 8192 / 1) { assert.equal(scaled[j], f / 32); divided++; }
+    else { assert.ok(scaled[j]! > f / 32 && scaled[j]! < f, `band ${j}`); between++; }
+  });
+  assert.ok(kept > 0 && divided > 0 && between > 0, `${kept} kept, ${divided} divided, ${between} interpolated`);
+});
+
+test('modelConfigToHf writes what hfConfigToModelConfig reads back', () => {
+  for (const [hf, type] of [[qwen25, 'qwen2'], [qwen3_17b, 'qwen3'], [llama32_1b, 'llama']] as const) {
+    const c = hfConfigToModelConfig(hf);
+    assert.deepEqual(hfConfigToModelConfig(modelConfigToHf(c, type)), { ...c, headDim: modelDims(c).D }, type);
+  }
+  throwsMessage(() => modelConfigToHf(hfConfigToModelConfig(qwen3_17b), 'llama'), /cannot be written as model_type 'llama'/);
+});

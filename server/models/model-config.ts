@@ -205,3 +205,8 @@ export function ropeInverseFrequencies(c: ModelConfig): number[] {
     return (1 - smooth) * (f / s.factor) + smooth * f;
   });
 }
+
+/** Number of parameters (a tied head counted once). */
+export function parameterCount(c: ModelConfig): number {
+  return parameterShapes(c).reduce((sum, [, shape]) => sum + shape.reduce((a, b) => a * b, 1), 0);
+}
