@@ -3,13 +3,12 @@
  * `session.run` blocks its thread for the whole call (the probe measured 110 ms per train step),
  * so it must never run on the event loop that serves the editor.
  */
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { generate } from './generate.ts';
 import type { ExecutionProviderName, Fetch, Feed, Reply, Request, WorkerMessage } from './messages.ts';
+import { chooseProvider, providersToProbe } from './provider-choice.ts';
+import { firstLine, probeProviders, runProbeModel } from './provider-probe.ts';
 import { allocate, type HostTensor } from './tensor.ts';
 
 if (!parentPort) throw new Error('engine-worker must run in a worker thread');
@@ -44,69 +43,23 @@ function sessionOf(name: string): ort.InferenceSession {
   return s;
 }
 
-function providerAvailable(p: ExecutionProviderName): { ok: boolean; why: string } {
-  const listed = ort.listSupportedBackends().map((b) => b.name);
-  if (!listed.includes(p)) return { ok: false, why: `${p} is not among this onnxruntime-node build's backends (${listed.join(', ')})` };
-  if (p === 'cuda') {
-    // The CUDA provider libraries are not in the npm package; without them ORT prints a native
-    // error before failing, so check for them first and say how to install them.
-    const dir = dirname(createRequire(import.meta.url).resolve('onnxruntime-node/package.json'));
-    const lib = join(dir, 'bin', 'napi-v6', process.platform, process.arch, 'libonnxruntime_providers_cuda.so');
-    if (process.platform === 'linux' && !existsSync(lib)) {
-      return { ok: false, why: 'cuda provider libraries are not installed (ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install.js)' };
-    }
-  }
-  return { ok: true, why: '' };
-}
-
 /**
- * Picks the execution provider. CUDA and WebGPU are only known to work once a session is
- * created on them (drivers, adapters, provider libraries), so `init` probes with a one-node
- * model and falls back to CPU with the reason; the probe found `['webgpu','cpu']` throws
- * instead of falling back, so fallback is done here, explicitly.
+ * Picks the execution provider (`provider-choice.ts` says how `auto` decides) after probing the
+ * candidates. A provider that fails falls back to CPU with the reason: the probe found
+ * `['webgpu','cpu']` throws instead of falling back, so fallback is done here, explicitly.
  */
-async function init(choice: Request & { kind: 'init' }): Promise<Reply> {
-  threads = choice.threads;
-  const candidates: ExecutionProviderName[] = choice.provider === 'auto' ? ['cuda', 'webgpu', 'cpu'] : [choice.provider];
-  const reasons: string[] = [];
-  for (const p of candidates) {
-    if (p === 'cpu') {
-      provider = 'cpu';
-      break;
-    }
-    const avail = providerAvailable(p);
-    if (!avail.ok) {
-      reasons.push(avail.why);
-      continue;
-    }
-    try {
-      await ort.InferenceSession.create(PROBE_MODEL, { executionProviders: [p], logSeverityLevel: 3 });
-      provider = p;
-      break;
-    } catch (e) {
-      reasons.push(`${p} failed to start: ${firstLine(e)}`);
-    }
+async function init(req: Request & { kind: 'init' }): Promise<Reply> {
+  threads = req.threads;
+  const report = await probeProviders(providersToProbe(req.provider));
+  let decision = chooseProvider(req.provider, report);
+  if (decision.provider === 'webgpu') {
+    // The adapter was found in a child process; make sure this process gets one too.
+    const why = await runProbeModel('webgpu');
+    if (why !== null) decision = { provider: 'cpu', reason: `${decision.reason}, but it failed in the engine (${why}); using cpu` };
   }
-  if (choice.provider !== 'auto' && choice.provider !== provider) provider = 'cpu';
-  const reason =
-    provider === choice.provider
-      ? `${provider} as configured`
-      : choice.provider === 'auto'
-        ? `auto chose ${provider}${reasons.length ? ` (${reasons.join('; ')})` : ''}`
-        : `${choice.provider} unavailable, fell back to cpu: ${reasons.join('; ')}`;
-  return { kind: 'init', provider, reason, available: ort.listSupportedBackends().map((b) => b.name) };
+  provider = decision.provider;
+  return { kind: 'init', provider, reason: decision.reason, report };
 }
-
-function firstLine(e: unknown): string {
-  const s = e instanceof Error ? e.message : String(e);
-  const lines = s.split('\n').filter((l) => l.trim());
-  return (lines.find((l) => /adapter|load|fail|error/i.test(l)) ?? lines[0] ?? s).trim().slice(0, 300);
-}
-
-// A one-node model (y = x + 1, float32 [1]) emitted by the compiler, used to probe execution providers.
-const PROBE_MODEL = Uint8Array.from(
-  Buffer.from('CAgSBnRyb3VwZRoDMC4xOn8KHwoBeAoHY29uc3QuMRIDdC4yGgduLjAuQWRkIgNBZGQKIAoDdC4yEgF5GgxuLjEuSWRlbnRpdHkiCElkZW50aXR5EgVwcm9iZSoREAFCB2NvbnN0LjFKBAAAgD9aDwoBeBIKCggIARIECgIIAWIPCgF5EgoKCAgBEgQKAggBQgQKABAR', 'base64'),
-);
 
 async function createSession(req: Request & { kind: 'createSession' }): Promise<Reply> {
   const opts: ort.InferenceSession.SessionOptions = {
@@ -232,6 +185,11 @@ async function handle(req: Request): Promise<Reply> {
       return run(req);
     case 'generate':
       return { kind: 'generated', result: await generate(req.request, sessionOf(req.request.session), resident) };
+    case 'stats': {
+      let residentBytes = 0;
+      for (const t of residents.values()) residentBytes += (t.data as HostTensor['data']).byteLength;
+      return { kind: 'stats', stats: { residentTensors: residents.size, residentBytes, sessions: sessions.size } };
+    }
   }
 }
 

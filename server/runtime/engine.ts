@@ -15,14 +15,17 @@ import type {
   Feed,
   Fetch,
   Reply,
+  EngineStats,
   Request,
   SessionInfo,
   SessionOptions,
   WorkerMessage,
 } from './messages.ts';
+import type { ProviderReport } from './provider-choice.ts';
 import type { HostTensor } from './tensor.ts';
 
-export type { ExecutionProviderChoice, ExecutionProviderName, Feed, Fetch, SessionInfo, SessionOptions } from './messages.ts';
+export type { EngineStats, ExecutionProviderChoice, ExecutionProviderName, Feed, Fetch, SessionInfo, SessionOptions } from './messages.ts';
+export type { ProviderReport, ProviderStatus, WebGpuStatus } from './provider-choice.ts';
 
 export interface EngineOptions {
   /** Which execution provider to use; anything unavailable falls back to CPU with a log line. */
@@ -56,12 +59,18 @@ export class Engine {
   private nextId = 1;
   private readonly pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void; what: string }>();
   private closed = false;
+  /** Worker-side things several users hold (see `acquireShared`), by key. */
+  private readonly shared = new Map<string, { users: number; fingerprint: string; ready: Promise<void>; destroy: () => Promise<void> }>();
 
   private constructor(
     private readonly worker: Worker,
     private readonly log: (line: string) => void,
     /** The execution provider actually in use. */
     public provider: ExecutionProviderName = 'cpu',
+    /** Why that provider (the line logged at start). */
+    public providerReason = '',
+    /** What probing the candidate providers found (none are probed for 'cpu'). */
+    public providerReport: ProviderReport | null = null,
   ) {
     worker.on('message', (m: WorkerMessage) => {
       if ('log' in m) {
@@ -94,6 +103,8 @@ export class Engine {
     const reply = await engine.call({ kind: 'init', provider: choice, threads: options.threads ?? availableParallelism() }, 'init');
     if (reply.kind !== 'init') throw new Error('engine init: unexpected reply');
     engine.provider = reply.provider;
+    engine.providerReason = reply.reason;
+    engine.providerReport = reply.report;
     log(`[engine] execution provider: ${reply.provider} (${reply.reason})`);
     return engine;
   }
@@ -155,6 +166,53 @@ export class Engine {
     const r = await this.call({ kind: 'generate', request }, `generate with '${request.session}'`);
     if (r.kind !== 'generated') throw new Error('generate: unexpected reply');
     return r.result;
+  }
+
+  /** Resident tensor count and bytes, and session count, in the worker. */
+  async stats(): Promise<EngineStats> {
+    const r = await this.call({ kind: 'stats' }, 'stats');
+    if (r.kind !== 'stats') throw new Error('stats: unexpected reply');
+    return r.stats;
+  }
+
+  /**
+   * Holds a worker-side resource that several users share — the frozen base weights under every
+   * agent's LoRA adapter at L2, a session of one graph — created by the first user and destroyed
+   * when the last one releases it, so it lives in the worker once instead of once per user.
+   * `fingerprint` says what the resource holds; a second user with a different fingerprint under
+   * the same key is a wiring mistake (two different bases under one name) and is refused.
+   */
+  async acquireShared(key: string, fingerprint: string, create: () => Promise<void>, destroy: () => Promise<void>): Promise<void> {
+    let entry = this.shared.get(key);
+    if (entry && entry.fingerprint !== fingerprint) {
+      throw new Error(`shared '${key}' already holds different contents (${entry.fingerprint.slice(0, 16)}… vs ${fingerprint.slice(0, 16)}…)`);
+    }
+    if (!entry) {
+      entry = { users: 0, fingerprint, ready: create(), destroy };
+      this.shared.set(key, entry);
+      entry.ready.catch(() => this.shared.delete(key));
+    }
+    entry.users++;
+    try {
+      await entry.ready;
+    } catch (e) {
+      entry.users--;
+      throw e;
+    }
+  }
+
+  /** Releases one hold on a shared resource; the last release destroys it. */
+  async releaseShared(key: string): Promise<void> {
+    const entry = this.shared.get(key);
+    if (!entry) throw new Error(`releaseShared: '${key}' is not held`);
+    if (--entry.users > 0) return;
+    this.shared.delete(key);
+    await entry.destroy();
+  }
+
+  /** How many users hold a shared resource (0 when none). */
+  sharedUsers(key: string): number {
+    return this.shared.get(key)?.users ?? 0;
   }
 
   async close(): Promise<void> {

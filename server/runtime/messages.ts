@@ -4,6 +4,7 @@
  * checkpoints) is validated before it gets here.
  */
 import type { GenerateRequest, GenerateResult } from './generate.ts';
+import type { ProviderReport } from './provider-choice.ts';
 import type { HostTensor, TensorDType } from './tensor.ts';
 
 export type ExecutionProviderName = 'cpu' | 'cuda' | 'webgpu';
@@ -35,15 +36,24 @@ export type Request =
   | { kind: 'swap'; pairs: ReadonlyArray<readonly [string, string]> }
   | { kind: 'accumulate'; pairs: ReadonlyArray<readonly [into: string, from: string]>; scale: number }
   | { kind: 'run'; session: string; feeds: Record<string, Feed>; fetches: Record<string, Fetch> }
-  | { kind: 'generate'; request: GenerateRequest };
+  | { kind: 'generate'; request: GenerateRequest }
+  | { kind: 'stats' };
+
+/** What the worker holds: resident tensors (count and bytes) and sessions. */
+export interface EngineStats {
+  readonly residentTensors: number;
+  readonly residentBytes: number;
+  readonly sessions: number;
+}
 
 export type Reply =
   | { kind: 'ok' }
-  | { kind: 'init'; provider: ExecutionProviderName; reason: string; available: readonly string[] }
+  | { kind: 'init'; provider: ExecutionProviderName; reason: string; report: ProviderReport }
   | { kind: 'session'; info: SessionInfo }
   | { kind: 'tensor'; tensor: HostTensor }
   | { kind: 'outputs'; outputs: Record<string, HostTensor> }
-  | { kind: 'generated'; result: GenerateResult };
+  | { kind: 'generated'; result: GenerateResult }
+  | { kind: 'stats'; stats: EngineStats };
 
 export type WorkerMessage =
   | { id: number; ok: true; reply: Reply }

@@ -1,0 +1,145 @@
+/**
+ * Probes execution providers: a provider counts as available only once a one-node model has
+ * run on it, since drivers, adapters and provider libraries fail in ways no listing shows.
+ *
+ * WebGPU is probed in child processes. Dawn (inside onnxruntime-node) picks its adapter when it
+ * first starts in a process and keeps it, and the only way to ask "is there a *hardware*
+ * adapter?" is to start it with the software Vulkan drivers switched off
+ * (`VK_LOADER_DRIVERS_DISABLE`, Vulkan loader >= 1.3.234) — an environment variable the loader
+ * reads once per process. Two children, one with every driver and one without the software
+ * ones, tell hardware from software (lavapipe, SwiftShader) without leaving a Dawn instance in
+ * a process that ends up on the CPU.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import type { ProviderReport, ProviderStatus, WebGpuStatus } from './provider-choice.ts';
+
+/** Driver manifests (globs the Vulkan loader matches) of Vulkan implementations that run on the CPU. */
+export const SOFTWARE_VULKAN_DRIVERS = ['*lvp*', '*swiftshader*'] as const;
+
+// A one-node model (y = x + 1, float32 [1]) emitted by the compiler, used to probe providers.
+const PROBE_MODEL_BASE64 =
+  'CAgSBnRyb3VwZRoDMC4xOn8KHwoBeAoHY29uc3QuMRIDdC4yGgduLjAuQWRkIgNBZGQKIAoDdC4yEgF5GgxuLjEuSWRlbnRpdHkiCElkZW50aXR5EgVwcm9iZSoREAFCB2NvbnN0LjFKBAAAgD9aDwoBeBIKCggIARIECgIIAWIPCgF5EgoKCAgBEgQKAggBQgQKABAR';
+const PROBE_MODEL = Uint8Array.from(Buffer.from(PROBE_MODEL_BASE64, 'base64'));
+
+/** A child that exits longer than this after starting counts as failed (a hung driver). */
+const CHILD_TIMEOUT_MS = 60_000;
+
+/** The line of an ONNX Runtime error that says what failed (its messages carry source paths first). */
+export function firstLine(e: unknown): string {
+  const s = e instanceof Error ? e.message : String(e);
+  const lines = s.split('\n').filter((l) => l.trim());
+  return (lines.find((l) => /adapter|load|fail|error/i.test(l)) ?? lines[0] ?? s).trim().slice(0, 300);
+}
+
+export function ortBackends(): string[] {
+  return ort.listSupportedBackends().map((b) => b.name);
+}
+
+const ortDir = (): string => dirname(createRequire(import.meta.url).resolve('onnxruntime-node/package.json'));
+
+/** Where onnxruntime-node looks for its CUDA provider library (absent unless installed; README, GPU). */
+export function cudaProviderLibrary(): string {
+  return join(ortDir(), 'bin', 'napi-v6', process.platform, process.arch, 'libonnxruntime_providers_cuda.so');
+}
+
+/** Creates a session on `provider` and runs the one-node model; resolves with why not, or null. */
+export async function runProbeModel(provider: 'cuda' | 'webgpu'): Promise<string | null> {
+  try {
+    const s = await ort.InferenceSession.create(PROBE_MODEL, { executionProviders: [provider], logSeverityLevel: 3 });
+    try {
+      const r = await s.run({ x: new ort.Tensor('float32', Float32Array.from([2]), [1]) });
+      const y = (r['y']?.data as Float32Array | undefined)?.[0];
+      return y === 3 ? null : `the probe model computed ${String(y)} instead of 3`;
+    } finally {
+      await s.release();
+    }
+  } catch (e) {
+    return firstLine(e);
+  }
+}
+
+async function probeCuda(backends: readonly string[]): Promise<ProviderStatus> {
+  if (!backends.includes('cuda')) return { available: false, detail: `not among this onnxruntime-node build's backends (${backends.join(', ')})` };
+  // Without the provider libraries ORT prints a native error before failing; say how to install them instead.
+  if (process.platform === 'linux' && !existsSync(cudaProviderLibrary())) {
+    return { available: false, detail: 'cuda provider libraries are not installed (ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install.js)' };
+  }
+  const why = await runProbeModel('cuda');
+  return why === null ? { available: true, detail: 'CUDA device 0' } : { available: false, detail: `cuda failed to start: ${why}` };
+}
+
+interface ChildProbe {
+  readonly ok: boolean;
+  readonly error: string;
+  /** What the child printed on stderr (Dawn's and the Vulkan loader's warnings). */
+  readonly stderr: string;
+}
+
+// Runs in a fresh `node -e`, so it must be plain CommonJS; argv: onnxruntime-node's path, the model.
+const CHILD_SCRIPT = `
+const [ortPath, model] = process.argv.slice(1);
+const ort = require(ortPath);
+(async () => {
+  const s = await ort.InferenceSession.create(Buffer.from(model, 'base64'), { executionProviders: ['webgpu'], logSeverityLevel: 3 });
+  const r = await s.run({ x: new ort.Tensor('float32', Float32Array.from([2]), [1]) });
+  const y = r.y.data[0];
+  process.stdout.write(JSON.stringify(y === 3 ? { ok: true } : { ok: false, error: 'the probe model computed ' + y + ' instead of 3' }));
+})().catch((e) => process.stdout.write(JSON.stringify({ ok: false, error: String((e && e.message) || e) })));
+`;
+
+function parseChild(stdout: string): { ok: boolean; error: string } | null {
+  try {
+    const v: unknown = JSON.parse(stdout);
+    if (typeof v !== 'object' || v === null || !('ok' in v) || typeof v.ok !== 'boolean') return null;
+    return { ok: v.ok, error: 'error' in v && typeof v.error === 'string' ? v.error : '' };
+  } catch {
+    return null;
+  }
+}
+
+function webgpuChild(env: NodeJS.ProcessEnv): Promise<ChildProbe> {
+  const entry = createRequire(import.meta.url).resolve('onnxruntime-node');
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['-e', CHILD_SCRIPT, entry, PROBE_MODEL_BASE64], { env, timeout: CHILD_TIMEOUT_MS, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+      const parsed = parseChild(stdout);
+      if (parsed) resolve({ ...parsed, stderr });
+      else resolve({ ok: false, error: err ? `probe process failed: ${err.killed ? `no answer in ${CHILD_TIMEOUT_MS / 1000} s` : err.message}` : 'probe process printed no result', stderr });
+    });
+  });
+}
+
+/** Why a WebGPU child found no adapter, in the words most useful to someone fixing it. */
+function webgpuFailure(c: ChildProbe): string {
+  if (/libvulkan\.so\.1/.test(c.stderr)) return 'no Vulkan loader (libvulkan.so.1; Debian: apt-get install libvulkan1 and a Vulkan driver)';
+  const line = firstLine(c.error);
+  if (/No supported adapters/i.test(line)) {
+    const dawn = c.stderr.split('\n').find((l) => /required|not supported|Failed to detect/i.test(l));
+    return `no WebGPU adapter (${dawn ? `${dawn.trim().slice(0, 160)}; ` : ''}test/gpu/setup-webgpu.sh installs Mesa's lavapipe for tests)`;
+  }
+  return `webgpu failed to start: ${line}`;
+}
+
+async function probeWebGpu(backends: readonly string[]): Promise<WebGpuStatus> {
+  if (!backends.includes('webgpu')) return { available: false, detail: `not among this onnxruntime-node build's backends (${backends.join(', ')})`, adapter: null };
+  const [any, hardware] = await Promise.all([
+    webgpuChild(process.env),
+    webgpuChild({ ...process.env, VK_LOADER_DRIVERS_DISABLE: SOFTWARE_VULKAN_DRIVERS.join(',') }),
+  ]);
+  if (hardware.ok) return { available: true, detail: 'hardware adapter (found with the software Vulkan drivers disabled)', adapter: 'hardware' };
+  if (any.ok) return { available: true, detail: 'software adapter only (lavapipe or SwiftShader: Vulkan on the CPU)', adapter: 'software' };
+  return { available: false, detail: webgpuFailure(any), adapter: null };
+}
+
+/** Probes the named providers (the others stay absent from the report). */
+export async function probeProviders(which: ReadonlyArray<'cuda' | 'webgpu'>): Promise<ProviderReport> {
+  const backends = ortBackends();
+  const [cuda, webgpu] = await Promise.all([
+    which.includes('cuda') ? probeCuda(backends) : undefined,
+    which.includes('webgpu') ? probeWebGpu(backends) : undefined,
+  ]);
+  return { ortVersion: ort.env.versions.node ?? ort.env.versions.common, backends, ...(cuda ? { cuda } : {}), ...(webgpu ? { webgpu } : {}) };
+}
