@@ -8,6 +8,7 @@ import { UsageError, type Command } from './command.ts';
 import { demoCommand } from './demo-command.ts';
 import { evalCommand } from './eval-command.ts';
 import { exportCommand } from './export-command.ts';
+import { modelsCommand } from './models-command.ts';
 import { runsCommand } from './runs-command.ts';
 import { serveCommand } from './serve-command.ts';
 import { trainCommand } from './train-command.ts';
@@ -17,6 +18,7 @@ const commands = {
   eval: evalCommand,
   runs: runsCommand,
   export: exportCommand,
+  models: modelsCommand,
   serve: serveCommand,
   demo: demoCommand,
 } as const satisfies Record<string, Command>;

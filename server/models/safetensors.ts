@@ -252,6 +252,37 @@ async function readExactly(fh: FileHandle, into: Uint8Array, position: number, s
   }
 }
 
+/** A tensor's header entry: what the file stores, without the data. */
+export interface SafetensorsTensorInfo {
+  dtype: SafetensorsDtype;
+  shape: number[];
+}
+
+/**
+ * Reads and validates only a file's header (the same checks as a full read, data excluded), so a
+ * multi-gigabyte checkpoint can be described without loading it.
+ */
+export async function readSafetensorsHeaderFile(path: string): Promise<{ tensors: Map<string, SafetensorsTensorInfo>; metadata: Record<string, string>; bytes: number }> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, 'r');
+  } catch (e) {
+    throw new Error(`cannot open ${path}: ${(e as Error).message}`, { cause: e });
+  }
+  try {
+    const { size } = await fh.stat();
+    const prefix = new Uint8Array(8);
+    if (size >= 8) await readExactly(fh, prefix, 0, path);
+    const n = headerLength(prefix, size, path);
+    const headerBytes = new Uint8Array(n);
+    await readExactly(fh, headerBytes, 8, path);
+    const { entries, metadata } = parseHeader(headerBytes, size - 8 - n, path);
+    return { tensors: new Map(entries.map((e) => [e.name, { dtype: e.dtype, shape: e.shape }])), metadata, bytes: size };
+  } finally {
+    await fh.close();
+  }
+}
+
 /**
  * Reads a safetensors file tensor by tensor, so files larger than one Node buffer (2 GiB) load and
  * float32 data is read straight into its destination array without an intermediate copy.

@@ -1,0 +1,114 @@
+/**
+ * What a model folder holds, read from its small files and safetensors headers only (no weights
+ * loaded): a Troupe checkpoint (`checkpoint.ts`) or a Hugging Face folder (`hf-checkpoint.ts`),
+ * its architecture, parameter count, stored dtypes, and which tokenizer and chat-template files
+ * sit beside the weights. `troupe models inspect` prints it.
+ */
+import { readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { CHECKPOINT_CONFIG_FILE, CHECKPOINT_WEIGHTS_FILE } from './checkpoint.ts';
+import { HF_INDEX_FILE, HF_WEIGHTS_FILE, isHfConfig } from './hf-checkpoint.ts';
+import { fromHfName, hfConfigSchema, hfConfigToModelConfig, toHfName } from './hf-names.ts';
+import { parseWithSchema, readJsonFile } from './json-file.ts';
+import { modelConfigSchema, parameterCount, parameterShapes, type ModelConfig } from './model-config.ts';
+import { readSafetensorsHeaderFile, type SafetensorsDtype } from './safetensors.ts';
+
+/** Files a Hugging Face tokenizer may come with (transformers' names). */
+export const HF_TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json', 'special_tokens_map.json', 'vocab.json', 'merges.txt', 'tokenizer.model', 'chat_template.jinja', 'chat_template.json'] as const;
+
+const tokenizerConfigSchema = z.looseObject({
+  chat_template: z.union([z.string(), z.array(z.looseObject({ name: z.string(), template: z.string() }))]).nullish(),
+  eos_token: z.unknown().optional(),
+});
+const generationConfigSchema = z.looseObject({
+  eos_token_id: z.union([z.int(), z.array(z.int())]).nullish(),
+  bos_token_id: z.int().nullish(),
+});
+
+export interface ModelFolderInfo {
+  readonly dir: string;
+  readonly format: 'troupe' | 'hugging-face';
+  /** HF `model_type` and `architectures[0]`; null for Troupe checkpoints. */
+  readonly modelType: string | null;
+  readonly architecture: string | null;
+  /** HF `_name_or_path` when the folder was saved by transformers (often the hub id); null otherwise. */
+  readonly nameOrPath: string | null;
+  readonly config: ModelConfig;
+  readonly parameters: number;
+  /** Parameter counts by stored dtype (a tied head stored twice is counted once). */
+  readonly storedDtypes: Partial<Record<SafetensorsDtype, number>>;
+  /** Weight files with their sizes in bytes. */
+  readonly weightFiles: ReadonlyArray<{ readonly file: string; readonly bytes: number }>;
+  /** Tokenizer-related files present (HF names; a Troupe checkpoint's own tokenizer.json included). */
+  readonly tokenizerFiles: readonly string[];
+  /** Whether a chat template ships (tokenizer_config.json's chat_template or chat_template.jinja). */
+  readonly chatTemplate: boolean;
+  /** End-of-sequence ids from generation_config.json (empty when absent). */
+  readonly eosTokenIds: readonly number[];
+  readonly bosTokenId: number | null;
+}
+
+const fileExists = async (path: string): Promise<boolean> => stat(path).then((s) => s.isFile(), () => false);
+
+/** Describes the model folder `dir`; errors name the file that is missing or wrong. */
+export async function describeModelFolder(dir: string): Promise<ModelFolderInfo> {
+  const s = await stat(dir).catch(() => null);
+  if (!s?.isDirectory()) throw new Error(`${dir}: no such model folder`);
+  const configPath = join(dir, CHECKPOINT_CONFIG_FILE);
+  if (!(await fileExists(configPath))) throw new Error(`${dir}: not a model folder (no ${CHECKPOINT_CONFIG_FILE})`);
+  const raw = await readJsonFile(configPath, z.unknown());
+  const hf = isHfConfig(raw);
+  const config = hf ? hfConfigToModelConfig(raw, configPath) : parseWithSchema(modelConfigSchema, raw, configPath);
+  const hfConfig = hf ? hfConfigSchema.parse(raw) : null;
+
+  // Weight files: ours is one model.safetensors; HF may shard.
+  let files: string[];
+  if (await fileExists(join(dir, hf ? HF_WEIGHTS_FILE : CHECKPOINT_WEIGHTS_FILE))) files = [HF_WEIGHTS_FILE];
+  else if (hf && (await fileExists(join(dir, HF_INDEX_FILE)))) {
+    const index = await readJsonFile(join(dir, HF_INDEX_FILE), z.looseObject({ weight_map: z.record(z.string(), z.string()) }));
+    files = [...new Set(Object.values(index.weight_map))].sort();
+  } else throw new Error(`${dir}: no ${HF_WEIGHTS_FILE}${hf ? ` or ${HF_INDEX_FILE}` : ''}`);
+
+  const wanted = new Set(parameterShapes(config).map(([n]) => (hf ? toHfName(n) : n)));
+  const storedDtypes: Partial<Record<SafetensorsDtype, number>> = {};
+  const weightFiles: Array<{ file: string; bytes: number }> = [];
+  for (const file of files) {
+    const header = await readSafetensorsHeaderFile(join(dir, file));
+    weightFiles.push({ file, bytes: header.bytes });
+    for (const [name, t] of header.tensors) {
+      if (!wanted.has(name) || (hf && fromHfName(name) === undefined)) continue;
+      storedDtypes[t.dtype] = (storedDtypes[t.dtype] ?? 0) + t.shape.reduce((a, b) => a * b, 1);
+    }
+  }
+
+  const present = new Set(await readdir(dir));
+  const tokenizerFiles = HF_TOKENIZER_FILES.filter((f) => present.has(f));
+  let chatTemplate = present.has('chat_template.jinja');
+  if (present.has('tokenizer_config.json')) {
+    const tc = await readJsonFile(join(dir, 'tokenizer_config.json'), tokenizerConfigSchema);
+    chatTemplate ||= tc.chat_template != null && tc.chat_template.length > 0;
+  }
+  let eosTokenIds: number[] = [];
+  let bosTokenId: number | null = null;
+  if (present.has('generation_config.json')) {
+    const gc = await readJsonFile(join(dir, 'generation_config.json'), generationConfigSchema);
+    eosTokenIds = gc.eos_token_id == null ? [] : Array.isArray(gc.eos_token_id) ? gc.eos_token_id : [gc.eos_token_id];
+    bosTokenId = gc.bos_token_id ?? null;
+  }
+  return {
+    dir,
+    format: hf ? 'hugging-face' : 'troupe',
+    modelType: hfConfig?.model_type ?? null,
+    architecture: hfConfig?.architectures?.[0] ?? null,
+    nameOrPath: hfConfig?._name_or_path ?? null,
+    config,
+    parameters: parameterCount(config),
+    storedDtypes,
+    weightFiles,
+    tokenizerFiles,
+    chatTemplate,
+    eosTokenIds,
+    bosTokenId,
+  };
+}
