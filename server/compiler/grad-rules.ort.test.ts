@@ -75,6 +75,24 @@ const cases: Case[] = [
     build: (b, [x]) => b.gather(x!, b.constant([0, 3, 3, 1, 4, 0, 3, 2], [2, 4], 'int64'), 0),
   },
   {
+    name: 'gatherElements (one per row: a target log-prob)',
+    ops: ['gatherElements'],
+    inputs: [{ shape: [3, 5] }],
+    build: (b, [x]) => b.gatherElements(x!, b.constant([1, 4, 0], [3, 1], 'int64'), 1),
+  },
+  {
+    name: 'gatherElements (repeated indices)',
+    ops: ['gatherElements'],
+    inputs: [{ shape: [2, 4] }],
+    build: (b, [x]) => b.gatherElements(x!, b.constant([0, 3, 3, 1, 1, 2], [2, 3], 'int64'), 1),
+  },
+  {
+    name: 'scatterAdd (repeated indices, axis 0)',
+    ops: ['scatterAdd'],
+    inputs: [{ shape: [5, 3] }, { shape: [4, 3] }],
+    build: (b, [x, u]) => b.scatterAdd(x!, b.constant([0, 0, 0, 3, 3, 3, 3, 1, 3, 0, 4, 0], [4, 3], 'int64'), u!, 0),
+  },
+  {
     name: 'where',
     ops: ['where'],
     inputs: [{ shape: [2, 3] }, { shape: [3] }],

@@ -163,6 +163,8 @@ export class Graph {
   logSoftmax(x: Node, axis = -1): Node { return this.node('logSoftmax', [x], { axis }); }
   concat(xs: readonly Node[], axis: number): Node { return xs.length === 1 ? xs[0]! : this.node('concat', xs, { axis }); }
   gather(data: Node, indices: Node, axis = 0): Node { return this.node('gather', [data, indices], { axis }); }
+  gatherElements(data: Node, indices: Node, axis: number): Node { return this.node('gatherElements', [data, indices], { axis }); }
+  scatterAdd(data: Node, indices: Node, updates: Node, axis: number): Node { return this.node('scatterAdd', [data, indices, updates], { axis }); }
   slice(x: Node, axis: number, start: number, end: number): Node { return this.node('slice', [x], { axis, start, end }); }
   pad(x: Node, axis: number, before: number, after: number): Node { return this.node('pad', [x], { axis, before, after }); }
   where(cond: Node, a: Node, b: Node): Node { return this.node('where', [cond, a, b]); }

@@ -21,7 +21,7 @@ interface OnnxNode {
   opType: string;
   inputs: string[];
   outputs: string[];
-  attrs: Array<[string, number | number[] | 'ints' | { float: number }]>;
+  attrs: Array<[string, number | number[] | 'ints' | { float: number } | { string: string }]>;
 }
 
 interface Initializer {
@@ -111,6 +111,9 @@ const lowerings = {
     e.push({ opType: 'Pad', inputs: [e.name(n.inputs[0]!), e.ints(pads)], outputs: [out], attrs: [] });
   },
   gather: (n, e, out) => e.push({ opType: 'Gather', inputs: n.inputs.map((i) => e.name(i)), outputs: [out], attrs: [['axis', n.attrs['axis'] as number]] }),
+  gatherElements: (n, e, out) => e.push({ opType: 'GatherElements', inputs: n.inputs.map((i) => e.name(i)), outputs: [out], attrs: [['axis', n.attrs['axis'] as number]] }),
+  scatterAdd: (n, e, out) =>
+    e.push({ opType: 'ScatterElements', inputs: n.inputs.map((i) => e.name(i)), outputs: [out], attrs: [['axis', n.attrs['axis'] as number], ['reduction', { string: 'add' }]] }),
   where: simple('Where'),
   equal: simple('Equal'),
   less: simple('Less'),
@@ -242,6 +245,9 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
             if (Array.isArray(av)) {
               for (const v of av) a.varint(8, v);
               a.varint(20, 7); // INTS
+            } else if (typeof av === 'object' && 'string' in av) {
+              a.string(4, av.string);
+              a.varint(20, 3); // STRING
             } else if (typeof av === 'object') {
               a.float(2, av.float);
               a.varint(20, 1); // FLOAT

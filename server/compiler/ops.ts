@@ -259,6 +259,39 @@ export const opDefs = {
       return { shape: [...data.shape.slice(0, axis), ...idx.shape, ...data.shape.slice(axis + 1)], dtype: data.dtype };
     },
   },
+  /**
+   * ONNX GatherElements: out[i][j]… = data[…][indices[i][j]…][…] along `axis`; indices (int64) have
+   * data's rank and give the output's shape. Picks one log-prob per row without a one-hot.
+   */
+  gatherElements: {
+    arity: 2,
+    infer: (inputs, attrs) => {
+      const [data, idx] = inputs as [Operand, Operand];
+      if (idx.dtype !== 'int64') fail(`gatherElements indices must be int64, got ${idx.dtype}`);
+      if (idx.shape.length !== data.shape.length) fail(`gatherElements indices ${formatShape(idx.shape)} must have the rank of data ${formatShape(data.shape)}`);
+      normAxis(attrNum(attrs, 'axis'), data.shape.length);
+      return { shape: idx.shape, dtype: data.dtype };
+    },
+  },
+  /**
+   * ONNX ScatterElements with reduction 'add': a copy of data with each updates[i][j]… added at
+   * the position indices[i][j]… names along `axis` (repeated indices accumulate). Gradient of
+   * gather and gatherElements. ONNX Runtime's CPU kernel applies the updates in one serial loop,
+   * so repeated indices sum in a fixed order: unlike ScatterND(add), whose threaded kernel gave
+   * wrong sums with 2 threads in ORT 1.30 (reference/ort-training-probe.md).
+   */
+  scatterAdd: {
+    arity: 3,
+    infer: (inputs, attrs) => {
+      const [data, idx, upd] = inputs as [Operand, Operand, Operand];
+      if (!floatTypes.has(data.dtype) || upd.dtype !== data.dtype) fail(`scatterAdd needs float data and updates of one dtype, got ${data.dtype} and ${upd.dtype}`);
+      if (idx.dtype !== 'int64') fail(`scatterAdd indices must be int64, got ${idx.dtype}`);
+      if (formatShape(idx.shape) !== formatShape(upd.shape)) fail(`scatterAdd indices ${formatShape(idx.shape)} and updates ${formatShape(upd.shape)} differ`);
+      if (idx.shape.length !== data.shape.length) fail(`scatterAdd indices ${formatShape(idx.shape)} must have the rank of data ${formatShape(data.shape)}`);
+      normAxis(attrNum(attrs, 'axis'), data.shape.length);
+      return { shape: data.shape, dtype: data.dtype };
+    },
+  },
   /** Static slice along one axis: elements [start, end) (end may exceed the size: clamp, as ONNX). */
   slice: {
     arity: 1,
