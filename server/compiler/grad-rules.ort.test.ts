@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test';
 import { Engine } from '../runtime/engine.ts';
 import { f64, type HostTensor } from '../runtime/tensor.ts';
 import { gradients } from './autodiff.ts';
+import { inferenceOnlyOps } from './contrib-ops.ts';
 import { logSoftmaxReference, rmsNormReference, softmaxReference } from './composite.ts';
 import { Graph, type Node } from './ir.ts';
 import { emitOnnx } from './onnx-emit.ts';
@@ -109,7 +110,8 @@ const cases: Case[] = [
 ];
 
 /** Ops with no gradient to check: leaves, comparisons, boolean logic, gradient barriers. */
-const nonDifferentiable: readonly Op[] = ['input', 'constant', 'equal', 'less', 'greater', 'and', 'stopGradient'];
+// Contrib ops are checked against their plain equivalents in server/models/decode-graph.ort.test.ts.
+const nonDifferentiable: readonly Op[] = ['input', 'constant', 'equal', 'less', 'greater', 'and', 'stopGradient', ...inferenceOnlyOps];
 
 test('every differentiable op has a finite-difference case', () => {
   const covered = new Set<Op>([...cases.flatMap((c) => c.ops), ...nonDifferentiable]);

@@ -36,6 +36,10 @@ export function sumTo(b: Graph, g: Node, target: Node): Node {
   return x;
 }
 
+const inferenceOnly: GradRule = ({ node }) => {
+  throw new GraphError(`${describe(node)} is an inference-only contrib op and has no gradient`, node.op, node.id);
+};
+
 const unary = (f: (ctx: GradContext, x: Node) => Node): GradRule => (ctx) => [f(ctx, ctx.node.inputs[0]!)];
 
 /** Swaps the last two axes. */
@@ -217,6 +221,11 @@ export const gradRules = {
     return [float(x.dtype) && float(node.dtype) ? b.cast(g, x.dtype) : null];
   },
   stopGradient: () => [null],
+  // Decode-time contrib kernels: nothing trains through them, so differentiating one is a bug.
+  matMulNBits: inferenceOnly,
+  skipRmsNorm: inferenceOnly,
+  groupQueryAttention: inferenceOnly,
+  select: inferenceOnly,
 } satisfies Record<Op, GradRule>;
 
 /** Zeros of x's run-time shape and dtype. */

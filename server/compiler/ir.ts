@@ -10,7 +10,8 @@
  * graph fails at the line that built it, with an error naming the op, the node and the shapes.
  */
 import { formatShape, type Dim, type Shape } from './dims.ts';
-import { opDefs, ShapeError, type AttrValue, type Attrs, type DType, type Op } from './ops.ts';
+import { tupleOps } from './contrib-ops.ts';
+import { opDefs, ShapeError, type AttrValue, type Attrs, type DType, type Inferred, type Op } from './ops.ts';
 
 export interface Node {
   readonly id: number;
@@ -19,6 +20,8 @@ export interface Node {
   readonly attrs: Attrs;
   readonly shape: Shape;
   readonly dtype: DType;
+  /** Each output's type, on multi-output (tuple) nodes only; read them with `select`. */
+  readonly outputs?: readonly Inferred[];
 }
 
 /** Error raised while building or checking a graph; names the failing node. */
@@ -56,9 +59,9 @@ export class Graph {
     nextNodeId = v;
   }
 
-  private make(op: Op, inputs: readonly Node[], attrs: Attrs, shape: Shape, dtype: DType): Node {
-    const node: Node = Object.freeze({ id: this.nextId++, op, inputs: Object.freeze([...inputs]), attrs: Object.freeze({ ...attrs }), shape: Object.freeze([...shape]), dtype });
-    return node;
+  private make(op: Op, inputs: readonly Node[], attrs: Attrs, shape: Shape, dtype: DType, outputs?: readonly Inferred[]): Node {
+    const base = { id: this.nextId++, op, inputs: Object.freeze([...inputs]), attrs: Object.freeze({ ...attrs }), shape: Object.freeze([...shape]), dtype };
+    return Object.freeze(outputs ? { ...base, outputs: Object.freeze([...outputs]) } : base);
   }
 
   /** Creates (or returns the existing identical) node; runs shape inference. */
@@ -67,11 +70,13 @@ export class Graph {
     if (def.arity >= 0 && inputs.length !== def.arity) {
       throw new GraphError(`${op}: expected ${def.arity} inputs, got ${inputs.length}`, op, null);
     }
+    const tuple = inputs.find((i) => tupleOps.has(i.op));
+    if (tuple && op !== 'select') throw new GraphError(`${op}: input ${describe(tuple)} has several outputs; read one with select`, op, null);
     const keys = Object.keys(attrs).sort();
     const key = `${op}(${inputs.map((i) => i.id).join(',')}){${keys.map((k) => `${k}=${stableKey(attrs[k] ?? null)}`).join(';')}}`;
     const hit = this.nodes.get(key);
     if (hit) return hit;
-    let inferred;
+    let inferred: Inferred;
     try {
       inferred = def.infer(inputs, attrs);
     } catch (e) {
@@ -79,7 +84,7 @@ export class Graph {
       const operands = inputs.map(describe).join(', ');
       throw new GraphError(`${op} (new node %${this.nextId}) failed: ${e.message}; inputs: ${operands}; attrs: ${JSON.stringify(attrs)}`, op, this.nextId);
     }
-    const n = this.make(op, inputs, attrs, inferred.shape, inferred.dtype);
+    const n = this.make(op, inputs, attrs, inferred.shape, inferred.dtype, inferred.outputs);
     this.nodes.set(key, n);
     return n;
   }
@@ -174,6 +179,24 @@ export class Graph {
   and(a: Node, b: Node): Node { return this.node('and', [a, b]); }
   cast(x: Node, to: DType): Node { return x.dtype === to ? x : this.node('cast', [x], { to }); }
   stopGradient(x: Node): Node { return this.node('stopGradient', [x]); }
+
+  // --- contrib ops (inference only; contrib-ops.ts) ---
+  matMulNBits(x: Node, packed: Node, scales: Node, bits: 4 | 8, blockSize: number, accuracyLevel: number): Node {
+    return this.node('matMulNBits', [x, packed, scales], { bits, blockSize, accuracyLevel });
+  }
+  /** (RMSNorm(x + skip)·w, x + skip). */
+  skipRmsNorm(x: Node, skip: Node, w: Node, eps: number): { normed: Node; sum: Node } {
+    const t = this.node('skipRmsNorm', [x, skip, w], { eps });
+    return { normed: this.select(t, 0), sum: this.select(t, 1) };
+  }
+  groupQueryAttention(
+    a: { q: Node; k: Node; v: Node; pastKey: Node; pastValue: Node; seqlensK: Node; totalLength: Node; cos: Node; sin: Node },
+    attrs: { numHeads: number; kvNumHeads: number; scale: number },
+  ): { out: Node; presentKey: Node; presentValue: Node } {
+    const t = this.node('groupQueryAttention', [a.q, a.k, a.v, a.pastKey, a.pastValue, a.seqlensK, a.totalLength, a.cos, a.sin], attrs);
+    return { out: this.select(t, 0), presentKey: this.select(t, 1), presentValue: this.select(t, 2) };
+  }
+  select(tuple: Node, index: number): Node { return this.node('select', [tuple], { index }); }
 }
 
 /** Nodes reachable from `outputs`, inputs before users (a topological order). */

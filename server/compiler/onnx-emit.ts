@@ -15,10 +15,15 @@ import { verify } from './verify.ts';
 export const OPSET = 17;
 const IR_VERSION = 8;
 
-const onnxType: Record<DType, number> = { float32: 1, int64: 7, bool: 9, float64: 11 };
+const onnxType: Record<DType, number> = { float32: 1, uint8: 2, int32: 6, int64: 7, bool: 9, float64: 11 };
+const bytesPer: Record<DType, number> = { float32: 4, uint8: 1, int32: 4, int64: 8, bool: 1, float64: 8 };
+/** ONNX Runtime's contrib-op domain (`contrib-ops.ts`), imported at version 1 when used. */
+const MS_DOMAIN = 'com.microsoft';
 
 interface OnnxNode {
   opType: string;
+  /** Operator set domain; absent: the default ONNX domain. */
+  domain?: string;
   inputs: string[];
   outputs: string[];
   attrs: Array<[string, number | number[] | 'ints' | { float: number } | { string: string }]>;
@@ -121,6 +126,36 @@ const lowerings = {
   and: simple('And'),
   cast: (n, e, out) => e.push({ opType: 'Cast', inputs: [e.name(n.inputs[0]!)], outputs: [out], attrs: [['to', onnxType[n.dtype]]] }),
   stopGradient: simple('Identity'),
+  matMulNBits: (n, e, out) => {
+    const [x, q] = n.inputs as [Node, Node];
+    const attrs: OnnxNode['attrs'] = [
+      ['K', x.shape[x.shape.length - 1] as number],
+      ['N', q.shape[0] as number],
+      ['bits', n.attrs['bits'] as number],
+      ['block_size', n.attrs['blockSize'] as number],
+      ['accuracy_level', n.attrs['accuracyLevel'] as number],
+    ];
+    e.push({ opType: 'MatMulNBits', domain: MS_DOMAIN, inputs: n.inputs.map((i) => e.name(i)), outputs: [out], attrs });
+  },
+  // Tuple nodes name their outputs `{out}.{i}`, which is what `select` reads (see emitOnnx).
+  // SkipSimplifiedLayerNormalization's outputs are (normed, mean, inv_std_var, input+skip).
+  skipRmsNorm: (n, e, out) =>
+    e.push({ opType: 'SkipSimplifiedLayerNormalization', domain: MS_DOMAIN, inputs: n.inputs.map((i) => e.name(i)), outputs: [`${out}.0`, '', '', `${out}.1`], attrs: [['epsilon', { float: n.attrs['eps'] as number }]] }),
+  groupQueryAttention: (n, e, out) =>
+    e.push({
+      opType: 'GroupQueryAttention',
+      domain: MS_DOMAIN,
+      inputs: n.inputs.map((i) => e.name(i)),
+      outputs: [`${out}.0`, `${out}.1`, `${out}.2`],
+      attrs: [
+        ['num_heads', n.attrs['numHeads'] as number],
+        ['kv_num_heads', n.attrs['kvNumHeads'] as number],
+        ['scale', { float: n.attrs['scale'] as number }],
+        ['do_rotary', 1],
+        ['rotary_interleaved', 0],
+      ],
+    }),
+  select: () => {},
 } satisfies Record<Op, Lower>;
 
 function encodeTensorData(dtype: DType, values: readonly number[]): Uint8Array {
@@ -132,6 +167,10 @@ function encodeTensorData(dtype: DType, values: readonly number[]): Uint8Array {
       return new Uint8Array(Float64Array.from(values).buffer);
     case 'int64':
       return new Uint8Array(BigInt64Array.from(values, (v) => BigInt(v)).buffer);
+    case 'int32':
+      return new Uint8Array(Int32Array.from(values).buffer);
+    case 'uint8':
+      return Uint8Array.from(values);
     case 'bool':
       return Uint8Array.from(values, (v) => (v ? 1 : 0)).subarray(0, n);
   }
@@ -162,6 +201,12 @@ export interface EmitOptions {
   readonly name: string;
   /** Free text stored as the model's doc string (e.g. the model config). */
   readonly doc?: string;
+  /**
+   * Raw little-endian data of graph inputs to bake in as initializers instead (by input name).
+   * ONNX Runtime prepacks constant weights at session creation, which some kernels need for
+   * their fast path (MatMulNBits dequantizes a non-constant B on every call).
+   */
+  readonly initializers?: ReadonlyMap<string, Uint8Array>;
 }
 
 /** Emits an ONNX model computing `outputs` (pairs of output name and node). */
@@ -174,10 +219,24 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
   const intsCache = new Map<string, string>();
   const shapeCache = new Map<number, string>();
 
-  const inputs = order.filter((n) => n.op === 'input').sort((a, b) => String(a.attrs['name']).localeCompare(String(b.attrs['name'])));
-  for (const n of inputs) names.set(n.id, String(n.attrs['name']));
+  const baked = options.initializers ?? new Map<string, Uint8Array>();
+  const declared = order.filter((n) => n.op === 'input').sort((a, b) => String(a.attrs['name']).localeCompare(String(b.attrs['name'])));
+  for (const n of declared) names.set(n.id, String(n.attrs['name']));
+  const inputs = declared.filter((n) => !baked.has(String(n.attrs['name'])));
+  const rawInits: Array<{ node: Node; data: Uint8Array }> = [];
+  for (const [name, data] of baked) {
+    const node = declared.find((n) => n.attrs['name'] === name);
+    if (!node) throw new GraphError(`initializer '${name}' is not an input of the graph`, 'input', null);
+    if (!node.shape.every((d) => typeof d === 'number')) throw new GraphError(`initializer '${name}' needs a static shape, got ${formatShape(node.shape)}`, 'input', node.id);
+    const want = (node.shape as number[]).reduce((a, b) => a * b, 1) * bytesPer[node.dtype];
+    if (data.length !== want) throw new GraphError(`initializer '${name}' ${node.dtype}${formatShape(node.shape)} needs ${want} bytes, got ${data.length}`, 'input', node.id);
+    rawInits.push({ node, data });
+  }
   order.forEach((n, i) => {
-    if (n.op === 'constant') {
+    if (n.op === 'select') {
+      // A tuple's outputs are named by its lowering; select only refers to them.
+      names.set(n.id, `${names.get(n.inputs[0]!.id)!}.${n.attrs['index'] as number}`);
+    } else if (n.op === 'constant') {
       const name = `const.${i}`;
       names.set(n.id, name);
       inits.push({ name, dtype: n.dtype, dims: n.shape as number[], values: n.attrs['value'] as number[] });
@@ -215,7 +274,7 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
   };
 
   for (const n of order) {
-    if (n.op === 'input' || n.op === 'constant') continue;
+    if (n.op === 'input' || n.op === 'constant' || n.op === 'select') continue;
     const lower: Lower = lowerings[n.op];
     lower(n, e, e.name(n));
   }
@@ -239,6 +298,7 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
         for (const x of node.outputs) nw.string(2, x);
         nw.string(3, `n.${i}.${node.opType}`);
         nw.string(4, node.opType);
+        if (node.domain) nw.string(7, node.domain);
         for (const [an, av] of node.attrs) {
           nw.message(5, (a) => {
             a.string(1, an);
@@ -268,6 +328,14 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
         t.bytes(9, encodeTensorData(init.dtype, init.values));
       });
     }
+    for (const { node, data } of rawInits) {
+      g.message(5, (t) => {
+        for (const d of node.shape as number[]) t.varint(1, d);
+        t.varint(2, onnxType[node.dtype]);
+        t.string(8, String(node.attrs['name']));
+        t.bytes(9, data);
+      });
+    }
     if (options.doc) g.string(10, options.doc);
     for (const n of inputs) g.message(11, (vi) => writeValueInfo(vi, String(n.attrs['name']), n.dtype, n.shape));
     for (const [name, n] of outputs) g.message(12, (vi) => writeValueInfo(vi, name, n.dtype, n.shape));
@@ -276,5 +344,11 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
     o.string(1, '');
     o.varint(2, OPSET);
   });
+  if (nodes.some((n) => n.domain === MS_DOMAIN)) {
+    w.message(8, (o) => {
+      o.string(1, MS_DOMAIN);
+      o.varint(2, 1);
+    });
+  }
   return w.finish();
 }

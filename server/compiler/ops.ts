@@ -9,9 +9,11 @@
  * transformer (attention scores, logits); `grad-rules.ort.test.ts` checks them against their
  * definition in terms of exp/reduce.
  */
+import { contribOpDefs } from './contrib-ops.ts';
+import { ShapeError } from './shape-error.ts';
 import { broadcastShapes, dimAdd, dimProduct, formatShape, type Dim, type Shape } from './dims.ts';
 
-export type DType = 'float32' | 'float64' | 'int64' | 'bool';
+export type DType = 'float32' | 'float64' | 'int64' | 'int32' | 'uint8' | 'bool';
 export const floatTypes: ReadonlySet<DType> = new Set(['float32', 'float64']);
 
 export type AttrValue = number | string | readonly number[] | readonly Dim[] | null;
@@ -21,15 +23,18 @@ export type Attrs = Readonly<Record<string, AttrValue>>;
 export interface Operand {
   readonly shape: Shape;
   readonly dtype: DType;
+  /** Set on multi-output nodes (contrib ops): each output's type, read with `select`. */
+  readonly outputs?: readonly Inferred[];
 }
 
 export interface Inferred {
   readonly shape: Shape;
   readonly dtype: DType;
+  /** Multi-output ops list every output here; `shape`/`dtype` repeat output 0. */
+  readonly outputs?: readonly Inferred[];
 }
 
-/** Thrown by inference; the graph wraps it with the node's identity. */
-export class ShapeError extends Error {}
+export { ShapeError } from './shape-error.ts';
 
 export interface OpDef {
   /** Number of inputs, or -1 for variadic (concat). */
@@ -340,12 +345,13 @@ export const opDefs = {
     arity: 1,
     infer: (inputs, attrs) => {
       const to = attrs['to'];
-      if (to !== 'float32' && to !== 'float64' && to !== 'int64' && to !== 'bool') return fail(`cast target ${String(to)} unknown`);
+      if (to !== 'float32' && to !== 'float64' && to !== 'int64' && to !== 'int32' && to !== 'bool') return fail(`cast target ${String(to)} unknown`);
       return { shape: inputs[0]!.shape, dtype: to };
     },
   },
   /** Identity in the forward pass, zero gradient: values treated as constants by autodiff. */
   stopGradient: { arity: 1, infer: (i) => ({ shape: i[0]!.shape, dtype: i[0]!.dtype }) },
+  ...contribOpDefs,
 } as const satisfies Record<string, OpDef>;
 
 export type Op = keyof typeof opDefs;

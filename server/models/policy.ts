@@ -17,6 +17,7 @@ import type { SamplingParams } from '../runtime/sampler.ts';
 import { f32, type HostTensor } from '../runtime/tensor.ts';
 import { buildAdamW, buildDecode, buildScore, buildTrainStep, type Artifact } from './artifacts.ts';
 import { type ModelConfig, modelDims, parameterShapes } from './model-config.ts';
+import { plainDecode, RolloutDecoder, type DecodeSettings } from './rollout-decoder.ts';
 import { learningRate, type OptimizerConfig } from './optimizer.ts';
 import { packBatch, type TrainSequence } from './train-batch.ts';
 import { loraShapes, type LoraSpec } from './transformer-graph.ts';
@@ -35,6 +36,8 @@ export interface PolicyOptions {
   readonly kl: boolean;
   /** Compile the entropy bonus into the PPO step. */
   readonly entropy: boolean;
+  /** Fused decode graph and quantized rollout weights (rollout-decoder.ts); default: plain fp32. */
+  readonly decode?: DecodeSettings;
 }
 
 export interface PpoHyperparams {
@@ -70,6 +73,7 @@ export class Policy {
   private readonly sessions = new Map<string, Artifact>();
   private readonly trainable: ReadonlyArray<readonly [string, readonly number[]]>;
   private readonly shapes = new Map<string, readonly number[]>();
+  private readonly decoder: RolloutDecoder;
 
   private constructor(
     readonly engine: Engine,
@@ -79,6 +83,17 @@ export class Policy {
     const adapter = options.lora ? loraShapes(options.config, options.lora) : [];
     for (const [n, s] of [...base, ...adapter]) this.shapes.set(n, s);
     this.trainable = options.lora ? adapter : base;
+    this.decoder = new RolloutDecoder(
+      {
+        engine,
+        id: options.id,
+        config: options.config,
+        lora: options.lora,
+        resident: (name) => this.res('w', name),
+        snapshot: async () => ({ weights: await this.weights(), adapter: options.lora ? await this.trainableTensors() : null }),
+      },
+      options.decode ?? plainDecode,
+    );
   }
 
   get id(): string {
@@ -140,8 +155,18 @@ export class Policy {
     return feeds;
   }
 
-  /** Samples responses for a batch of prompts (token ids) with the KV-cache decoder. */
-  async generate(prompts: readonly Int32Array[], o: { maxNewTokens: number; sampling: SamplingParams; seed: number; stopTokens: readonly number[]; padToken: number }): Promise<GenerateResult> {
+  /**
+   * Samples responses for a batch of prompts (token ids) with the KV-cache decoder. `rollout`
+   * marks a training rollout: it samples with the configured rollout weights (int8/int4 when set),
+   * while validation and warm-start play always decode the fp32 policy.
+   */
+  async generate(
+    prompts: readonly Int32Array[],
+    o: { maxNewTokens: number; sampling: SamplingParams; seed: number; stopTokens: readonly number[]; padToken: number; rollout?: boolean },
+  ): Promise<GenerateResult> {
+    const run = { prompts, maxNewTokens: o.maxNewTokens, sampling: o.sampling, seed: o.seed, stopTokens: o.stopTokens, padToken: o.padToken };
+    const chosen = await this.decoder.choose(o.rollout ?? false);
+    if (chosen) return this.engine.generate({ ...chosen, ...run });
     const a = await this.artifact('decode', () => buildDecode(this.config, this.options.lora));
     const { L, Hkv, D, V } = modelDims(this.config);
     const params: Record<string, string> = {};
@@ -287,6 +312,7 @@ export class Policy {
       pairs.push([this.res('w', name), this.res('n', name)], [this.res('m', name), this.res('m2', name)], [this.res('v', name), this.res('v2', name)]);
     }
     await this.engine.swap(pairs);
+    this.decoder.invalidate();
     this.step = t;
     return stats(null, gradNorm);
   }
@@ -326,16 +352,23 @@ export class Policy {
       await this.engine.upload(this.res('m', name), f32(shape, m ?? undefined));
       await this.engine.upload(this.res('v', name), f32(shape, v ?? undefined));
     }
+    this.decoder.invalidate();
     this.step = step;
   }
 
   /** Releases this policy's sessions and resident tensors in the engine. */
   async dispose(): Promise<void> {
     for (const key of this.sessions.keys()) await this.engine.releaseSession(`${this.options.id}:${key}`);
+    for (const session of this.decoder.sessions()) await this.engine.releaseSession(session);
     this.sessions.clear();
     const names: string[] = [];
     for (const kind of ['w', 'ref', 'g', 'gs', 'm', 'v', 'n', 'm2', 'v2']) for (const name of this.shapes.keys()) names.push(this.res(kind, name));
     await this.engine.drop(names);
+  }
+
+  /** Milliseconds the last rebuild of the quantized rollout decoder took (0 when none ran). */
+  get rolloutRebuildMs(): number {
+    return this.decoder.lastRebuildMs;
   }
 
   /** Trainable tensor names and shapes. */

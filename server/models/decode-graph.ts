@@ -1,0 +1,162 @@
+/**
+ * The fused decode graph: the same model as `buildDecode` (artifacts.ts), built from ONNX
+ * Runtime's contrib kernels so a decode step runs far fewer kernels, optionally with weight-only
+ * quantized projections.
+ *
+ * Shape legend as in transformer-graph.ts; M is the KV cache's capacity (positions).
+ * Per layer: GroupQueryAttention (RoPE, the causal/ragged mask and the in-place cache update in
+ * one kernel), SkipSimplifiedLayerNormalization (each residual add with the RMSNorm after it),
+ * and the projections as MatMul or, quantized, MatMulNBits. RoPE's cos/sin tables and quantized
+ * weights are baked in as initializers (`FusedDecode.initializers`); other weights stay inputs
+ * named as in checkpoints.
+ *
+ * Contract (runtime/generate.ts, cache layout 'batch-major'):
+ *   inputs  input_ids [B,T] int64 (ragged rows right-padded), seqlens_k [B] int32 (each row's
+ *           length after this call − 1), total_sequence_length int32 scalar (the longest row),
+ *           logit_rows [B] int64 (flat index b·T + t of the position whose logits to return),
+ *           past_key_values.{i}.key|value [B,Hkv,M,D]
+ *   outputs logits [B,V], present.{i}.key|value [B,Hkv,M,D] — the same buffers as the past:
+ *           GroupQueryAttention writes the new keys in place when past and present share memory.
+ * Positions are implicit: row b's tokens sit at 0 … seqlens_k[b], so no position ids or bias.
+ *
+ * Quantized: each projection W [out,in] (and the LM head) is replaced by block-wise codes and
+ * scales (quantize.ts), a LoRA adapter merged in first; the graph then has no LoRA inputs.
+ */
+import { linear, rmsNorm, silu, type LoraPair } from '../compiler/composite.ts';
+import { Graph, type Node } from '../compiler/ir.ts';
+import { emitOnnx } from '../compiler/onnx-emit.ts';
+import { type ModelConfig, modelDims, parameterShapes, ropeInverseFrequencies } from './model-config.ts';
+import type { QuantBits, QuantizedMatrix } from './quantize.ts';
+import { declareModelInputs, type LoraSpec } from './transformer-graph.ts';
+
+export type RolloutWeights = 'fp32' | 'int8' | 'int4';
+
+export interface FusedDecodeOptions {
+  /** fp32: MatMul (LoRA applied beside, as inputs); int8/int4: MatMulNBits on merged weights. */
+  readonly weights: RolloutWeights;
+  /** LoRA layout (fp32 only: quantized graphs take the adapter merged into `quantized`). */
+  readonly lora: LoraSpec | null;
+  /** Quantized projections by weight name (every one `quantizedWeightNames` lists), for int8/int4. */
+  readonly quantized?: ReadonlyMap<string, QuantizedMatrix>;
+  /** MatMulNBits accuracy level: 4 quantizes activations to int8 per block (fast), 0 keeps fp32 math. */
+  readonly accuracyLevel?: number;
+}
+
+export interface FusedDecode {
+  readonly bytes: Uint8Array;
+  /** Graph inputs that are model tensors (fp32 weights, adapters), fed from residents. */
+  readonly tensorInputs: readonly string[];
+  readonly outputs: readonly string[];
+  /** RoPE positions the cos/sin tables cover: a cache may not grow past it. */
+  readonly maxPositions: number;
+}
+
+export function quantBits(w: RolloutWeights): QuantBits | null {
+  return w === 'int8' ? 8 : w === 'int4' ? 4 : null;
+}
+
+/** Weights a quantized decode graph takes as MatMulNBits codes: every projection and the LM head. */
+export function quantizedWeightNames(c: ModelConfig): string[] {
+  const names = parameterShapes(c)
+    .map(([n]) => n)
+    .filter((n) => /\.(attn\.(q|k|v|o)|mlp\.(gate|up|down))\.weight$/.test(n));
+  names.push(c.tieEmbeddings ? 'embed.weight' : 'lm_head.weight');
+  return names;
+}
+
+/** The quantized LM head's input names: `head.*` so a tied head does not shadow the embedding. */
+const quantName = (weight: string, part: 'packed' | 'scales', head: string) => `${weight === head ? 'head' : weight}.${part}`;
+
+export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDecode {
+  const { H, Hkv, D, L, V } = modelDims(c);
+  const bits = quantBits(o.weights);
+  // ONNX Runtime's CPU GroupQueryAttention kernel works on 16-float lanes of each head.
+  if (D % 16 !== 0) throw new Error(`the fused decode graph needs a head dimension that is a multiple of 16, this model has ${D}`);
+  if (bits && o.lora) throw new Error('buildFusedDecode: a quantized graph takes the LoRA adapter merged into its weights, not as inputs');
+  if (bits && !o.quantized) throw new Error(`buildFusedDecode: ${o.weights} weights need the quantized projections`);
+  const b = new Graph();
+  const m = declareModelInputs(b, c, 'float32', o.lora);
+  const headName = c.tieEmbeddings ? 'embed.weight' : 'lm_head.weight';
+  const inits = new Map<string, Uint8Array>();
+  const used = new Set<string>();
+  const w = (name: string): Node => {
+    const n = m.weights.get(name);
+    if (!n) throw new Error(`fused decode graph: missing weight '${name}'`);
+    used.add(name);
+    return n;
+  };
+  const adapter = (p: string): LoraPair | null => {
+    const a = m.lora?.get(`${p}.lora_A`);
+    const bb = m.lora?.get(`${p}.lora_B`);
+    if (a && bb) used.add(`${p}.lora_A`).add(`${p}.lora_B`);
+    return a && bb ? { a, b: bb, scale: m.loraScale } : null;
+  };
+  /** x Wᵀ (+ bias): MatMul with W an input, or MatMulNBits with W's codes baked in. */
+  const project = (x: Node, weight: string, bias: string | null, p: string | null): Node => {
+    let y: Node;
+    if (bits) {
+      const q = o.quantized!.get(weight);
+      if (!q || q.bits !== bits) throw new Error(`fused decode graph: no ${bits}-bit quantization of '${weight}'`);
+      const blocks = Math.ceil(q.cols / q.blockSize);
+      const packedName = quantName(weight, 'packed', headName);
+      const scalesName = quantName(weight, 'scales', headName);
+      const packed = b.input(packedName, 'uint8', [q.rows, blocks, (q.blockSize * bits) / 8]);
+      const scales = b.input(scalesName, 'float32', [q.rows * blocks]);
+      inits.set(packedName, q.packed).set(scalesName, new Uint8Array(q.scales.buffer, q.scales.byteOffset, q.scales.byteLength));
+      y = b.matMulNBits(x, packed, scales, bits, q.blockSize, o.accuracyLevel ?? 4);
+      if (bias) y = b.add(y, w(bias));
+    } else {
+      y = linear(b, x, w(weight), bias ? w(bias) : null, p ? adapter(p) : null);
+    }
+    return y;
+  };
+
+  const ids = b.input('input_ids', 'int64', ['B', 'T']);
+  const seqlensK = b.input('seqlens_k', 'int32', ['B']);
+  const totalLength = b.input('total_sequence_length', 'int32', []);
+  const logitRows = b.input('logit_rows', 'int64', ['B']);
+  const maxPositions = c.maxSequenceLength;
+  const invFreq = ropeInverseFrequencies(c);
+  const table = (f: (a: number) => number) => Float32Array.from({ length: maxPositions * (D / 2) }, (_, i) => f(Math.floor(i / (D / 2)) * invFreq[i % (D / 2)]!));
+  const cos = b.input('rope.cos', 'float32', [maxPositions, D / 2]);
+  const sin = b.input('rope.sin', 'float32', [maxPositions, D / 2]);
+  inits.set('rope.cos', new Uint8Array(table(Math.cos).buffer)).set('rope.sin', new Uint8Array(table(Math.sin).buffer));
+
+  const outputs: Array<[string, Node]> = [];
+  const present: Array<[string, Node]> = [];
+  let x = b.gather(w('embed.weight'), ids, 0); // [B,T,C]
+  let h = rmsNorm(b, x, w('layers.0.attn_norm.weight'), c.rmsNormEps); // [B,T,C]
+  for (let i = 0; i < L; i++) {
+    const p = `layers.${i}`;
+    const bias = (t: string) => (c.attentionBias ? `${p}.attn.${t}.bias` : null);
+    let q = project(h, `${p}.attn.q.weight`, bias('q'), `${p}.attn.q`); // [B,T,H·D]
+    let k = project(h, `${p}.attn.k.weight`, bias('k'), `${p}.attn.k`); // [B,T,Hkv·D]
+    const v = project(h, `${p}.attn.v.weight`, bias('v'), `${p}.attn.v`);
+    if (c.qkNorm) {
+      // Qwen3's per-head RMSNorm before RoPE (GroupQueryAttention applies RoPE afterwards).
+      q = b.reshape(rmsNorm(b, b.reshape(q, ['B', 'T', H, D]), w(`${p}.attn.q_norm.weight`), c.rmsNormEps), ['B', 'T', H * D]);
+      k = b.reshape(rmsNorm(b, b.reshape(k, ['B', 'T', Hkv, D]), w(`${p}.attn.k_norm.weight`), c.rmsNormEps), ['B', 'T', Hkv * D]);
+    }
+    const pastKey = b.input(`past_key_values.${i}.key`, 'float32', ['B', Hkv, 'M', D]);
+    const pastValue = b.input(`past_key_values.${i}.value`, 'float32', ['B', Hkv, 'M', D]);
+    const att = b.groupQueryAttention({ q, k, v, pastKey, pastValue, seqlensK, totalLength, cos, sin }, { numHeads: H, kvNumHeads: Hkv, scale: 1 / Math.sqrt(D) });
+    present.push([`present.${i}.key`, att.presentKey], [`present.${i}.value`, att.presentValue]); // [B,Hkv,M,D]
+    const o1 = project(att.out, `${p}.attn.o.weight`, null, `${p}.attn.o`); // [B,T,C]
+    const mid = b.skipRmsNorm(o1, x, w(`${p}.mlp_norm.weight`), c.rmsNormEps);
+    x = mid.sum; // [B,T,C]
+    const gate = project(mid.normed, `${p}.mlp.gate.weight`, null, `${p}.mlp.gate`); // [B,T,F]
+    const up = project(mid.normed, `${p}.mlp.up.weight`, null, `${p}.mlp.up`);
+    const down = project(b.mul(silu(b, gate), up), `${p}.mlp.down.weight`, null, `${p}.mlp.down`); // [B,T,C]
+    const next = b.skipRmsNorm(down, x, w(i + 1 < L ? `layers.${i + 1}.attn_norm.weight` : 'norm.weight'), c.rmsNormEps);
+    x = next.sum;
+    h = next.normed; // the next layer's attention input, or (last layer) the final norm's output
+  }
+  // RMSNorm is per row, so normalising every position and then picking rows equals picking first.
+  const rows = b.gather(b.reshape(h, ['B*T', c.hiddenSize]), logitRows, 0); // [B,C]
+  const logits = project(rows, headName, null, null); // [B,V]
+  if (logits.shape[1] !== V) throw new Error(`fused decode graph: logits ${String(logits.shape)} are not [B, ${V}]`);
+  outputs.push(['logits', logits], ...present);
+  const bytes = emitOnnx(outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: inits });
+  const tensorInputs = [...m.weights.keys(), ...(m.lora ? [...m.lora.keys()] : [])].filter((n) => used.has(n));
+  return { bytes, tensorInputs, outputs: outputs.map(([n]) => n), maxPositions };
+}
