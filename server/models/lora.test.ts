@@ -95,11 +95,23 @@ test('PEFT export writes the right config, keys and shapes, and re-imports equal
     await exportPeftAdapter(dir, model, lora, params, { baseModelNameOrPath: 'Qwen/Qwen2.5-0.5B-Instruct' });
     const cfg = JSON.parse(await readFile(join(dir, 'adapter_config.json'), 'utf8')) as Record<string, unknown>;
     assert.deepEqual(cfg, {
-      peft_type: 'LORA', task_type: 'CAUSAL_LM', base_model_name_or_path: 'Qwen/Qwen2.5-0.5B-Instruct', r: 4, lora_alpha: 16,
+      peft_type: 'LORA', task_type: 'CAUSAL_LM', auto_mapping: null, base_model_name_or_path: 'Qwen/Qwen2.5-0.5B-Instruct',
+      revision: null, inference_mode: true, r: 4, lora_alpha: 16,
       lora_dropout: 0, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
-      bias: 'none', fan_in_fan_out: false, inference_mode: true, init_lora_weights: true, use_rslora: false, use_dora: false,
-      modules_to_save: null, layers_to_transform: null, rank_pattern: {}, alpha_pattern: {},
+      bias: 'none', fan_in_fan_out: false, use_rslora: false, use_dora: false, modules_to_save: null, init_lora_weights: true,
+      layers_to_transform: null, layers_pattern: null, rank_pattern: {}, alpha_pattern: {}, megatron_config: null,
+      megatron_core: 'megatron.core', loftq_config: {}, layer_replication: null,
     });
+    // The dataclass fields of peft 0.10's PeftConfig and LoraConfig (src/peft/config.py,
+    // src/peft/tuners/lora/config.py): a key outside them makes PeftConfig.from_pretrained warn
+    // and drop it on older PEFT, so everything we write must be one of them.
+    const peftFields = new Set([
+      'peft_type', 'task_type', 'auto_mapping', 'base_model_name_or_path', 'revision', 'inference_mode', 'r', 'target_modules',
+      'lora_alpha', 'lora_dropout', 'fan_in_fan_out', 'bias', 'use_rslora', 'modules_to_save', 'init_lora_weights',
+      'layers_to_transform', 'layers_pattern', 'rank_pattern', 'alpha_pattern', 'megatron_config', 'megatron_core',
+      'loftq_config', 'use_dora', 'layer_replication',
+    ]);
+    assert.deepEqual(Object.keys(cfg).filter((k) => !peftFields.has(k)), []);
     const { tensors, metadata } = await readSafetensorsFile(join(dir, 'adapter_model.safetensors'));
     assert.deepEqual(metadata, { format: 'pt' });
     assert.equal(tensors.size, 2 * 7 * 2);

@@ -154,8 +154,48 @@ const peftConfigSchema = z.looseObject({
   base_model_name_or_path: z.string().nullish(),
 });
 
+/**
+ * Every field of PEFT's `LoraConfig.to_dict()` (peft `PeftConfig` + `tuners/lora/config.py`) that
+ * PEFT versions since 0.10 accept, so `PeftModel.from_pretrained` loads it without "unexpected
+ * keyword" warnings, and vLLM reads r, lora_alpha, target_modules, bias, use_rslora, use_dora and
+ * modules_to_save from it. Newer-only fields (exclude_modules, …) are left out: older PEFT warns on
+ * them, and their defaults are what we mean. Values state our math exactly: no dropout, no bias,
+ * plain alpha/r scaling, Linear [out, in] weights (fan_in_fan_out false), every layer.
+ */
+export function peftAdapterConfig(lora: ResolvedLoraConfig, baseModelNameOrPath: string | null): Record<string, unknown> {
+  return {
+    peft_type: 'LORA',
+    task_type: 'CAUSAL_LM',
+    auto_mapping: null,
+    base_model_name_or_path: baseModelNameOrPath,
+    revision: null,
+    inference_mode: true,
+    r: lora.rank,
+    lora_alpha: loraAlpha(lora),
+    lora_dropout: lora.dropout,
+    target_modules: lora.targets.map((t) => hfProjectionNames[t]),
+    bias: 'none',
+    fan_in_fan_out: false,
+    use_rslora: false,
+    use_dora: false,
+    modules_to_save: null,
+    init_lora_weights: true,
+    layers_to_transform: null,
+    layers_pattern: null,
+    rank_pattern: {},
+    alpha_pattern: {},
+    megatron_config: null,
+    megatron_core: 'megatron.core',
+    loftq_config: {},
+    layer_replication: null,
+  };
+}
+
 export interface PeftExportOptions {
-  /** `base_model_name_or_path` in adapter_config.json (e.g. `Qwen/Qwen2.5-0.5B-Instruct`); null when absent. */
+  /**
+   * `base_model_name_or_path` in adapter_config.json: the hub id (`Qwen/Qwen2.5-0.5B-Instruct`) or
+   * folder of the base model; null when absent (PEFT then needs the base model passed in).
+   */
   baseModelNameOrPath?: string;
 }
 
@@ -175,26 +215,7 @@ export async function exportPeftAdapter(
       for (const w of ['A', 'B'] as const) tensors.set(peftKey(i, t, w), ours.get(`${projectionName(i, t)}.lora_${w}`)!);
     }
   }
-  // Field set of PEFT's LoraConfig.to_dict() that loaders look at; values match our math exactly.
-  const config = {
-    peft_type: 'LORA',
-    task_type: 'CAUSAL_LM',
-    base_model_name_or_path: options.baseModelNameOrPath ?? null,
-    r: resolved.rank,
-    lora_alpha: loraAlpha(resolved),
-    lora_dropout: 0,
-    target_modules: resolved.targets.map((t) => hfProjectionNames[t]),
-    bias: 'none',
-    fan_in_fan_out: false,
-    inference_mode: true,
-    init_lora_weights: true,
-    use_rslora: false,
-    use_dora: false,
-    modules_to_save: null,
-    layers_to_transform: null,
-    rank_pattern: {},
-    alpha_pattern: {},
-  };
+  const config = peftAdapterConfig(resolved, options.baseModelNameOrPath ?? null);
   await mkdir(dir, { recursive: true });
   // "format: pt" is what torch-saved safetensors carry; some loaders check it.
   await writeSafetensorsFile(join(dir, PEFT_WEIGHTS_FILE), tensors, { format: 'pt' });

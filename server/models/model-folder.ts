@@ -51,6 +51,43 @@ export interface ModelFolderInfo {
 
 const fileExists = async (path: string): Promise<boolean> => stat(path).then((s) => s.isFile(), () => false);
 
+/**
+ * Context length used for a Hugging Face model when the experiment does not say: released configs
+ * give 32k–128k max_position_embeddings, which would size RoPE tables and caches for contexts
+ * multi-agent episodes never reach.
+ */
+export const DEFAULT_HF_CONTEXT = 4096;
+
+export interface ModelFolderConfig {
+  readonly format: 'troupe' | 'hugging-face';
+  readonly config: ModelConfig;
+  /** HF `model_type`; null for Troupe checkpoints. */
+  readonly modelType: string | null;
+}
+
+/**
+ * The model config of a checkpoint folder, for an experiment that trains from it. A Hugging Face
+ * config's context is capped at `maxSequenceLength` (default: the smaller of its
+ * max_position_embeddings and DEFAULT_HF_CONTEXT); a Troupe config is taken as written. Errors
+ * say what is missing: the folder, its config.json, or which field is wrong.
+ */
+export async function readModelFolderConfig(dir: string, options: { maxSequenceLength?: number } = {}): Promise<ModelFolderConfig> {
+  const s = await stat(dir).catch(() => null);
+  if (!s) throw new Error(`model folder ${dir} does not exist (download the model there, or point the config at the folder that holds its config.json and model.safetensors)`);
+  if (!s.isDirectory()) throw new Error(`${dir} is a file, not a model folder`);
+  const configPath = join(dir, CHECKPOINT_CONFIG_FILE);
+  if (!(await fileExists(configPath))) throw new Error(`no checkpoint at ${dir} (${CHECKPOINT_CONFIG_FILE} missing)`);
+  const raw = await readJsonFile(configPath, z.unknown());
+  if (!isHfConfig(raw)) {
+    const config = parseWithSchema(modelConfigSchema, raw, configPath);
+    return { format: 'troupe', config: options.maxSequenceLength ? { ...config, maxSequenceLength: options.maxSequenceLength } : config, modelType: null };
+  }
+  const declared = hfConfigToModelConfig(raw, configPath).maxSequenceLength;
+  const maxSequenceLength = options.maxSequenceLength ?? Math.min(declared, DEFAULT_HF_CONTEXT);
+  const config = hfConfigToModelConfig(raw, configPath, { maxSequenceLength });
+  return { format: 'hugging-face', config, modelType: hfConfigSchema.parse(raw).model_type };
+}
+
 /** Describes the model folder `dir`; errors name the file that is missing or wrong. */
 export async function describeModelFolder(dir: string): Promise<ModelFolderInfo> {
   const s = await stat(dir).catch(() => null);

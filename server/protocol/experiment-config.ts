@@ -189,7 +189,13 @@ export const modelSourceSchema = z
       .string()
       .min(1)
       .optional()
-      .describe('Checkpoint folder: a Troupe checkpoint (config.json + model.safetensors) or a Hugging Face Qwen2/Llama model (config.json, model.safetensors, tokenizer.json). A relative path is resolved against this file\'s folder.'),
+      .describe('Checkpoint folder: a Troupe checkpoint (config.json + model.safetensors) or a Hugging Face Qwen2/Qwen3/Llama model (config.json, model.safetensors or a sharded index, tokenizer.json). A relative path is resolved against this file\'s folder.'),
+    /** Context length to use a checkpoint with (caps a Hugging Face model's max_position_embeddings). */
+    maxSequenceLength: z
+      .int()
+      .positive()
+      .optional()
+      .describe("Only with checkpoint: the longest prompt + response the model is used with (sizes RoPE tables and KV caches). Default: a Hugging Face model's max_position_embeddings capped at 4096; a Troupe checkpoint's own value."),
   })
   .strict()
   .superRefine((m, ctx) => {
@@ -197,6 +203,9 @@ export const modelSourceSchema = z
     if (given.length !== 1) {
       const what = given.length === 0 ? 'none is given' : `got ${quoteList(given)}`;
       ctx.addIssue({ code: 'custom', path: [], message: `a model needs exactly one of "preset", "config", "checkpoint"; ${what}` });
+    }
+    if (m.maxSequenceLength !== undefined && m.checkpoint === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['maxSequenceLength'], message: 'maxSequenceLength applies to a checkpoint; a preset or config sets its own' });
     }
   })
   // The same rule for editors; zod's check above gives the message.

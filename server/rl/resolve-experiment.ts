@@ -4,12 +4,12 @@
  * schema, check the router against the environment's agents, and turn model references into
  * model configs with the source of their initial weights.
  */
-import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { createEnvironment, environments, type EnvironmentName } from '../envs/environments.ts';
 import { defaultModelConfig, mediumModelConfig } from '../models/default-model.ts';
 import { loraTargets, parseModelConfig, type ModelConfig } from '../models/model-config.ts';
+import { readModelFolderConfig, type ModelFolderConfig } from '../models/model-folder.ts';
 import { optimizerSchema } from '../models/optimizer.ts';
 import { defaultTokenizer } from '../models/tokenizer.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
@@ -61,12 +61,16 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
       models.set(id, { config, source: { kind: 'init', seed: c.seed } });
     } else if (m.checkpoint) {
       const dir = isAbsolute(m.checkpoint) ? m.checkpoint : resolve(dirname(source), m.checkpoint);
-      if (!existsSync(join(dir, 'config.json'))) throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: `no checkpoint at ${dir} (config.json missing)` }]);
-      const raw = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
-      if ('model_type' in raw) {
-        throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: `${dir} is a Hugging Face checkpoint; training one needs its tokenizer, which Troupe does not load yet (only the character tokenizer)` }]);
+      let folder: ModelFolderConfig;
+      try {
+        folder = await readModelFolderConfig(dir, m.maxSequenceLength === undefined ? {} : { maxSequenceLength: m.maxSequenceLength });
+      } catch (e) {
+        throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: e instanceof Error ? e.message : String(e) }]);
       }
-      models.set(id, { config: parseModelConfig(raw, join(dir, 'config.json')), source: { kind: 'checkpoint', path: dir } });
+      if (folder.format === 'hugging-face') {
+        throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: `${dir} is a Hugging Face ${folder.modelType} checkpoint; training one needs its tokenizer, which Troupe does not load yet (only the character tokenizer)` }]);
+      }
+      models.set(id, { config: folder.config, source: { kind: 'checkpoint', path: dir } });
     }
   }
 
@@ -88,6 +92,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     router: new Map(Object.entries(c.router)),
     algorithm: { ...c.algorithm, filters: { ...c.algorithm.filters }, curriculum: { ...c.algorithm.curriculum } },
     optimizer: optimizerSchema.parse(c.optimizer),
+    rollout: { weights: c.rollout.weights, fused: c.rollout.fusedDecode, blockSize: c.rollout.blockSize },
     warmStart: c.warmStart,
     training: c.training,
     engine: c.engine.threads === undefined ? { executionProvider: c.engine.executionProvider } : { executionProvider: c.engine.executionProvider, threads: c.engine.threads },

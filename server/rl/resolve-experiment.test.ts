@@ -1,0 +1,68 @@
+/**
+ * Model folders in experiment configs: a missing folder, a folder without config.json and a bad
+ * Hugging Face config are config errors at `models.<id>.checkpoint` that say what is wrong; a
+ * Troupe checkpoint resolves to its config.
+ */
+import assert from 'node:assert/strict';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { saveCheckpoint } from '../models/checkpoint.ts';
+import { defaultModelConfig } from '../models/default-model.ts';
+import { initParameters } from '../models/init.ts';
+import { fixturePath } from '../models/torch-fixture.ts';
+import { ConfigError } from '../protocol/config-errors.ts';
+import { parseExperimentConfig } from '../protocol/experiment-config.ts';
+import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
+import { resolveExperiment } from './resolve-experiment.ts';
+
+let dir = '';
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'troupe-resolve-'));
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** The tiny experiment with its one model replaced by `source`. */
+function withModel(source: Record<string, unknown>) {
+  const policies = Object.fromEntries(Object.entries(tinyConfig.policies).map(([id, p]) => [id, { ...p, model: 'base' }]));
+  return parseExperimentConfig({ ...tinyConfig, models: { base: source }, policies }, 'test config');
+}
+
+async function configIssue(source: Record<string, unknown>): Promise<{ path: string; message: string }> {
+  try {
+    await resolveExperiment(withModel(source), join(dir, 'experiment.json'));
+  } catch (e) {
+    assert.ok(e instanceof ConfigError, String(e));
+    assert.equal(e.issues.length, 1);
+    return { path: e.issues[0]!.path.join('.'), message: e.issues[0]!.message };
+  }
+  assert.fail('expected a config error');
+}
+
+test('a missing model folder is named, relative paths resolved against the config file', async () => {
+  const r = await configIssue({ checkpoint: 'models/Qwen2.5-0.5B-Instruct' });
+  assert.equal(r.path, 'models.base.checkpoint');
+  assert.equal(r.message, `model folder ${join(dir, 'models/Qwen2.5-0.5B-Instruct')} does not exist (download the model there, or point the config at the folder that holds its config.json and model.safetensors)`);
+});
+
+test('a folder without config.json, and a Hugging Face config.json with a bad field, are named', async () => {
+  assert.match((await configIssue({ checkpoint: dir })).message, /^no checkpoint at .* \(config\.json missing\)$/);
+  const r = await configIssue({ checkpoint: fixturePath('hf/qwen3-f32') });
+  // The tiny fixture is a valid qwen3 model: what stops it is the tokenizer, named as such.
+  assert.match(r.message, /is a Hugging Face qwen3 checkpoint; training one needs its tokenizer/);
+  const bad = join(dir, 'bad-hf');
+  await cp(fixturePath('hf/llama-f32'), bad, { recursive: true });
+  const config = JSON.parse(await readFile(join(bad, 'config.json'), 'utf8')) as Record<string, unknown>;
+  await writeFile(join(bad, 'config.json'), JSON.stringify({ ...config, model_type: 'gemma2' }));
+  assert.equal((await configIssue({ checkpoint: bad })).message, `invalid ${join(bad, 'config.json')}:\n  model_type: 'gemma2' is not supported (supported: qwen2, qwen3, llama)`);
+});
+
+test('a Troupe checkpoint resolves to its config, with maxSequenceLength applied', async () => {
+  const ck = join(dir, 'ck');
+  await saveCheckpoint(ck, defaultModelConfig, initParameters(defaultModelConfig, 1));
+  const exp = await resolveExperiment(withModel({ checkpoint: ck, maxSequenceLength: 256 }), join(dir, 'experiment.json'));
+  assert.deepEqual(exp.models.get('base'), { config: { ...defaultModelConfig, maxSequenceLength: 256 }, source: { kind: 'checkpoint', path: ck } });
+});
