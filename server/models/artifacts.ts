@@ -9,6 +9,7 @@
 import { gradients } from '../compiler/autodiff.ts';
 import { Graph, type Node } from '../compiler/ir.ts';
 import type { DType } from '../compiler/ops.ts';
+import { dimMul } from '../compiler/dims.ts';
 import { emitOnnx } from '../compiler/onnx-emit.ts';
 import { type ModelConfig, modelDims } from './model-config.ts';
 import { declareModelInputs, forward, type LoraSpec, type ModelInputs } from './transformer-graph.ts';
@@ -56,12 +57,16 @@ export function buildDecode(c: ModelConfig, lora: LoraSpec | null, dtype: DType 
   return { bytes: emitOnnx(outputs, { name: 'decode', doc: docOf(c, { lora }) }), tensorInputs: tensorInputNames(m), trainable: [], outputs: outputs.map(([n]) => n) };
 }
 
-/** log p(target) per token at a temperature: [B,T], plus the full log-distribution [B,T,V]. */
-function tokenLogProbs(b: Graph, logits: Node, targets: Node, temperature: Node, V: number): { logp: Node; logpAll: Node } {
-  const logpAll = b.logSoftmax(b.div(logits, temperature), -1); // [B,T,V]
-  const range = b.constant(Array.from({ length: V }, (_, i) => i), [V], 'int64');
-  const onehot = b.cast(b.equal(b.unsqueeze(targets, [2]), range), logits.dtype); // [B,T,V]
-  return { logp: b.reduceSum(b.mul(logpAll, onehot), [2]), logpAll };
+/**
+ * log p(target) per scored row at a temperature, [N], and the row's whole log-distribution [N,V]
+ * (for the entropy). The target's log-prob is picked with GatherElements (gradient: a scatter
+ * into the [N,V] adjoint) rather than a multiply with a one-hot, which cost two more [N,V]
+ * tensors (the comparison and the product) on the largest tensors of the graph.
+ */
+function rowLogProbs(b: Graph, logits: Node, targets: Node, temperature: Node): { logp: Node; logpAll: Node } {
+  const logpAll = b.logSoftmax(b.div(logits, temperature), -1); // [N,V]
+  const logp = b.squeeze(b.gatherElements(logpAll, b.unsqueeze(targets, [1]), 1), [1]); // [N]
+  return { logp, logpAll };
 }
 
 /**
@@ -69,22 +74,31 @@ function tokenLogProbs(b: Graph, logits: Node, targets: Node, temperature: Node,
  * Batches are right-padded (`train-batch.ts`), so a real token never sees a padding key through
  * the causal mask and one [T,T] bias serves the whole batch; `perSequenceMask` takes a [B,T,T]
  * bias instead, for left-padded batches.
+ *
+ * Logits exist only for the rows in `loss_rows` ([N] flat indices b·T + t: the response
+ * positions), so memory over V is N·V, not B·T·V: per-token inputs ([B,T] at the boundary) are
+ * read at those rows (`at`), and per-row results are written back to [B,T] (`toGrid`, zeros
+ * elsewhere).
  */
 function teacherForced(b: Graph, c: ModelConfig, m: ModelInputs, dtype: DType, perSequenceMask = false) {
   const { ids, positions } = batchInputs(b);
   const bias = b.input('attention_bias', dtype, perSequenceMask ? ['B', 'T', 'T'] : ['T', 'T']);
   const targets = b.input('targets', 'int64', ['B', 'T']);
-  return { logits: forward(b, c, m, { ids, positions, bias }).logits, targets };
+  const rows = b.input('loss_rows', 'int64', ['N']);
+  const BT = dimMul('B', 'T');
+  const at = (x: Node) => b.gather(b.reshape(x, [BT]), rows, 0); // [B,T] → [N]
+  const toGrid = (x: Node) => b.reshapeLike(b.scatterAdd(b.expandLike(b.like(x, 0), b.reshape(targets, [BT])), rows, x, 0), targets); // [N] → [B,T]
+  return { logits: forward(b, c, m, { ids, positions, bias, rows }).logits, targets: at(targets), at, toGrid };
 }
 
-/** Score graph: per-token log-probs of `targets` at `temperature` (old and reference log-probs). */
+/** Score graph: per-token log-probs of `targets` at `temperature` (old and reference log-probs), [B,T], 0 off `loss_rows`. */
 export function buildScore(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32'): Artifact {
   const b = new Graph();
   const m = declareModelInputs(b, c, dtype, lora);
-  const { logits, targets } = teacherForced(b, c, m, dtype);
+  const { logits, targets, toGrid } = teacherForced(b, c, m, dtype);
   const temperature = b.input('temperature', dtype, []);
-  const { logp } = tokenLogProbs(b, logits, targets, temperature, c.vocabSize);
-  return { bytes: emitOnnx([['logp', logp]], { name: 'score', doc: docOf(c, { lora }) }), tensorInputs: tensorInputNames(m), trainable: [], outputs: ['logp'] };
+  const { logp } = rowLogProbs(b, logits, targets, temperature);
+  return { bytes: emitOnnx([['logp', toGrid(logp)]], { name: 'score', doc: docOf(c, { lora }) }), tensorInputs: tensorInputNames(m), trainable: [], outputs: ['logp'] };
 }
 
 export interface TrainStepOptions {
@@ -103,10 +117,15 @@ export interface TrainStepOptions {
 }
 
 /**
- * Train-step graph. Inputs: input_ids, position_ids, attention_bias [B,T,T], targets, loss_mask,
- * token_weight (scalar; 1/Σmask over the whole mini-batch so micro-batches add up to a token
+ * Train-step graph. Inputs: input_ids, position_ids, attention_bias [B,T,T], targets, loss_rows
+ * (the [N] positions with a loss, see `teacherForced`), loss_mask, token_weight (scalar; 1/Σmask over the whole mini-batch so micro-batches add up to a token
  * mean) and, for PPO, advantages, old_logp, temperature, clip_eps, optionally ref_logp + kl_coef
- * and ent_coef. Outputs: loss, logp, diagnostics and `{param}_grad` for each trainable tensor.
+ * and ent_coef. Outputs: loss, logp ([B,T], 0 off loss_rows), diagnostics and `{param}_grad` for
+ * each trainable tensor. Per-token inputs are [B,T]; only their loss_rows entries are read.
+ *
+ * Memory over the vocabulary: N rows of logits, their log-softmax, and for PPO the entropy's
+ * exp(logp) and product, plus about as many [N,V] adjoints in the backward pass — each N·V·4
+ * bytes (0.6 MB per row at V = 151936). Micro-batches bound N (`train-batch.ts`).
  *
  * PPO per token (Schulman et al. 2017; GRPO's token-mean form):
  *   ratio = exp(logp − old); pg = −min(ratio·A, clip(ratio, 1−ε, 1+ε)·A)
@@ -118,21 +137,21 @@ export function buildTrainStep(c: ModelConfig, o: TrainStepOptions): Artifact {
   if (o.trainable === 'lora' && !o.lora) throw new Error('buildTrainStep: trainable "lora" needs a LoRA spec');
   const b = new Graph();
   const m = declareModelInputs(b, c, dtype, o.lora);
-  const { logits, targets } = teacherForced(b, c, m, dtype, o.perSequenceMask ?? false);
-  const mask = b.input('loss_mask', dtype, ['B', 'T']);
+  const { logits, targets, at, toGrid } = teacherForced(b, c, m, dtype, o.perSequenceMask ?? false);
+  const mask = at(b.input('loss_mask', dtype, ['B', 'T'])); // [N]
   const tokenWeight = b.input('token_weight', dtype, []);
-  const weighted = (perToken: Node) => b.mul(b.reduceSum(b.mul(mask, perToken), [0, 1]), tokenWeight);
+  const weighted = (perToken: Node) => b.mul(b.reduceSum(b.mul(mask, perToken), [0]), tokenWeight);
   const outputs: Array<[string, Node]> = [];
   let loss: Node;
   if (o.loss === 'ce') {
-    const { logp } = tokenLogProbs(b, logits, targets, b.like(logits, 1), c.vocabSize);
+    const { logp } = rowLogProbs(b, logits, targets, b.like(logits, 1));
     loss = weighted(b.neg(logp));
-    outputs.push(['loss', loss], ['logp', logp]);
+    outputs.push(['loss', loss], ['logp', toGrid(b.stopGradient(logp))]);
   } else {
     const temperature = b.input('temperature', dtype, []);
-    const { logp, logpAll } = tokenLogProbs(b, logits, targets, temperature, c.vocabSize);
-    const adv = b.input('advantages', dtype, ['B', 'T']);
-    const old = b.input('old_logp', dtype, ['B', 'T']);
+    const { logp, logpAll } = rowLogProbs(b, logits, targets, temperature);
+    const adv = at(b.input('advantages', dtype, ['B', 'T']));
+    const old = at(b.input('old_logp', dtype, ['B', 'T']));
     const eps = b.input('clip_eps', dtype, []);
     const one = b.like(logp, 1);
     const delta = b.sub(logp, old);
@@ -148,21 +167,21 @@ export function buildTrainStep(c: ModelConfig, o: TrainStepOptions): Artifact {
     outputs.push(['clip_frac', weighted(b.stopGradient(clippedTok))]);
     outputs.push(['approx_kl', weighted(b.stopGradient(b.mul(b.like(delta, 0.5), b.mul(delta, delta))))]);
     if (o.kl) {
-      const ref = b.input('ref_logp', dtype, ['B', 'T']);
+      const ref = at(b.input('ref_logp', dtype, ['B', 'T']));
       const coef = b.input('kl_coef', dtype, []);
       const d = b.sub(ref, logp);
       const kl = b.sub(b.sub(b.exp(d), d), one);
       perToken = b.add(perToken, b.mul(coef, kl));
       outputs.push(['kl_ref', weighted(b.stopGradient(kl))]);
     }
-    const ent = b.neg(b.reduceSum(b.mul(b.exp(logpAll), logpAll), [2])); // [B,T]
+    const ent = b.neg(b.reduceSum(b.mul(b.exp(logpAll), logpAll), [1])); // [N]
     if (o.entropy) {
       const coef = b.input('ent_coef', dtype, []);
       perToken = b.sub(perToken, b.mul(coef, ent));
     }
     outputs.push(['entropy', weighted(b.stopGradient(ent))]);
     loss = weighted(perToken);
-    outputs.unshift(['loss', loss], ['logp', b.stopGradient(logp)]);
+    outputs.unshift(['loss', loss], ['logp', toGrid(b.stopGradient(logp))]);
   }
   const trainable = o.trainable === 'lora' ? [...m.lora!.keys()] : [...m.weights.keys()];
   const nodes = trainable.map((n) => (o.trainable === 'lora' ? m.lora!.get(n)! : m.weights.get(n)!));

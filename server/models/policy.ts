@@ -9,8 +9,13 @@
  *   swapped in after a finite update (double buffering: nothing is allocated per step),
  *   `{id}:ref:{name}` the frozen reference weights for the KL term in full fine-tuning.
  * With LoRA the trainable tensors are the adapter's (`{id}:w:layers.0.attn.q.lora_A`, …) and
- * the reference policy is the base model with the adapter off, so no copy is needed.
+ * the reference policy is the base model with the adapter off, so no copy is needed. The frozen
+ * base then lives once per engine under `base:{baseKey}:{name}`, shared by every LoRA policy
+ * given the same `baseKey` (every agent's adapter at L2), and so do their compiled sessions
+ * (`shared:…`, the same graphs over the same base): one copy of the base weights and one set
+ * of ONNX Runtime arenas, whatever the number of agents.
  */
+import { createHash } from 'node:crypto';
 import { Engine } from '../runtime/engine.ts';
 import type { GenerateResult } from '../runtime/generate.ts';
 import type { SamplingParams } from '../runtime/sampler.ts';
@@ -19,7 +24,7 @@ import { buildAdamW, buildDecode, buildScore, buildTrainStep, type Artifact } fr
 import { type ModelConfig, modelDims, parameterShapes } from './model-config.ts';
 import { plainDecode, RolloutDecoder, type DecodeSettings } from './rollout-decoder.ts';
 import { learningRate, type OptimizerConfig } from './optimizer.ts';
-import { packBatch, type TrainSequence } from './train-batch.ts';
+import { microBatches, packBatch, type MicroBatchLimits, type TrainSequence } from './train-batch.ts';
 import { loraShapes, type LoraSpec } from './transformer-graph.ts';
 
 export interface PolicyOptions {
@@ -38,6 +43,14 @@ export interface PolicyOptions {
   readonly entropy: boolean;
   /** Fused decode graph and quantized rollout weights (rollout-decoder.ts); default: plain fp32. */
   readonly decode?: DecodeSettings;
+  /**
+   * With LoRA: the key the frozen base is shared under in the engine. LoRA policies with the same
+   * key must have the same base weights (checked by a fingerprint) and share one resident copy.
+   * Default: the policy id (not shared).
+   */
+  readonly baseKey?: string;
+  /** Bounds on one forward/backward pass of score and update (default: 64 sequences). */
+  readonly microBatch?: MicroBatchLimits;
 }
 
 export interface PpoHyperparams {
@@ -70,7 +83,10 @@ export class Policy {
   step = 0;
   /** Updates skipped because the loss or gradient was not finite. */
   nonFiniteSkips = 0;
-  private readonly sessions = new Map<string, Artifact>();
+  /** Compiled graphs this policy holds, by key, with their session names (shared or own). */
+  private readonly sessions = new Map<string, { artifact: Artifact; session: string; shared: boolean }>();
+  /** Resident-name prefix of the frozen base shared with other LoRA policies; null: own weights. */
+  private readonly baseScope: string | null;
   private readonly trainable: ReadonlyArray<readonly [string, readonly number[]]>;
   private readonly shapes = new Map<string, readonly number[]>();
   private readonly decoder: RolloutDecoder;
@@ -83,13 +99,14 @@ export class Policy {
     const adapter = options.lora ? loraShapes(options.config, options.lora) : [];
     for (const [n, s] of [...base, ...adapter]) this.shapes.set(n, s);
     this.trainable = options.lora ? adapter : base;
+    this.baseScope = options.lora ? `base:${options.baseKey ?? options.id}` : null;
     this.decoder = new RolloutDecoder(
       {
         engine,
         id: options.id,
         config: options.config,
         lora: options.lora,
-        resident: (name) => this.res('w', name),
+        resident: (name) => this.weightRes(name),
         snapshot: async () => ({ weights: await this.weights(), adapter: options.lora ? await this.trainableTensors() : null }),
       },
       options.decode ?? plainDecode,
@@ -107,13 +124,31 @@ export class Policy {
   /** Uploads weights (and adapter) into the engine and zeroes the optimizer state. */
   static async create(engine: Engine, options: PolicyOptions): Promise<Policy> {
     const p = new Policy(engine, options);
-    for (const [name, shape] of parameterShapes(options.config)) {
+    const base = parameterShapes(options.config);
+    for (const [name, shape] of base) {
       const data = options.weights.get(name);
       if (!data) throw new Error(`policy '${options.id}': missing weight '${name}'`);
       const n = shape.reduce((a, b) => a * b, 1);
       if (data.length !== n) throw new Error(`policy '${options.id}': weight '${name}' has ${data.length} values, shape [${shape.join(', ')}] needs ${n}`);
-      await engine.upload(p.res('w', name), f32(shape, data));
-      if (!options.lora && options.kl) await engine.upload(p.res('ref', name), f32(shape, data));
+    }
+    if (p.baseScope) {
+      const scope = p.baseScope;
+      const names = base.map(([name]) => `${scope}:${name}`);
+      // The first LoRA policy on this base uploads it; the others feed the same residents.
+      await engine.acquireShared(
+        scope,
+        weightsFingerprint(base, options.weights),
+        async () => {
+          for (const [name, shape] of base) await engine.upload(`${scope}:${name}`, copyF32(shape, options.weights.get(name)!));
+        },
+        () => engine.drop(names),
+      );
+    } else {
+      for (const [name, shape] of base) {
+        const data = options.weights.get(name)!;
+        await engine.upload(p.res('w', name), copyF32(shape, data));
+        if (options.kl) await engine.upload(p.res('ref', name), copyF32(shape, data));
+      }
     }
     if (options.lora) {
       for (const [name, shape] of loraShapes(options.config, options.lora)) {
@@ -130,6 +165,11 @@ export class Policy {
     return `${this.options.id}:${kind}:${name}`;
   }
 
+  /** Resident name of a base weight (shared with LoRA) or adapter tensor, as graphs feed it. */
+  private weightRes(name: string): string {
+    return this.baseScope && !name.includes('.lora_') ? `${this.baseScope}:${name}` : this.res('w', name);
+  }
+
   async resetOptimizer(): Promise<void> {
     for (const [name, shape] of this.trainable) {
       await this.engine.upload(this.res('m', name), f32(shape));
@@ -138,20 +178,57 @@ export class Policy {
     this.step = 0;
   }
 
+  /**
+   * The compiled graph `key` and its session name. LoRA policies over one shared base share their
+   * sessions too (same base, same adapter layout and loss terms: the same graph), created by the
+   * first and released by the last.
+   */
   private async artifact(key: string, build: () => Artifact): Promise<Artifact> {
-    let a = this.sessions.get(key);
-    if (!a) {
-      a = build();
-      await this.engine.createSession(`${this.options.id}:${key}`, a.bytes);
-      this.sessions.set(key, a);
-    }
-    return a;
+    return (await this.held(key, build)).artifact;
   }
 
-  /** Feeds for a graph's tensor inputs: weights from `{id}:w:` (or the reference copy). */
+  private async held(key: string, build: () => Artifact): Promise<{ artifact: Artifact; session: string; shared: boolean }> {
+    let h = this.sessions.get(key);
+    if (h) return h;
+    const o = this.options;
+    if (this.baseScope) {
+      const session = `shared:${this.baseScope}:${JSON.stringify({ lora: o.lora, kl: o.kl, entropy: o.entropy })}:${key}`;
+      let cache = sharedArtifacts.get(this.engine);
+      if (!cache) sharedArtifacts.set(this.engine, (cache = new Map()));
+      let artifact = cache.get(session);
+      if (!artifact) cache.set(session, (artifact = build()));
+      const a = artifact;
+      await this.engine.acquireShared(
+        session,
+        session,
+        async () => void (await this.engine.createSession(session, a.bytes)),
+        async () => {
+          cache.delete(session);
+          await this.engine.releaseSession(session);
+        },
+      );
+      h = { artifact: a, session, shared: true };
+    } else {
+      const artifact = build();
+      const session = `${o.id}:${key}`;
+      await this.engine.createSession(session, artifact.bytes);
+      h = { artifact, session, shared: false };
+    }
+    this.sessions.set(key, h);
+    return h;
+  }
+
+  /** Session name of a graph this policy holds. */
+  private sessionOf(key: string): string {
+    const h = this.sessions.get(key);
+    if (!h) throw new Error(`policy '${this.id}': no session '${key}'`);
+    return h.session;
+  }
+
+  /** Feeds for a graph's tensor inputs: base weights (own, shared or the reference copy) and adapter. */
   private tensorFeeds(a: Artifact, weightsKind: 'w' | 'ref' = 'w'): Record<string, { resident: string }> {
     const feeds: Record<string, { resident: string }> = {};
-    for (const n of a.tensorInputs) feeds[n] = { resident: this.res(n.includes('.lora_') ? 'w' : weightsKind, n) };
+    for (const n of a.tensorInputs) feeds[n] = { resident: weightsKind === 'ref' && !n.includes('.lora_') ? this.res('ref', n) : this.weightRes(n) };
     return feeds;
   }
 
@@ -170,9 +247,9 @@ export class Policy {
     const a = await this.artifact('decode', () => buildDecode(this.config, this.options.lora));
     const { L, Hkv, D, V } = modelDims(this.config);
     const params: Record<string, string> = {};
-    for (const n of a.tensorInputs) params[n] = this.res('w', n);
+    for (const n of a.tensorInputs) params[n] = this.weightRes(n);
     return this.engine.generate({
-      session: `${this.options.id}:decode`,
+      session: this.sessionOf('decode'),
       params,
       prompts,
       maxNewTokens: o.maxNewTokens,
@@ -193,34 +270,41 @@ export class Policy {
     const key = useBase ? 'score-base' : 'score';
     const a = await this.artifact(key, () => buildScore(this.config, useBase ? null : this.options.lora));
     if (reference && !this.options.lora && !this.options.kl) throw new Error(`policy '${this.id}': reference log-probs need kl enabled (no reference copy was kept)`);
-    const batch = packBatch(seqs, this.config.vocabSize, { advantages: false, oldLogp: false, refLogp: false });
-    const t = batch.tensors;
-    const out = await this.engine.run(
-      `${this.options.id}:${key}`,
-      {
-        ...this.tensorFeeds(a, reference && !this.options.lora ? 'ref' : 'w'),
-        input_ids: t['input_ids']!,
-        position_ids: t['position_ids']!,
-        attention_bias: t['attention_bias']!,
-        targets: t['targets']!,
-        temperature: f32([], [temperature]),
-      },
-      { logp: 'return' },
-    );
-    const logp = out['logp']!.data as Float32Array;
-    return seqs.map((s, b) => {
-      const r = s.tokens.length - s.promptLength;
-      return Float32Array.from({ length: r }, (_, j) => logp[batch.responseIndex(b, j)]!);
-    });
+    const result: Float32Array[] = [];
+    // Micro-batched like an update: a score pass holds the same forward activations.
+    for (const chunk of microBatches(seqs, this.options.microBatch ?? { sequences: 64 })) {
+      const batch = packBatch(chunk, this.config.vocabSize, { advantages: false, oldLogp: false, refLogp: false });
+      const t = batch.tensors;
+      const out = await this.engine.run(
+        this.sessionOf(key),
+        {
+          ...this.tensorFeeds(a, reference && !this.options.lora ? 'ref' : 'w'),
+          input_ids: t['input_ids']!,
+          position_ids: t['position_ids']!,
+          attention_bias: t['attention_bias']!,
+          targets: t['targets']!,
+          loss_rows: t['loss_rows']!,
+          temperature: f32([], [temperature]),
+        },
+        { logp: 'return' },
+      );
+      const logp = out['logp']!.data as Float32Array;
+      chunk.forEach((s, b) => {
+        const r = s.tokens.length - s.promptLength;
+        result.push(Float32Array.from({ length: r }, (_, j) => logp[batch.responseIndex(b, j)]!));
+      });
+    }
+    return result;
   }
 
   /**
    * One optimizer update on `seqs`: PPO (needs advantages and old log-probs, plus reference
-   * log-probs when kl is on) or cross-entropy. Micro-batches of at most `microBatch` sequences
-   * accumulate gradients with a token weight of 1/(all trained tokens), so the loss is a token
-   * mean over the whole update regardless of how it is split.
+   * log-probs when kl is on) or cross-entropy. Micro-batches within the policy's limits
+   * (`microBatch`; a number here overrides their sequence count) accumulate gradients with a
+   * token weight of 1/(all trained tokens), so the loss is a token mean over the whole update
+   * regardless of how it is split.
    */
-  async update(kind: TrainKind, seqs: readonly TrainSequence[], hp: PpoHyperparams | null, microBatch = 64): Promise<UpdateStats> {
+  async update(kind: TrainKind, seqs: readonly TrainSequence[], hp: PpoHyperparams | null, microBatch?: number): Promise<UpdateStats> {
     const t0 = performance.now();
     if (kind === 'ppo' && !hp) throw new Error('PPO update needs hyperparameters');
     const o = this.options;
@@ -229,8 +313,8 @@ export class Policy {
       buildTrainStep(this.config, { loss: kind, trainable: o.lora ? 'lora' : 'full', lora: o.lora, kl: kind === 'ppo' && o.kl, entropy: kind === 'ppo' && o.entropy }),
     );
     const need = { advantages: kind === 'ppo', oldLogp: kind === 'ppo', refLogp: kind === 'ppo' && o.kl };
-    const chunks: TrainSequence[][] = [];
-    for (let i = 0; i < seqs.length; i += microBatch) chunks.push(seqs.slice(i, i + microBatch));
+    const limits = o.microBatch ?? { sequences: 64 };
+    const chunks = microBatches(seqs, microBatch === undefined ? limits : { ...limits, sequences: microBatch });
     const packed = chunks.map((c) => packBatch(c, this.config.vocabSize, need));
     const tokens = packed.reduce((n, p) => n + p.tokenCount, 0);
     const lr = learningRate(o.optimizer, this.step);
@@ -262,7 +346,7 @@ export class Policy {
       const fetches: Record<string, 'return' | { into: string; dtype: 'float32'; dims: readonly number[] }> = {};
       for (const out of a.outputs) if (!out.endsWith('_grad') && out !== 'logp') fetches[out] = 'return';
       for (const [name, shape] of this.trainable) fetches[`${name}_grad`] = { into: this.res(gradKind, name), dtype: 'float32', dims: shape };
-      const r = await this.engine.run(`${this.options.id}:${key}`, feeds, fetches);
+      const r = await this.engine.run(this.sessionOf(key), feeds, fetches);
       for (const k of Object.keys(sums) as Array<keyof typeof sums>) {
         const v = r[k];
         if (v) sums[k] += (v.data as Float32Array)[0]!;
@@ -300,7 +384,7 @@ export class Policy {
       fetches[`${name}.m.next`] = { into: this.res('m2', name), dtype: 'float32', dims: shape };
       fetches[`${name}.v.next`] = { into: this.res('v2', name), dtype: 'float32', dims: shape };
     }
-    const r = await this.engine.run(`${this.options.id}:adamw`, feeds, fetches);
+    const r = await this.engine.run(this.sessionOf('adamw'), feeds, fetches);
     const gradNorm = (r['grad_norm']!.data as Float32Array)[0]!;
     if (!Number.isFinite(gradNorm)) {
       // The new values sit in the scratch buffers; not swapping them in discards the update.
@@ -327,7 +411,7 @@ export class Policy {
   /** Copies of every weight, with the adapter (if any) kept separate. */
   async weights(): Promise<Map<string, Float32Array>> {
     const out = new Map<string, Float32Array>();
-    for (const [name] of parameterShapes(this.config)) out.set(name, (await this.engine.download(this.res('w', name))).data as Float32Array);
+    for (const [name] of parameterShapes(this.config)) out.set(name, (await this.engine.download(this.weightRes(name))).data as Float32Array);
     return out;
   }
 
@@ -358,12 +442,13 @@ export class Policy {
 
   /** Releases this policy's sessions and resident tensors in the engine. */
   async dispose(): Promise<void> {
-    for (const key of this.sessions.keys()) await this.engine.releaseSession(`${this.options.id}:${key}`);
+    for (const h of this.sessions.values()) await (h.shared ? this.engine.releaseShared(h.session) : this.engine.releaseSession(h.session));
     for (const session of this.decoder.sessions()) await this.engine.releaseSession(session);
     this.sessions.clear();
     const names: string[] = [];
     for (const kind of ['w', 'ref', 'g', 'gs', 'm', 'v', 'n', 'm2', 'v2']) for (const name of this.shapes.keys()) names.push(this.res(kind, name));
     await this.engine.drop(names);
+    if (this.baseScope) await this.engine.releaseShared(this.baseScope);
   }
 
   /** Milliseconds the last rebuild of the quantized rollout decoder took (0 when none ran). */
@@ -375,4 +460,29 @@ export class Policy {
   get trainableShapes(): ReadonlyArray<readonly [string, readonly number[]]> {
     return this.trainable;
   }
+}
+
+/** Compiled graphs of shared sessions, per engine, so a second policy does not recompile them. */
+const sharedArtifacts = new WeakMap<Engine, Map<string, Artifact>>();
+
+/** A copy for upload (upload transfers its buffer; the caller keeps the original). */
+function copyF32(shape: readonly number[], data: Float32Array): HostTensor {
+  return { dtype: 'float32', dims: shape, data: data.slice() };
+}
+
+/**
+ * What identifies a set of base weights for sharing: names, shapes and 64 evenly spaced values of
+ * each tensor. A guard against sharing two different bases under one key (any two trained or
+ * differently initialised bases differ in these), not a proof of equality.
+ */
+function weightsFingerprint(shapes: ReadonlyArray<readonly [string, readonly number[]]>, weights: ReadonlyMap<string, Float32Array>): string {
+  const h = createHash('sha256');
+  for (const [name, shape] of shapes) {
+    const d = weights.get(name)!;
+    const step = Math.max(1, Math.floor(d.length / 64));
+    const sample = new Float32Array(Math.ceil(d.length / step));
+    for (let i = 0, k = 0; i < d.length; i += step) sample[k++] = d[i]!;
+    h.update(`${name}[${shape.join(',')}]`).update(new Uint8Array(sample.buffer));
+  }
+  return h.digest('hex');
 }

@@ -63,6 +63,13 @@ export async function loadTorchFixture(name: string): Promise<TorchFixture> {
   };
 }
 
+/** Flat indices of the real (attention-mask 1) positions: the rows a fixture's graphs score. */
+export function realRows(mask: ArrayLike<number>): number[] {
+  const rows: number[] = [];
+  for (let i = 0; i < mask.length; i++) if (mask[i] === 1) rows.push(i);
+  return rows;
+}
+
 /** max |a−b| / max(|b|) over the entries where keep(i). */
 export function relErr(a: ArrayLike<number>, b: ArrayLike<number>, keep: (i: number) => boolean = () => true): number {
   let num = 0;
@@ -88,6 +95,8 @@ export function fixtureFeeds(fx: TorchFixture, weights: ReadonlyMap<string, { sh
     targets: i64([B, T], fx.t('input.targets').data),
     attention_bias: f32([B, T, T], causalBias(mask, B, T)),
     loss_mask: f32([B, T], fx.t('input.loss_mask').data),
+    // Score every real position (the graphs compute logits only at loss_rows).
+    loss_rows: i64([realRows(mask).length], realRows(mask)),
     token_weight: f32([], [fx.meta.scalars.tokenWeight]),
   };
   for (const [name, w] of weights) feeds[name] = f32(w.shape, w.data);

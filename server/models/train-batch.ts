@@ -5,6 +5,11 @@
  * and token t+1 as target, so the response token j (0-based) is predicted at position
  * promptLength − 1 + j. Rows are right-padded: with a causal mask, padding after the real tokens
  * cannot influence them, and positions simply count from 0.
+ *
+ * Only response positions need logits: `loss_rows` lists them (flat indices b·T + t, in order),
+ * and the score and train graphs compute the final norm, the LM head and the log-softmax over V
+ * for those rows alone. At a real vocabulary (151936) a logit row is 0.6 MB, so long prompts
+ * would otherwise dominate memory with rows nobody reads.
  */
 import { f32, i64, type HostTensor } from '../runtime/tensor.ts';
 import { causalMask } from './attention-bias.ts';
@@ -32,6 +37,46 @@ export interface PackedBatch {
   readonly tokenCount: number;
   /** Maps each sequence's response token j to its flat index b·T + t in [B,T] outputs. */
   readonly responseIndex: (b: number, j: number) => number;
+}
+
+/** Bounds on one forward/backward pass: sequences, and padded tokens (B·T). */
+export interface MicroBatchLimits {
+  /** Most sequences per pass. */
+  readonly sequences?: number;
+  /**
+   * Most padded tokens (B × longest sequence) per pass: activations scale with B·T, so this bounds
+   * memory whatever the prompt lengths. A single sequence longer than the budget still forms a
+   * pass of its own (a sequence is never split).
+   */
+  readonly tokens?: number;
+}
+
+/**
+ * Splits sequences, in order, into micro-batches within `limits`. Order is kept so the same
+ * sequences always form the same passes; an update's loss is a token mean over all of them
+ * however they are split (`token_weight`).
+ */
+export function microBatches<S extends TrainSequence>(seqs: readonly S[], limits: MicroBatchLimits): S[][] {
+  const maxSeqs = limits.sequences ?? Number.POSITIVE_INFINITY;
+  const maxTokens = limits.tokens ?? Number.POSITIVE_INFINITY;
+  if (!(maxSeqs >= 1)) throw new Error(`microBatches: sequences must be ≥ 1, got ${limits.sequences}`);
+  if (!(maxTokens >= 1)) throw new Error(`microBatches: tokens must be ≥ 1, got ${limits.tokens}`);
+  const out: S[][] = [];
+  let cur: S[] = [];
+  let longest = 0;
+  for (const s of seqs) {
+    const T = s.tokens.length - 1; // packed length: the last token is only a target
+    const widest = Math.max(longest, T);
+    if (cur.length > 0 && (cur.length + 1 > maxSeqs || (cur.length + 1) * widest > maxTokens)) {
+      out.push(cur);
+      cur = [];
+      longest = 0;
+    }
+    cur.push(s);
+    longest = Math.max(longest, T);
+  }
+  if (cur.length > 0) out.push(cur);
+  return out;
 }
 
 export function validateSequence(s: TrainSequence, i: number, vocabSize: number): void {
@@ -64,6 +109,7 @@ export function packBatch(seqs: readonly TrainSequence[], vocabSize: number, nee
   const adv = new Float32Array(B * T);
   const old = new Float32Array(B * T);
   const ref = new Float32Array(B * T);
+  const rows: number[] = [];
   let tokenCount = 0;
   seqs.forEach((s, b) => {
     const n = s.tokens.length - 1;
@@ -76,6 +122,7 @@ export function packBatch(seqs: readonly TrainSequence[], vocabSize: number, nee
     const r = s.tokens.length - s.promptLength;
     for (let j = 0; j < r; j++) {
       const k = b * T + s.promptLength - 1 + j;
+      rows.push(k);
       const w = s.tokenMask ? s.tokenMask[j]! : 1;
       mask[k] = w;
       if (w !== 0) tokenCount++;
@@ -93,6 +140,7 @@ export function packBatch(seqs: readonly TrainSequence[], vocabSize: number, nee
     targets: i64([B, T], targets),
     attention_bias: f32([T, T], causalMask(T)),
     loss_mask: f32([B, T], mask),
+    loss_rows: i64([rows.length], rows),
   };
   if (need.advantages) tensors['advantages'] = f32([B, T], adv);
   if (need.oldLogp) tensors['old_logp'] = f32([B, T], old);

@@ -8,6 +8,7 @@
  * so one graph serves every agent's adapter.
  */
 import { applyRope, attention, linear, rmsNorm, ropeTables, silu, type LoraPair } from '../compiler/composite.ts';
+import { dimMul } from '../compiler/dims.ts';
 import type { Graph, Node } from '../compiler/ir.ts';
 import type { DType } from '../compiler/ops.ts';
 import { loraTargets, type LoraTarget, type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize, ropeInverseFrequencies } from './model-config.ts';
@@ -73,6 +74,11 @@ export interface ForwardArgs {
   readonly past?: ReadonlyArray<{ key: Node; value: Node }>;
   /** Compute logits only for the last position ([B,V] instead of [B,T,V]). */
   readonly lastOnly?: boolean;
+  /**
+   * Compute logits only at these positions: flat indices b·T + t, [N] int64, giving [N,V]. The
+   * final norm, the LM head and everything over V after it then cost N rows, not B·T.
+   */
+  readonly rows?: Node;
 }
 
 export interface ForwardResult {
@@ -118,6 +124,7 @@ export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardA
     x = b.add(x, linear(b, b.mul(silu(b, gate), up), w(m, `${p}.mlp.down.weight`), null, adapter(m, i, 'down')));
   }
   if (args.lastOnly) x = b.gather(x, b.scalar(-1, 'int64'), 1); // [B,C]
+  else if (args.rows) x = b.gather(b.reshape(x, [dimMul(B, T), c.hiddenSize]), args.rows, 0); // [N,C]
   const head = c.tieEmbeddings ? embed : w(m, 'lm_head.weight');
   const logits = linear(b, rmsNorm(b, x, w(m, 'norm.weight'), c.rmsNormEps), head);
   return { logits, present };

@@ -16,6 +16,7 @@ import { causalBias } from './attention-bias.ts';
 import { parseModelConfig, type ModelConfig } from './model-config.ts';
 import { readSafetensorsFile } from './safetensors.ts';
 import { declareModelInputs, forward, type LoraSpec } from './transformer-graph.ts';
+import { realRows } from './torch-fixture.ts';
 
 interface Fixture {
   config: ModelConfig;
@@ -76,6 +77,8 @@ function feedsOf(fx: Fixture): Record<string, HostTensor> {
     targets: i64([B, T], fx.t('input.targets').data),
     attention_bias: f32([B, T, T], causalBias(mask, B, T)),
     loss_mask: f32([B, T], fx.t('input.loss_mask').data),
+    // Score every real position (the graphs compute logits only at loss_rows).
+    loss_rows: i64([realRows(mask).length], realRows(mask)),
     token_weight: f32([], [fx.scalars.tokenWeight]),
   };
   for (const name of fx.names('param.')) feeds[name] = f32(fx.t(`param.${name}`).shape, fx.t(`param.${name}`).data);
