@@ -370,6 +370,33 @@ export const engineSchema = z
   .describe('The inference and training engine.');
 export type EngineConfig = z.output<typeof engineSchema>;
 
+/** Weights training rollouts sample with. */
+export const rolloutWeightKinds = ['fp32', 'int8', 'int4'] as const;
+
+export const rolloutSchema = z
+  .object({
+    /** fp32, or int8/int4 weight-only quantized rollouts. */
+    weights: z
+      .enum(rolloutWeightKinds)
+      .default('fp32')
+      .describe(
+        'Weights training rollouts sample with. int8/int4: every projection and the LM head quantized block-wise (ONNX Runtime MatMulNBits, LoRA merged in first), re-quantized after each update; faster decoding of a slightly different policy. PPO old log-probs stay those of the fp32 policy; the gap is reported as rollout/mismatch_kl. Validation always decodes the fp32 policy.',
+      ),
+    /** Fused decode graph for fp32 decoding. */
+    fusedDecode: z
+      .boolean()
+      .default(false)
+      .describe('Decode fp32 (validation, warm-start play, fp32 rollouts) with the fused graph: ONNX Runtime GroupQueryAttention and SkipSimplifiedLayerNormalization kernels, fewer kernels per token, the same numbers to ~1e-6. int8/int4 rollouts always use it. Needs a head dimension that is a multiple of 16.'),
+    /** Values per quantization block. */
+    blockSize: z
+      .union([z.literal(16), z.literal(32), z.literal(64), z.literal(128)])
+      .default(32)
+      .describe('Values of a weight row that share one quantization scale (int8/int4). Smaller blocks are more accurate and a little slower.'),
+  })
+  .strict()
+  .describe('How training rollouts decode: weight precision and kernels.');
+export type RolloutConfig = z.output<typeof rolloutSchema>;
+
 /** The config's structure; `experimentConfigSchema` adds the cross-field rules. */
 const experimentConfigShape = z
   .object({
@@ -418,6 +445,7 @@ const experimentConfigShape = z
     warmStart: warmStartSchema.prefault({}),
     training: trainingSchema.prefault({}),
     engine: engineSchema.prefault({}),
+    rollout: rolloutSchema.prefault({}),
   })
   .strict();
 

@@ -6,6 +6,7 @@
 import type { Environment } from '../envs/environment.ts';
 import type { ModelConfig } from '../models/model-config.ts';
 import type { OptimizerConfig } from '../models/optimizer.ts';
+import type { DecodeSettings } from '../models/rollout-decoder.ts';
 import type { CharTokenizer } from '../models/tokenizer.ts';
 import type { LoraSpec } from '../models/transformer-graph.ts';
 import type { ExecutionProviderChoice } from '../runtime/engine.ts';
@@ -51,4 +52,6 @@ export interface ResolvedExperiment {
   };
   readonly training: { readonly steps: number; readonly validateEvery: number; readonly validationEpisodes: number; readonly checkpointEvery: number; readonly validationTemperature: number };
   readonly engine: { readonly executionProvider: ExecutionProviderChoice; readonly threads?: number };
+  /** Rollout weights (fp32/int8/int4) and the fused decode graph. */
+  readonly rollout: DecodeSettings;
 }

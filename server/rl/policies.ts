@@ -34,6 +34,7 @@ export async function createPolicies(engine: Engine, exp: ResolvedExperiment, ba
         optimizer: exp.optimizer,
         kl: exp.algorithm.klCoef > 0,
         entropy: exp.algorithm.entropyCoef > 0,
+        decode: exp.rollout,
       }),
     );
   }

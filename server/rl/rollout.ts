@@ -32,6 +32,8 @@ export interface RolloutOptions {
   readonly maxNewTokens: number;
   /** Seed of this rollout batch (sampling streams derive from it). */
   readonly seed: number;
+  /** A training rollout: sample with the policies' rollout weights (int8/int4 when configured). */
+  readonly training?: boolean;
 }
 
 /** One sampled response of one agent at one turn (a branch of the tree, kept or not). */
@@ -150,6 +152,7 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
         seed: mixSeed(o.seed, call, policyId.length, policyId.charCodeAt(0)),
         stopTokens: [tok.stopTokenId],
         padToken: tok.specialIds.pad,
+        rollout: o.training ?? false,
       });
       inferenceMs += performance.now() - t0;
       const t1 = performance.now();

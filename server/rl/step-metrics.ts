@@ -56,6 +56,34 @@ export function updateMetrics(policyId: string, s: UpdateStats, tokens: number):
   ];
 }
 
+/**
+ * How far the rollout sampler is from the fp32 policy PPO trains (they differ with int8/int4
+ * rollout weights): `rollout/mismatch_kl` estimates KL(sampler ‖ fp32) per response token with the
+ * k3 estimator r − 1 − log r, r = p_fp32/p_sampler on tokens the sampler drew (non-negative,
+ * unbiased; Schulman, "Approximating KL divergence", 2020); `rollout/mismatch_max` is the largest
+ * |Δ log p|. Both are 0 up to rounding with fp32 rollouts. Arguments: per sample, the sampling
+ * log-probs and the fp32 log-probs of the same tokens at the same temperature.
+ */
+export function mismatchMetrics(policyId: string, sampled: readonly Float32Array[], fp32: readonly Float32Array[]): Metric[] {
+  let k3 = 0;
+  let max = 0;
+  let n = 0;
+  sampled.forEach((q, i) => {
+    const p = fp32[i]!;
+    if (p.length !== q.length) throw new Error(`mismatchMetrics: sample ${i} has ${q.length} sampling log-probs and ${p.length} fp32 ones`);
+    for (let j = 0; j < q.length; j++) {
+      const d = p[j]! - q[j]!; // log r
+      k3 += Math.expm1(d) - d;
+      max = Math.max(max, Math.abs(d));
+      n++;
+    }
+  });
+  return [
+    { name: 'rollout/mismatch_kl', value: n ? k3 / n : 0, policyId },
+    { name: 'rollout/mismatch_max', value: max, policyId },
+  ];
+}
+
 export function validationMetrics(v: Evaluation): Metric[] {
   const out: Metric[] = [
     { name: 'val/success', value: v.success },

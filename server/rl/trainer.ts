@@ -27,7 +27,7 @@ import type { ResolvedExperiment } from './experiment.ts';
 import { createPolicies, routingContext } from './policies.ts';
 import { rollout, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
 import { readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, warmStartDir } from './run-checkpoint.ts';
-import { rolloutMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
+import { mismatchMetrics, rolloutMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
 import { warmStart } from './warm-start.ts';
 
 export interface TrainOptions {
@@ -164,6 +164,7 @@ async function updatePolicies(exp: ResolvedExperiment, policies: ReadonlyMap<str
     // Old log-probs are recomputed by the trainer at the sampling temperature (DESIGN §3), so the
     // ratio compares like with like even where sampling truncated the distribution.
     const old = await policy.score(seqs, a.temperature);
+    metrics.push(...mismatchMetrics(policyId, mine.map((s) => s.logprobs), old));
     const ref = a.klCoef > 0 ? await policy.score(seqs, a.temperature, true) : null;
     const batch = seqs.map((q, i) => ({ ...q, oldLogp: old[i]!, ...(ref ? { refLogp: ref[i]! } : {}) }));
     const tokens = batch.reduce((n, q) => n + q.tokens.length - q.promptLength, 0);
@@ -242,6 +243,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         topK: a.topK,
         maxNewTokens: a.maxNewTokens,
         seed: (exp.seed * 7919 + step) >>> 0,
+        training: true,
       });
       const tRollout = performance.now();
       // 2–3. Score and group: advantages within (instance, agent, turn) — or per task for GRPO.
