@@ -6,6 +6,7 @@
  */
 import { UsageError, type Command } from './command.ts';
 import { demoCommand } from './demo-command.ts';
+import { doctorCommand } from './doctor-command.ts';
 import { evalCommand } from './eval-command.ts';
 import { exportCommand } from './export-command.ts';
 import { modelsCommand } from './models-command.ts';
@@ -21,6 +22,7 @@ const commands = {
   models: modelsCommand,
   serve: serveCommand,
   demo: demoCommand,
+  doctor: doctorCommand,
 } as const satisfies Record<string, Command>;
 
 const usage = `usage: troupe <command> [options]

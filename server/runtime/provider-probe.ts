@@ -115,12 +115,11 @@ function webgpuChild(env: NodeJS.ProcessEnv): Promise<ChildProbe> {
 /** Why a WebGPU child found no adapter, in the words most useful to someone fixing it. */
 function webgpuFailure(c: ChildProbe): string {
   if (/libvulkan\.so\.1/.test(c.stderr)) return 'no Vulkan loader (libvulkan.so.1; Debian: apt-get install libvulkan1 and a Vulkan driver)';
-  const line = firstLine(c.error);
-  if (/No supported adapters/i.test(line)) {
+  if (/Failed to get a WebGPU adapter/i.test(c.error)) {
     const dawn = c.stderr.split('\n').find((l) => /required|not supported|Failed to detect/i.test(l));
     return `no WebGPU adapter (${dawn ? `${dawn.trim().slice(0, 160)}; ` : ''}test/gpu/setup-webgpu.sh installs Mesa's lavapipe for tests)`;
   }
-  return `webgpu failed to start: ${line}`;
+  return `webgpu failed to start: ${firstLine(c.error)}`;
 }
 
 async function probeWebGpu(backends: readonly string[]): Promise<WebGpuStatus> {
