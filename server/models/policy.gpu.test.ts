@@ -1,0 +1,135 @@
+/**
+ * The engine on WebGPU against the engine on CPU: decode, score, a LoRA PPO train step and
+ * AdamW give the same numbers (relative error ≤ 3e-6: max |gpu − cpu| / max |cpu| per tensor).
+ *
+ * Runs wherever Dawn finds an adapter — a real GPU, or in CI Mesa's lavapipe (software Vulkan),
+ * which `test/gpu/setup-webgpu.sh` installs — and skips, naming what is missing, elsewhere.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { Engine } from '../runtime/engine.ts';
+import { initParameters } from './init.ts';
+import { initLoraParameters, parseLoraConfig } from './lora.ts';
+import { parseModelConfig, type ModelConfig } from './model-config.ts';
+import { optimizerSchema } from './optimizer.ts';
+import { Policy } from './policy.ts';
+import type { TrainSequence } from './train-batch.ts';
+
+const TOLERANCE = 3e-6;
+
+const cpu = await Engine.start({ executionProvider: 'cpu', threads: 1, log: () => {} });
+const gpu = await Engine.start({ executionProvider: 'webgpu', threads: 1, log: () => {} });
+const skip = gpu.provider === 'webgpu' ? false : `no WebGPU adapter on this machine (${gpu.providerReason}); bash test/gpu/setup-webgpu.sh installs lavapipe`;
+after(async () => {
+  await cpu.close();
+  await gpu.close();
+});
+
+// GQA (4 query heads over 2 key heads), attention biases, untied head: every op of the model.
+const config: ModelConfig = parseModelConfig({ vocabSize: 48, hiddenSize: 64, numLayers: 2, numHeads: 4, numKvHeads: 2, intermediateSize: 128, tieEmbeddings: false, attentionBias: true });
+const loraConfig = parseLoraConfig({ rank: 4, alpha: 8 });
+const lora = { rank: loraConfig.rank, alpha: 8, targets: loraConfig.targets };
+// A large ε keeps Adam's first step proportional to the gradient: with ε ≪ |g| every step is
+// ±lr, and float noise on a gradient that is zero in exact arithmetic would decide its sign.
+const optimizer = optimizerSchema.parse({ lr: 1e-2, weightDecay: 0.01, eps: 1e-2 });
+
+/** max |a − b| / max |b|: the error relative to the tensor's scale. */
+function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  assert.equal(a.length, b.length, 'lengths differ');
+  let diff = 0;
+  let scale = 0;
+  for (let i = 0; i < b.length; i++) {
+    diff = Math.max(diff, Math.abs(a[i]! - b[i]!));
+    scale = Math.max(scale, Math.abs(b[i]!));
+  }
+  return scale === 0 ? diff : diff / scale;
+}
+
+function assertClose(what: string, gpuValues: ArrayLike<number>, cpuValues: ArrayLike<number>): void {
+  const e = relErr(gpuValues, cpuValues);
+  assert.ok(e <= TOLERANCE, `${what}: relative error ${e.toExponential(2)} > ${TOLERANCE}`);
+}
+
+/**
+ * The step AdamW took (w − w0) on both, within TOLERANCE of its largest magnitude once the float32
+ * rounding of w itself is allowed for: a step far smaller than the weight cannot be recovered
+ * from the rounded weight more exactly than one ulp of the weight (|w|·2⁻²³ bounds it).
+ */
+function assertStepClose(what: string, gpuW: Float32Array, cpuW: Float32Array, w0: Float32Array): void {
+  let scale = 0;
+  let excess = 0;
+  for (let i = 0; i < w0.length; i++) {
+    scale = Math.max(scale, Math.abs(cpuW[i]! - w0[i]!));
+    excess = Math.max(excess, Math.abs(gpuW[i]! - cpuW[i]!) - Math.abs(cpuW[i]!) * 2 ** -23);
+  }
+  assert.ok(excess <= TOLERANCE * scale, `${what}: the steps differ by ${excess.toExponential(2)} beyond rounding, ${(excess / scale).toExponential(2)} of the step`);
+}
+
+function adapter(): Map<string, Float32Array> {
+  const a = initLoraParameters(config, loraConfig, 3);
+  // PEFT starts B at zero, which makes A's gradient zero; a random B exercises both.
+  for (const [name, v] of a) if (name.endsWith('lora_B')) v.forEach((_, i) => (v[i] = Math.sin(i + name.length) * 0.1));
+  return a;
+}
+
+/** The same LoRA policy (same weights, same adapter) in both engines. */
+async function pair(id: string): Promise<[Policy, Policy]> {
+  const weights = initParameters(config, 1);
+  const a = adapter();
+  const make = (engine: Engine) => Policy.create(engine, { id, config, weights, lora, adapter: a, optimizer, kl: true, entropy: true });
+  return [await make(cpu), await make(gpu)];
+}
+
+// Deterministic pseudo-random token rows of different lengths (right-padded in the batch).
+const seqs: TrainSequence[] = [9, 14, 6, 12].map((n, b) => ({
+  tokens: Int32Array.from({ length: n }, (_, i) => 1 + ((b * 31 + i * 17 + i * i) % (config.vocabSize - 1))),
+  promptLength: 2 + b,
+}));
+const prompts = seqs.map((s) => s.tokens.slice(0, s.promptLength));
+
+describe('WebGPU equals CPU', { skip }, () => {
+  test('decode: KV-cache generation gives the same tokens and log-probs', async () => {
+    const [c, g] = await pair('decode');
+    for (const temperature of [0, 0.8]) {
+      const o = { maxNewTokens: 10, sampling: { temperature, topP: 1, topK: 0 }, seed: 5, stopTokens: [], padToken: 0 };
+      const rc = await c.generate(prompts, o);
+      const rg = await g.generate(prompts, o);
+      assert.deepEqual(rg.tokens, rc.tokens, `temperature ${temperature}: tokens`);
+      rc.logprobs.forEach((row, b) => assertClose(`temperature ${temperature} row ${b} log-probs`, rg.logprobs[b]!, row));
+    }
+  });
+
+  test('score: per-token log-probs, with the adapter and of the base (reference)', async () => {
+    const [c, g] = await pair('score');
+    for (const reference of [false, true]) {
+      const lc = await c.score(seqs, 0.7, reference);
+      const lg = await g.score(seqs, 0.7, reference);
+      lc.forEach((row, b) => assertClose(`${reference ? 'reference' : 'policy'} row ${b}`, lg[b]!, row));
+    }
+  });
+
+  test('LoRA PPO train step (KL and entropy terms) and AdamW', async () => {
+    const [c, g] = await pair('train');
+    const old = await c.score(seqs, 1);
+    const ref = await c.score(seqs, 1, true);
+    const batch = seqs.map((s, b) => ({ ...s, advantages: new Float32Array(s.tokens.length - s.promptLength).fill(b % 2 ? -1 : 1), oldLogp: old[b]!, refLogp: ref[b]! }));
+    const hp = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };
+    const before = await c.trainableTensors();
+    const sc = await c.update('ppo', batch, hp);
+    const sg = await g.update('ppo', batch, hp);
+    assert.equal(sg.skipped, null);
+    // kl_ref is left out: it is exp(d) − d − 1 for small d, whose float32 cancellation error is
+    // larger relative to its tiny value than any difference between providers; it is in the loss.
+    for (const k of ['loss', 'approxKl', 'entropy', 'gradNorm'] as const) assertClose(k, [sg[k]], [sc[k]]);
+    // Gradients: the resident `{id}:g:{name}` tensors the train step wrote (policy.ts).
+    for (const [name] of c.trainableShapes) assertClose(`${name}_grad`, (await gpu.download(`train:g:${name}`)).data as Float32Array, (await cpu.download(`train:g:${name}`)).data as Float32Array);
+    // AdamW: the step each tensor took, and the moments it keeps.
+    const [wc, wg] = [await c.trainableTensors(), await g.trainableTensors()];
+    const [mc, mg] = [await c.optimizerState(), await g.optimizerState()];
+    for (const [name, w0] of before) {
+      assertStepClose(`${name} AdamW step`, wg.get(name)!, wc.get(name)!, w0);
+      assertClose(`${name}.m`, mg.get(`${name}.m`)!, mc.get(`${name}.m`)!);
+      assertClose(`${name}.v`, mg.get(`${name}.v`)!, mc.get(`${name}.v`)!);
+    }
+  });
+});
