@@ -91,14 +91,29 @@ function teacherForced(b: Graph, c: ModelConfig, m: ModelInputs, dtype: DType, p
   return { logits: forward(b, c, m, { ids, positions, bias, rows }).logits, targets: at(targets), at, toGrid };
 }
 
+/** A graph's outputs before emission (what tests inspect) and the names a caller needs. */
+export interface GraphOutputs {
+  readonly outputs: ReadonlyArray<readonly [string, Node]>;
+  readonly tensorInputs: readonly string[];
+  readonly trainable: readonly string[];
+}
+
+function emit(g: GraphOutputs, name: string, doc: string): Artifact {
+  return { bytes: emitOnnx(g.outputs, { name, doc }), tensorInputs: g.tensorInputs, trainable: g.trainable, outputs: g.outputs.map(([n]) => n) };
+}
+
 /** Score graph: per-token log-probs of `targets` at `temperature` (old and reference log-probs), [B,T], 0 off `loss_rows`. */
 export function buildScore(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32'): Artifact {
+  return emit(scoreGraph(c, lora, dtype), 'score', docOf(c, { lora }));
+}
+
+export function scoreGraph(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32'): GraphOutputs {
   const b = new Graph();
   const m = declareModelInputs(b, c, dtype, lora);
   const { logits, targets, toGrid } = teacherForced(b, c, m, dtype);
   const temperature = b.input('temperature', dtype, []);
   const { logp } = rowLogProbs(b, logits, targets, temperature);
-  return { bytes: emitOnnx([['logp', toGrid(logp)]], { name: 'score', doc: docOf(c, { lora }) }), tensorInputs: tensorInputNames(m), trainable: [], outputs: ['logp'] };
+  return { outputs: [['logp', toGrid(logp)]], tensorInputs: tensorInputNames(m), trainable: [] };
 }
 
 export interface TrainStepOptions {
@@ -133,6 +148,10 @@ export interface TrainStepOptions {
  *   loss = Σ mask · (pg + β·kl − η·entropy) · token_weight
  */
 export function buildTrainStep(c: ModelConfig, o: TrainStepOptions): Artifact {
+  return emit(trainStepGraph(c, o), `train-${o.loss}-${o.trainable}`, docOf(c, { lora: o.lora, loss: o.loss }));
+}
+
+export function trainStepGraph(c: ModelConfig, o: TrainStepOptions): GraphOutputs {
   const dtype = o.dtype ?? 'float32';
   if (o.trainable === 'lora' && !o.lora) throw new Error('buildTrainStep: trainable "lora" needs a LoRA spec');
   const b = new Graph();
@@ -187,12 +206,7 @@ export function buildTrainStep(c: ModelConfig, o: TrainStepOptions): Artifact {
   const nodes = trainable.map((n) => (o.trainable === 'lora' ? m.lora!.get(n)! : m.weights.get(n)!));
   const grads = gradients(b, loss, nodes);
   trainable.forEach((n, i) => outputs.push([`${n}_grad`, grads[i]!]));
-  return {
-    bytes: emitOnnx(outputs, { name: `train-${o.loss}-${o.trainable}`, doc: docOf(c, { lora: o.lora, loss: o.loss }) }),
-    tensorInputs: tensorInputNames(m),
-    trainable,
-    outputs: outputs.map(([n]) => n),
-  };
+  return { outputs, tensorInputs: tensorInputNames(m), trainable };
 }
 
 /**

@@ -351,9 +351,17 @@ export const trainingSchema = z
     validationTemperature: z.number().min(0).max(10).default(0).describe('Sampling temperature of validation episodes; 0 decodes greedily.'),
     /** Checkpoint interval in steps. */
     checkpointEvery: z.int().min(1).default(20).describe('Write a checkpoint every this many steps (the last step always gets one); a run resumes from its last checkpoint.'),
+    /** Most padded tokens per forward/backward pass (memory only). */
+    microBatchTokens: z
+      .int()
+      .min(1)
+      .optional()
+      .describe(
+        'Most padded tokens (sequences x longest sequence) per forward/backward pass of scoring and updates, on top of algorithm.microBatch; a longer single sequence gets a pass of its own. It bounds memory (activations grow with these tokens, logits with the response tokens among them: 0.6 MB each at a 151936-token vocabulary) and does not change the update. Default: no token limit.',
+      ),
   })
   .strict()
-  .describe('Length of the run, validation and checkpoints.');
+  .describe('Length of the run, validation and checkpoints, and how big one training pass may be.');
 export type TrainingConfig = z.output<typeof trainingSchema>;
 
 export const engineSchema = z

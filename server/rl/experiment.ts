@@ -50,7 +50,14 @@ export interface ResolvedExperiment {
     readonly lr: number;
     readonly dagger: { readonly rounds: number; readonly episodes: number };
   };
-  readonly training: { readonly steps: number; readonly validateEvery: number; readonly validationEpisodes: number; readonly checkpointEvery: number; readonly validationTemperature: number };
+  readonly training: {
+    readonly steps: number;
+    readonly validateEvery: number;
+    readonly validationEpisodes: number;
+    readonly checkpointEvery: number;
+    readonly validationTemperature: number;
+    readonly microBatchTokens?: number | undefined;
+  };
   readonly engine: { readonly executionProvider: ExecutionProviderChoice; readonly threads?: number };
   /** Rollout weights (fp32/int8/int4) and the fused decode graph. */
   readonly rollout: DecodeSettings;

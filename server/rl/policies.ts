@@ -1,7 +1,8 @@
 /**
  * Builds the policies of an experiment on an engine: full fine-tuning for L0/L1/L3, one LoRA
  * adapter per policy on a shared base for L2. Adapters start as PEFT does (B = 0), so an L2 team
- * starts exactly at its warm-started base.
+ * starts exactly at its warm-started base. LoRA policies over one model share its frozen base in
+ * the engine (one resident copy, `baseKey` = the model id) and their compiled sessions.
  */
 import { initLoraParameters, parseLoraConfig } from '../models/lora.ts';
 import { Policy } from '../models/policy.ts';
@@ -32,6 +33,8 @@ export async function createPolicies(engine: Engine, exp: ResolvedExperiment, ba
         lora: spec.lora,
         ...(adapter ? { adapter } : {}),
         optimizer: exp.optimizer,
+        ...(spec.lora ? { baseKey: spec.model } : {}),
+        microBatch: { sequences: exp.algorithm.microBatch, ...(exp.training.microBatchTokens ? { tokens: exp.training.microBatchTokens } : {}) },
         kl: exp.algorithm.klCoef > 0,
         entropy: exp.algorithm.entropyCoef > 0,
         decode: exp.rollout,
