@@ -207,7 +207,27 @@ export interface EmitOptions {
    * their fast path (MatMulNBits dequantizes a non-constant B on every call).
    */
   readonly initializers?: ReadonlyMap<string, Uint8Array>;
+  /**
+   * How `logSoftmax` is lowered: 'fused' (default) is ONNX's LogSoftmax; 'primitives' is
+   * x − max − log Σ exp(x − max) in six nodes (as `logSoftmaxReference`). ONNX Runtime's WebGPU
+   * provider has no LogSoftmax kernel and would run it on the CPU, copying the [N,V] logits to
+   * the host and the log-probs back within every call; the primitives all run on the GPU.
+   */
+  readonly logSoftmax?: 'fused' | 'primitives';
 }
+
+/** logSoftmax as ReduceMax, Sub, Exp, ReduceSum, Log, Sub (see EmitOptions.logSoftmax). */
+const logSoftmaxFromPrimitives: Lower = (n, e, out) => {
+  const x = e.name(n.inputs[0]!);
+  const axes = [n.attrs['axis'] as number];
+  const t = (s: string) => `${out}.${s}`;
+  e.push({ opType: 'ReduceMax', inputs: [x], outputs: [t('max')], attrs: [['axes', axes], ['keepdims', 1]] });
+  e.push({ opType: 'Sub', inputs: [x, t('max')], outputs: [t('shifted')], attrs: [] });
+  e.push({ opType: 'Exp', inputs: [t('shifted')], outputs: [t('exp')], attrs: [] });
+  e.push({ opType: 'ReduceSum', inputs: [t('exp'), e.ints(axes)], outputs: [t('sum')], attrs: [['keepdims', 1]] });
+  e.push({ opType: 'Log', inputs: [t('sum')], outputs: [t('logsum')], attrs: [] });
+  e.push({ opType: 'Sub', inputs: [t('shifted'), t('logsum')], outputs: [out], attrs: [] });
+};
 
 /** Emits an ONNX model computing `outputs` (pairs of output name and node). */
 export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, options: EmitOptions): Uint8Array {
@@ -275,7 +295,7 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
 
   for (const n of order) {
     if (n.op === 'input' || n.op === 'constant' || n.op === 'select') continue;
-    const lower: Lower = lowerings[n.op];
+    const lower: Lower = n.op === 'logSoftmax' && options.logSoftmax === 'primitives' ? logSoftmaxFromPrimitives : lowerings[n.op];
     lower(n, e, e.name(n));
   }
   // Outputs get their public names through Identity nodes: a value may be exposed under several
