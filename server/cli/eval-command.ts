@@ -4,21 +4,32 @@
  * config.json and checkpoints); nothing is written. With the defaults (the config's
  * validationEpisodes from seed offset 0) it replays the seeds the trainer validated on, so
  * `--checkpoint initial` reproduces step 0 and `latest` the last validation.
+ *
+ * Given an experiment config file instead of a run folder, it plays the team as the config
+ * declares it, untrained: no warm start, no RL, adapters fresh (B = 0, so the base model itself).
+ * With a pretrained model folder as the base that is the paper's "untrained" row.
  */
+import { stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { seedRanges } from '../envs/seed-ranges.ts';
+import { loadExperiment } from '../rl/resolve-experiment.ts';
+import type { ResolvedExperiment } from '../rl/experiment.ts';
 import { createPolicies, routingContext } from '../rl/policies.ts';
 import { evaluate, type Evaluation } from '../rl/evaluate.ts';
 import { restorePolicies } from '../rl/run-checkpoint.ts';
 import { Engine } from '../runtime/engine.ts';
-import { checkpointChoiceHelp, findRunCheckpoint, parseCheckpointChoice, runBaseWeights, type RunCheckpoint } from '../runs/checkpoint-weights.ts';
+import { checkpointChoiceHelp, findRunCheckpoint, parseCheckpointChoice, runBaseWeights, sourceWeights, type RunCheckpoint } from '../runs/checkpoint-weights.ts';
 import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
 import { loadRunExperiment, readRunFolder } from '../runs/run-folder.ts';
 import { formatTable, percent } from './text-format.ts';
 
 const usage = `usage: troupe eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]
+       troupe eval <experiment config.json> [--episodes N] [--seed-offset S] [--json]
 
 Validation success and mean reward per agent of a run's team on the held-out validation seeds
-S .. S+N-1 (the seeds training never draws).
+S .. S+N-1 (the seeds training never draws). Given an experiment config instead of a run folder,
+the team as the config declares it, untrained (no warm start, fresh adapters): e.g. a pretrained
+model folder before any training.
 
 options:
   --checkpoint C   initial: the warm-started team before any RL step (step 0);
@@ -27,11 +38,12 @@ options:
   --episodes N     episodes to play (default: the config's training.validationEpisodes)
   --seed-offset S  first validation seed index (default 0, the seeds training validates on)
   --json           print one JSON object: success (0..1), meanReward, meanTeamReturn, perAgent,
-                   checkpoint, step, episodes, seedOffset, runId
+                   checkpoint ('untrained' for a config), step, episodes, seedOffset, runId (null
+                   for a config)
   -h, --help       this text
 `;
 
-function report(runDir: string, runId: string, ck: RunCheckpoint, seedOffset: number, ev: Evaluation) {
+function report(runDir: string, runId: string | null, ck: RunCheckpoint, seedOffset: number, ev: Evaluation) {
   return {
     runId,
     runDir,
@@ -49,7 +61,7 @@ function report(runDir: string, runId: string, ck: RunCheckpoint, seedOffset: nu
 
 function printTable(r: ReturnType<typeof report>): void {
   const lines = [
-    `run ${r.runId}, checkpoint ${r.checkpoint} (step ${r.step}), validation seeds ${r.seedOffset}..${r.seedOffset + r.episodes - 1}`,
+    `${r.runId === null ? `${r.runDir}, untrained` : `run ${r.runId}, checkpoint ${r.checkpoint} (step ${r.step})`}, validation seeds ${r.seedOffset}..${r.seedOffset + r.episodes - 1}`,
     `success      ${percent(r.success)}`,
     `mean reward  ${r.meanReward.toFixed(3)}  (team return ${r.meanTeamReturn.toFixed(3)})`,
     '',
@@ -67,14 +79,14 @@ function printTable(r: ReturnType<typeof report>): void {
 }
 
 export const evalCommand: Command = {
-  synopsis: [`eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]`],
+  synopsis: [`eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]`, 'eval <experiment config.json> [--episodes N] [--seed-offset S] [--json]'],
   summary: 'validation success and mean reward per agent of a checkpoint, on held-out seeds',
   usage,
   async run(args) {
     const { values, positionals } = parseCommandLine(usage, {
       args: [...args],
       options: {
-        checkpoint: { type: 'string', default: 'latest' },
+        checkpoint: { type: 'string' },
         episodes: { type: 'string' },
         'seed-offset': { type: 'string', default: '0' },
         json: { type: 'boolean', default: false },
@@ -84,18 +96,34 @@ export const evalCommand: Command = {
       strict: true,
     });
     if (values.help) return printUsage(usage);
-    expectPositionals(positionals, ['<run folder>'], usage);
-    const choice = parseCheckpointChoice(values.checkpoint);
-    if (!choice) throw new UsageError(`--checkpoint must be ${checkpointChoiceHelp}, got '${values.checkpoint}'`, usage);
+    expectPositionals(positionals, ['<run folder | experiment config.json>'], usage);
     const seedOffset = integerFlag('seed-offset', values['seed-offset'], 0, usage);
+    const target = positionals[0]!;
+    const configFile = target.endsWith('.json') && (await stat(target).then((s) => s.isFile(), () => false));
+    if (configFile && values.checkpoint !== undefined) throw new UsageError('--checkpoint applies to a run folder; an experiment config is evaluated untrained', usage);
+    const choice = parseCheckpointChoice(values.checkpoint ?? 'latest');
+    if (!choice) throw new UsageError(`--checkpoint must be ${checkpointChoiceHelp}, got '${values.checkpoint}'`, usage);
 
-    const folder = await readRunFolder(positionals[0]!);
-    const { experiment: exp } = await loadRunExperiment(folder);
+    let exp: ResolvedExperiment;
+    let bases: Map<string, Map<string, Float32Array>>;
+    let ck: RunCheckpoint;
+    let where: { dir: string; runId: string | null };
+    if (configFile) {
+      ({ experiment: exp } = await loadExperiment(target));
+      bases = new Map();
+      for (const [modelId, m] of exp.models) bases.set(modelId, await sourceWeights(m));
+      ck = { label: 'untrained', step: 0, dir: null };
+      where = { dir: resolve(target), runId: null };
+    } else {
+      const folder = await readRunFolder(target);
+      ({ experiment: exp } = await loadRunExperiment(folder));
+      ck = await findRunCheckpoint(folder.dir, choice);
+      bases = await runBaseWeights(folder.dir, exp);
+      where = { dir: folder.dir, runId: folder.runId };
+    }
     const episodes = values.episodes === undefined ? exp.training.validationEpisodes : integerFlag('episodes', values.episodes, 1, usage);
     const seedCount = seedRanges.validation.end - seedRanges.validation.start;
     if (seedOffset + episodes > seedCount) throw new UsageError(`--seed-offset + --episodes must be at most ${seedCount} (the validation seeds), got ${seedOffset + episodes}`, usage);
-    const ck = await findRunCheckpoint(folder.dir, choice);
-    const bases = await runBaseWeights(folder.dir, exp);
     // Engine log lines (provider choice) go to stderr, so that --json leaves stdout one JSON object.
     const engine = await Engine.start({ executionProvider: exp.engine.executionProvider, ...(exp.engine.threads ? { threads: exp.engine.threads } : {}), log: (l) => process.stderr.write(`${l}\n`) });
     let ev: Evaluation;
@@ -112,7 +140,7 @@ export const evalCommand: Command = {
     } finally {
       await engine.close();
     }
-    const r = report(folder.dir, folder.runId, ck, seedOffset, ev);
+    const r = report(where.dir, where.runId, ck, seedOffset, ev);
     if (values.json) process.stdout.write(`${JSON.stringify(r)}\n`);
     else printTable(r);
     return 0;

@@ -12,7 +12,8 @@ import { CHECKPOINT_WEIGHTS_FILE, loadCheckpoint } from '../models/checkpoint.ts
 import { initParameters } from '../models/init.ts';
 import { initLoraParameters, parseLoraConfig } from '../models/lora.ts';
 import { readSafetensorsFile } from '../models/safetensors.ts';
-import type { ResolvedExperiment } from '../rl/experiment.ts';
+import type { ModelConfig } from '../models/model-config.ts';
+import type { ModelSource, ResolvedExperiment } from '../rl/experiment.ts';
 import { stringSeed } from '../rl/policies.ts';
 import { checkpointsDir, readCheckpointState, resumeDir, stepDir, warmStartDir } from '../rl/run-checkpoint.ts';
 
@@ -64,9 +65,17 @@ export async function runBaseWeights(runDir: string, exp: ResolvedExperiment): P
     const saved = warmStartDir(runDir, modelId);
     if (existsSync(join(saved, CHECKPOINT_WEIGHTS_FILE))) out.set(modelId, (await loadCheckpoint(saved)).params);
     else if (exp.warmStart.enabled) throw new Error(`run folder ${runDir} has no warm-started model '${modelId}' (${saved}): the run did not finish its warm start`);
-    else out.set(modelId, m.source.kind === 'init' ? initParameters(m.config, m.source.seed) : (await loadCheckpoint(m.source.path)).params);
+    else out.set(modelId, await sourceWeights(m));
   }
   return out;
+}
+
+/**
+ * A model's weights as its experiment declares them, before any training: its initialisation, or
+ * its source checkpoint (a Troupe checkpoint or a Hugging Face folder).
+ */
+export async function sourceWeights(m: { readonly config: ModelConfig; readonly source: ModelSource }): Promise<Map<string, Float32Array>> {
+  return m.source.kind === 'init' ? initParameters(m.config, m.source.seed) : (await loadCheckpoint(m.source.path)).params;
 }
 
 /**
