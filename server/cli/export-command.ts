@@ -14,8 +14,8 @@ const usage = `usage: troupe export <run folder> --out DIR [--checkpoint ${check
 
 Writes a run's policies at a checkpoint (default latest) into DIR, which must be new or empty:
   DIR/<policy>/adapter_config.json, adapter_model.safetensors   LoRA adapters in the PEFT layout
-  DIR/<model>.model/config.json, model.safetensors, tokenizer.json   the base model they adapt
-  DIR/<policy>/config.json, model.safetensors, tokenizer.json   fully fine-tuned policies
+  DIR/<model>.model/config.json, model.safetensors, troupe-tokenizer.json   the base model they adapt
+  DIR/<policy>/config.json, model.safetensors, troupe-tokenizer.json   fully fine-tuned policies
   DIR/export.json   the run, checkpoint, and which agent each policy acts for
 
 options:

@@ -3,16 +3,13 @@
  * Face Qwen2/Qwen3/Llama folder) and one greedy generation from it, which proves the weights load
  * and run. Everything but the generation is read from config files and safetensors headers.
  */
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { Engine } from '../runtime/engine.ts';
 import { loadCheckpoint } from '../models/checkpoint.ts';
 import { greedyGenerate } from '../models/greedy-generate.ts';
 import { describeModelFolder, type ModelFolderInfo } from '../models/model-folder.ts';
 import { modelDims } from '../models/model-config.ts';
-import { loadTokenizer, TOKENIZER_FORMAT } from '../models/tokenizer.ts';
-import { readJsonFile } from '../models/json-file.ts';
-import { z } from 'zod';
+import { loadFolderTokenizer } from '../models/folder-tokenizer.ts';
 import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
 import { displayPath } from './text-format.ts';
 
@@ -32,8 +29,6 @@ options:
   -h, --help           this text
 `;
 
-const troupeTokenizerProbe = z.looseObject({ format: z.string().optional() });
-
 /** A prompt as token ids plus a way to show generated ids, or why text cannot be used. */
 interface PromptPlan {
   readonly ids: Int32Array;
@@ -49,12 +44,13 @@ async function planPrompt(info: ModelFolderInfo, prompt: string | undefined, pro
     if (ids.length === 0 || bad >= 0) throw new UsageError(`--prompt-ids: '${promptIds.split(',')[bad] ?? promptIds}' is not a token id below the vocabulary size ${info.config.vocabSize}`, usage);
     return { ids: Int32Array.from(ids), shown: `ids [${ids.join(', ')}]`, stopTokens: info.eosTokenIds, decode: null };
   }
-  const tokenizerPath = join(info.dir, 'tokenizer.json');
-  const isTroupe = existsSync(tokenizerPath) && (await readJsonFile(tokenizerPath, troupeTokenizerProbe)).format === TOKENIZER_FORMAT;
-  if (isTroupe) {
-    const tok = await loadTokenizer(info.dir);
+  // Troupe's character tokenizer or the folder's Hugging Face tokenizer (chat template when it has one).
+  const found = await loadFolderTokenizer(info.dir);
+  if (found !== null) {
+    const tok = found.tokenizer;
     const text = prompt ?? 'Hello';
-    return { ids: tok.encodePrompt([{ role: 'user', text }]), shown: JSON.stringify(text), stopTokens: [tok.stopTokenId], decode: (ids) => tok.decode(ids, { specials: 'skip' }) };
+    const ids = found.kind === 'hugging-face' && found.tokenizer.chatTemplate === null ? found.tokenizer.encode(text, { addSpecialTokens: true }) : tok.encodePrompt([{ role: 'user', text }]);
+    return { ids, shown: JSON.stringify(text), stopTokens: [...new Set([...tok.stopTokenIds, ...info.eosTokenIds])], decode: (ids) => tok.decode(ids, { specials: 'skip' }) };
   }
   if (prompt !== undefined) {
     throw new Error(`${displayPath(info.dir)}: no tokenizer Troupe can read here yet (files: ${info.tokenizerFiles.join(', ') || 'none'}); give the prompt as --prompt-ids`);

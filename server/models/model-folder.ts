@@ -13,6 +13,7 @@ import { fromHfName, hfConfigSchema, hfConfigToModelConfig, toHfName } from './h
 import { parseWithSchema, readJsonFile } from './json-file.ts';
 import { modelConfigSchema, parameterCount, parameterShapes, type ModelConfig } from './model-config.ts';
 import { readSafetensorsHeaderFile, type SafetensorsDtype } from './safetensors.ts';
+import { TOKENIZER_FILE } from './tokenizer.ts';
 
 /** Files a Hugging Face tokenizer may come with (transformers' names). */
 export const HF_TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json', 'special_tokens_map.json', 'vocab.json', 'merges.txt', 'tokenizer.model', 'chat_template.jinja', 'chat_template.json'] as const;
@@ -40,7 +41,7 @@ export interface ModelFolderInfo {
   readonly storedDtypes: Partial<Record<SafetensorsDtype, number>>;
   /** Weight files with their sizes in bytes. */
   readonly weightFiles: ReadonlyArray<{ readonly file: string; readonly bytes: number }>;
-  /** Tokenizer-related files present (HF names; a Troupe checkpoint's own tokenizer.json included). */
+  /** Tokenizer-related files present (HF names, and a Troupe checkpoint's troupe-tokenizer.json). */
   readonly tokenizerFiles: readonly string[];
   /** Whether a chat template ships (tokenizer_config.json's chat_template or chat_template.jinja). */
   readonly chatTemplate: boolean;
@@ -120,7 +121,7 @@ export async function describeModelFolder(dir: string): Promise<ModelFolderInfo>
   }
 
   const present = new Set(await readdir(dir));
-  const tokenizerFiles = HF_TOKENIZER_FILES.filter((f) => present.has(f));
+  const tokenizerFiles = [TOKENIZER_FILE, ...HF_TOKENIZER_FILES].filter((f) => present.has(f));
   let chatTemplate = present.has('chat_template.jinja');
   if (present.has('tokenizer_config.json')) {
     const tc = await readJsonFile(join(dir, 'tokenizer_config.json'), tokenizerConfigSchema);

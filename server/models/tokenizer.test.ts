@@ -66,19 +66,43 @@ test('encodePrompt lays out roles and ends ready for the response', () => {
   throwsMessage(() => tok.encodePrompt([{ role: 'judge' as 'user', text: '' }]), /turn 0: unknown chat role 'judge'/);
 });
 
-test('spec round-trips through tokenizer.json; bad specs name the field', async () => {
+test('spec round-trips through troupe-tokenizer.json; bad specs name the field', async () => {
   await withTempDir(async (dir) => {
     await saveTokenizer(dir, tok);
-    const json = JSON.parse(await readFile(join(dir, 'tokenizer.json'), 'utf8')) as unknown;
+    const json = JSON.parse(await readFile(join(dir, 'troupe-tokenizer.json'), 'utf8')) as unknown;
     assert.deepEqual(json, defaultTokenizerSpec());
     const back = await loadTokenizer(dir);
     assert.deepEqual(back.toSpec(), tok.toSpec());
     assert.deepEqual(back.encode(printable), tok.encode(printable));
 
-    const path = join(dir, 'tokenizer.json');
-    await writeFile(path, JSON.stringify({ version: '1.0', model: { type: 'BPE' } }));
-    await rejectsMessage(loadTokenizer(dir), new RegExp(`^invalid ${escapeRe(path)}:\n {2}format: `));
+    const path = join(dir, 'troupe-tokenizer.json');
+    await writeFile(path, JSON.stringify({ format: 'troupe-char-tokenizer', version: 2 }));
+    await rejectsMessage(loadTokenizer(dir), new RegExp(`^invalid ${escapeRe(path)}:\n {2}version: `));
   });
+});
+
+test("Troupe's file does not collide with Hugging Face's tokenizer.json; folders from before the rename still load", async () => {
+  await withTempDir(async (dir) => {
+    await rejectsMessage(loadTokenizer(dir), /no troupe-tokenizer.json \(nor a tokenizer.json in Troupe's format/);
+    // An old folder: the char tokenizer under the HF name.
+    const legacy = join(dir, 'tokenizer.json');
+    await writeFile(legacy, JSON.stringify(defaultTokenizerSpec()));
+    assert.deepEqual((await loadTokenizer(dir)).toSpec(), tok.toSpec());
+    // A Hugging Face tokenizer.json is named as such, not reported field by field.
+    await writeFile(legacy, JSON.stringify({ version: '1.0', added_tokens: [], model: { type: 'BPE', vocab: {}, merges: [] } }));
+    await rejectsMessage(loadTokenizer(dir), new RegExp(`^${escapeRe(legacy)} is a Hugging Face tokenizer \\(it has a "model" section\\), not Troupe's character tokenizer \\(troupe-tokenizer.json\\)`));
+    // Something else under the old name: its fields are named.
+    await writeFile(legacy, JSON.stringify({ vocab: [] }));
+    await rejectsMessage(loadTokenizer(dir), new RegExp(`^invalid ${escapeRe(legacy)}:\n {2}format: `));
+    // Saving next to a Hugging Face tokenizer.json leaves it alone, and the Troupe file wins.
+    await writeFile(legacy, JSON.stringify({ version: '1.0', model: { type: 'BPE' } }));
+    await saveTokenizer(dir, tok);
+    assert.deepEqual(JSON.parse(await readFile(legacy, 'utf8')), { version: '1.0', model: { type: 'BPE' } });
+    assert.deepEqual((await loadTokenizer(dir)).toSpec(), tok.toSpec());
+  });
+});
+
+test('bad specs name the field', () => {
   const spec = defaultTokenizerSpec();
   const bad = (edit: (s: ReturnType<typeof defaultTokenizerSpec>) => void, re: RegExp): void => {
     const s = defaultTokenizerSpec();

@@ -23,7 +23,7 @@
  * characters of "<|end|>" typed in a prompt are encoded as characters, so observations cannot
  * forge turn boundaries.
  */
-import { mkdir } from 'node:fs/promises';
+import { mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { parseWithSchema, readJsonFile, writeJsonFile } from './json-file.ts';
@@ -44,7 +44,13 @@ const roleMarker = (role: ChatRole): string => `<|${role}|>`;
 const requiredSpecials = ['<pad>', '<bos>', '<eos>', '<unk>', '<|end|>', ...chatRoles.map(roleMarker)] as const;
 
 export const TOKENIZER_FORMAT = 'troupe-char-tokenizer';
-export const TOKENIZER_FILE = 'tokenizer.json';
+/**
+ * The file name in checkpoint and export folders. Not `tokenizer.json`: that name belongs to
+ * Hugging Face's tokenizers, and a folder may hold a Hugging Face model beside Troupe files.
+ */
+export const TOKENIZER_FILE = 'troupe-tokenizer.json';
+/** Where folders written before the rename keep it; `loadTokenizer` still reads it. */
+export const LEGACY_TOKENIZER_FILE = 'tokenizer.json';
 
 /** The serialised tokenizer: token id = index in `vocab`. */
 export const tokenizerSpecSchema = z
@@ -122,6 +128,10 @@ export class CharTokenizer {
   readonly specialIds: SpecialTokenIds;
   /** Generation stops when the model emits this id (`<|end|>`). */
   readonly stopTokenId: number;
+  /** The same, as the list `HfTokenizer` has (a chat model may have several). */
+  readonly stopTokenIds: readonly number[];
+  /** What finished rows are padded with during batched generation (`<pad>`). */
+  readonly padTokenId: number;
   readonly #spec: TokenizerSpec;
   readonly #text: readonly string[];
   readonly #special: Uint8Array;
@@ -150,6 +160,8 @@ export class CharTokenizer {
       tool: id(roleMarker('tool')), plan: id(roleMarker('plan')),
     };
     this.stopTokenId = this.specialIds.end;
+    this.stopTokenIds = [this.stopTokenId];
+    this.padTokenId = this.specialIds.pad;
   }
 
   /** Builds a tokenizer from a spec (e.g. parsed JSON), validating it; errors name `source` and the field. */
@@ -252,14 +264,27 @@ export class CharTokenizer {
 /** The tokenizer of the embedded default model. */
 export const defaultTokenizer = CharTokenizer.fromSpec(defaultTokenizerSpec(), 'default tokenizer');
 
-/** Writes `tokenizer.json` into a (checkpoint) folder, atomically. */
+/** Writes `troupe-tokenizer.json` into a (checkpoint) folder, atomically. */
 export async function saveTokenizer(dir: string, tokenizer: CharTokenizer): Promise<void> {
   await mkdir(dir, { recursive: true });
   await writeJsonFile(join(dir, TOKENIZER_FILE), tokenizer.toSpec());
 }
 
-/** Reads `tokenizer.json` from a folder; errors name the file and field. */
+const isFile = (path: string): Promise<boolean> => stat(path).then((s) => s.isFile(), () => false);
+
+/**
+ * Reads the character tokenizer of a folder: `troupe-tokenizer.json`, or in a folder written
+ * before the rename, a `tokenizer.json` in Troupe's format. A Hugging Face `tokenizer.json` is
+ * named as such (it is loaded by `HfTokenizer`). Errors name the file and field.
+ */
 export async function loadTokenizer(dir: string): Promise<CharTokenizer> {
   const path = join(dir, TOKENIZER_FILE);
-  return CharTokenizer.fromSpec(await readJsonFile(path, tokenizerSpecSchema), path);
+  if (await isFile(path)) return CharTokenizer.fromSpec(await readJsonFile(path, tokenizerSpecSchema), path);
+  const legacy = join(dir, LEGACY_TOKENIZER_FILE);
+  if (!(await isFile(legacy))) throw new Error(`${dir}: no ${TOKENIZER_FILE} (nor a ${LEGACY_TOKENIZER_FILE} in Troupe's format from an older folder)`);
+  const value = await readJsonFile(legacy, z.unknown());
+  if (typeof value === 'object' && value !== null && 'model' in value && !('format' in value)) {
+    throw new Error(`${legacy} is a Hugging Face tokenizer (it has a "model" section), not Troupe's character tokenizer (${TOKENIZER_FILE}); load the folder as a Hugging Face model`);
+  }
+  return CharTokenizer.fromSpec(value, legacy);
 }

@@ -1,9 +1,9 @@
 /**
  * Writes a run's trained policies at one checkpoint in formats other tools load:
  *   <out>/<policyId>/adapter_config.json + adapter_model.safetensors   LoRA policies, PEFT layout
- *   <out>/<modelId>.model/config.json + model.safetensors + tokenizer.json   the base model those
+ *   <out>/<modelId>.model/config.json + model.safetensors + troupe-tokenizer.json   the base model those
  *       adapters apply to (the run's warm-started model; an adapter is of no use without it)
- *   <out>/<policyId>/config.json + model.safetensors + tokenizer.json   fully fine-tuned policies
+ *   <out>/<policyId>/config.json + model.safetensors + troupe-tokenizer.json   fully fine-tuned policies
  *   <out>/export.json   what was written, and which agent each policy acts for
  * Config ids cannot contain '.', so `<modelId>.model` never collides with a policy's folder.
  * Used by `troupe export` and the server's `adapters/export`.

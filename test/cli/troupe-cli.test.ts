@@ -235,7 +235,7 @@ describe('troupe CLI', () => {
     }
     const base = await loadCheckpoint(join(ws, 'exported', 'base.model'));
     assert.equal(base.config.hiddenSize, defaultModelConfig.hiddenSize);
-    assert.ok(existsSync(join(ws, 'exported', 'base.model', 'tokenizer.json')));
+    assert.ok(existsSync(join(ws, 'exported', 'base.model', 'troupe-tokenizer.json')));
 
     const again = await troupe('export', 'run-a', '--out', 'exported');
     assert.equal(again.code, 1);
