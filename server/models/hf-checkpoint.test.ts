@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { cp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadCheckpoint } from './checkpoint.ts';
-import { loadHfCheckpoint } from './hf-checkpoint.ts';
-import { hfConfigToModelConfig, toHfName } from './hf-names.ts';
+import { loadHfCheckpoint, saveHfCheckpoint } from './hf-checkpoint.ts';
+import { hfConfigToModelConfig, modelConfigToHf, toHfName } from './hf-names.ts';
 import { initParameters } from './init.ts';
 import { parameterShapes } from './model-config.ts';
 import type { ModelConfig } from './model-config.ts';
@@ -158,5 +158,27 @@ test('damaged folders: truncated and missing shards, unsupported dtypes, unknown
     await rejectsMessage(loadHfCheckpoint(dir), new RegExp(`^invalid ${escapeRe(configPath)}:\\n  model_type: 'mistral' is not supported \\(supported: qwen2, qwen3, llama\\)`));
     await writeFile(configPath, JSON.stringify({ ...config, num_key_value_heads: 2 }));
     await rejectsMessage(loadHfCheckpoint(dir), /tensor 'model\.layers\.0\.self_attn\.k_proj\.weight' \(ours: 'layers\.0\.attn\.k\.weight'\) has shape \[8, 16\], expected \[16, 16\]/);
+  });
+});
+
+test('saveHfCheckpoint writes a folder that loads back to the same weights, keeping the source config fields', async () => {
+  await withTempDir(async (dir) => {
+    const src = fixturePath('hf/llama-bf16');
+    const loaded = await loadHfCheckpoint(src, { maxSequenceLength: 64 });
+    const sourceConfig = { ...(JSON.parse(await readFile(join(src, 'config.json'), 'utf8')) as Record<string, unknown>), _name_or_path: 'meta-llama/Llama-3.2-1B-Instruct', eos_token_id: [128001, 128009] };
+    await saveHfCheckpoint(dir, loaded.config, loaded.params, { modelType: 'llama', sourceConfig, metadata: { run: 'r1' } });
+    const back = await loadHfCheckpoint(dir);
+    assert.deepEqual(back.storedDtypes, { F32: 5456 });
+    for (const [n, d] of loaded.params) assert.deepEqual(bitsOf(back.params.get(n)!), bitsOf(d), n);
+    const written = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+    assert.deepEqual(written, { ...modelConfigToHf(loaded.config, 'llama'), ...sourceConfig, torch_dtype: 'float32' });
+    assert.equal(written['max_position_embeddings'], 512, 'the source context, not the capped one');
+    assert.deepEqual(back.config, { ...loaded.config, maxSequenceLength: 512 });
+
+    await rejectsMessage(saveHfCheckpoint(join(dir, 'x'), loaded.config, loaded.params, { modelType: 'llama', sourceConfig: { ...sourceConfig, hidden_size: 32 } }),
+      /the source config\.json describes a different model than the weights to save/);
+    const missing = new Map(loaded.params);
+    missing.delete('norm.weight');
+    await rejectsMessage(saveHfCheckpoint(join(dir, 'y'), loaded.config, missing, { modelType: 'llama' }), /missing parameter 'norm\.weight'/);
   });
 });

@@ -10,18 +10,19 @@
  * in memory. Every mismatch is an error naming the file, the tensor (by its HF name and ours) and
  * what was expected: unknown architectures, missing, mis-shaped and unexpected tensors,
  * unsupported dtypes (quantised checkpoints), truncated files, shards that disagree with the index.
+ * `saveHfCheckpoint` writes such a folder back (F32), e.g. a warm-started base for export.
  */
-import { stat } from 'node:fs/promises';
+import { mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { parameterShapes } from './model-config.ts';
+import { parameterShapes, ropeInverseFrequencies } from './model-config.ts';
 import type { ModelConfig } from './model-config.ts';
-import { fromHfName, hfConfigSchema, hfConfigToModelConfig, toHfName } from './hf-names.ts';
-import type { HfConfig, HfConfigOptions } from './hf-names.ts';
-import { readJsonFile } from './json-file.ts';
-import { readSafetensorsFile } from './safetensors.ts';
+import { fromHfName, hfConfigSchema, hfConfigToModelConfig, modelConfigToHf, toHfName } from './hf-names.ts';
+import type { HfConfig, HfConfigOptions, HfModelType } from './hf-names.ts';
+import { readJsonFile, writeJsonFile } from './json-file.ts';
+import { readSafetensorsFile, writeSafetensorsFile } from './safetensors.ts';
 import type { SafetensorsDtype, SafetensorsReadOptions, SafetensorsTensor } from './safetensors.ts';
-import { matchTensors } from './tensor-match.ts';
+import { matchTensors, shapeParameters } from './tensor-match.ts';
 
 export const HF_CONFIG_FILE = 'config.json';
 export const HF_WEIGHTS_FILE = 'model.safetensors';
@@ -148,4 +149,33 @@ export async function loadHfCheckpoint(dir: string, options: LoadHfCheckpointOpt
   const storedDtypes: Partial<Record<SafetensorsDtype, number>> = {};
   for (const [name, t] of mapped) if (params.has(name)) storedDtypes[t.dtype] = (storedDtypes[t.dtype] ?? 0) + t.data.length;
   return { config, params, hfConfig, storedDtypes, files };
+}
+
+export interface SaveHfCheckpointOptions {
+  readonly modelType: HfModelType;
+  /**
+   * The config.json the weights came from: its fields (token ids, max_position_embeddings,
+   * rope_scaling, _name_or_path, …) are kept, so the folder loads in transformers as the original
+   * did. Its shapes must be those of `config`.
+   */
+  readonly sourceConfig?: Readonly<Record<string, unknown>>;
+  /** safetensors `__metadata__` besides `format: pt`. */
+  readonly metadata?: Readonly<Record<string, string>>;
+}
+
+/**
+ * Writes `config.json` and `model.safetensors` (F32, Hugging Face tensor names) into `dir`, a
+ * folder transformers, PEFT and vLLM load as the base model. The weights are written before the
+ * config, each atomically, as `saveCheckpoint` does.
+ */
+export async function saveHfCheckpoint(dir: string, config: ModelConfig, params: ReadonlyMap<string, Float32Array>, options: SaveHfCheckpointOptions): Promise<void> {
+  const hfConfig = { ...modelConfigToHf(config, options.modelType), ...options.sourceConfig, torch_dtype: 'float32' };
+  const back = hfConfigToModelConfig(hfConfig, `config.json for ${dir}`);
+  const sameShapes = JSON.stringify(parameterShapes(back)) === JSON.stringify(parameterShapes(config)) && JSON.stringify(ropeInverseFrequencies(back)) === JSON.stringify(ropeInverseFrequencies(config));
+  if (!sameShapes) throw new Error(`${dir}: the source config.json describes a different model than the weights to save`);
+  const ours = shapeParameters(parameterShapes(config), params, `Hugging Face checkpoint ${dir}`);
+  const tensors = new Map([...ours].map(([name, t]) => [toHfName(name), t]));
+  await mkdir(dir, { recursive: true });
+  await writeSafetensorsFile(join(dir, HF_WEIGHTS_FILE), tensors, { ...options.metadata, format: 'pt' });
+  await writeJsonFile(join(dir, HF_CONFIG_FILE), hfConfig);
 }
