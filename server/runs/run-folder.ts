@@ -10,7 +10,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { z } from 'zod';
 import { writeTextFileAtomic } from '../models/atomic-write.ts';
-import { readJsonFile, writeJsonFile } from '../models/json-file.ts';
+import { jsonSyntaxProblem, readJsonFile, writeJsonFile } from '../models/json-file.ts';
 import type { ExperimentConfig } from '../protocol/experiment-config.ts';
 import { parseExperimentConfig } from '../protocol/experiment-config.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
@@ -86,7 +86,7 @@ export async function readRunConfigJson(f: RunFolder): Promise<unknown> {
   try {
     return JSON.parse(text) as unknown;
   } catch (e) {
-    throw new Error(`${file}: not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+    throw new Error(`${file}: ${jsonSyntaxProblem(text, e)}`);
   }
 }
 

@@ -5,18 +5,20 @@
  * how to report progress; the rules live here once.
  */
 import { readFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { RunLock } from './run-lock.ts';
 import { createRunFolder, loadRunExperiment, setRunFolderSteps, type RunFolder } from './run-folder.ts';
-import { ConfigError } from '../protocol/config-errors.ts';
+import { jsonSyntaxProblem } from '../models/json-file.ts';
+import { ConfigError, type ConfigIssue } from '../protocol/config-errors.ts';
 import { parseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
 import type { RunSummary } from '../protocol/trajectory.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
-import { loadExperiment, resolveExperiment } from '../rl/resolve-experiment.ts';
+import { resolveExperiment } from '../rl/resolve-experiment.ts';
 import { readCheckpointState, resumeDir } from '../rl/run-checkpoint.ts';
 import { train, type TrainOptions, type TrainSummary } from '../rl/trainer.ts';
 import type { Engine } from '../runtime/engine.ts';
 import type { RunStore } from '../store/index.ts';
+import { ClientPathError, type PathConfinement } from './path-confinement.ts';
 import { RunError } from './run-error.ts';
 
 /** A validated experiment config and what a new run records of it. */
@@ -34,19 +36,65 @@ export interface LoadedConfig {
   readonly source: string;
 }
 
-/** Reads, parses and resolves a config file (errors as `loadExperiment` throws them). */
-export async function loadConfigFile(path: string): Promise<LoadedConfig> {
-  const source = resolve(path);
-  const { config, experiment } = await loadExperiment(source);
-  const text = await readFile(source, 'utf8');
-  return { config, experiment, text, json: JSON.parse(text) as unknown, source };
+/** Where a loader may look: given, every path the config names must pass the server's rule. */
+export interface LoadConfigOptions {
+  /** The server's rule for paths a client names (path-confinement.ts); the CLI passes none. */
+  readonly paths?: PathConfinement;
+}
+
+/**
+ * Reads a config file once, then parses and resolves that text: what is validated is exactly what
+ * is stored, even if the file changes meanwhile (or is a pipe, `troupe train <(…)`, which can be
+ * read only once). Problems in the file are a ConfigError naming it; an unreadable file is an Error
+ * (a ClientPathError under `paths`).
+ */
+export async function loadConfigFile(path: string, o: LoadConfigOptions = {}): Promise<LoadedConfig> {
+  let source = resolve(path);
+  let text: string;
+  if (o.paths) {
+    ({ path: source, text } = await o.paths.readTextFile(path, 'configPath'));
+  } else {
+    try {
+      text = await readFile(source, 'utf8');
+    } catch (e) {
+      throw new Error(`cannot read experiment config ${source}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(source, [{ path: [], message: jsonSyntaxProblem(text, e) }]);
+  }
+  const config = parseExperimentConfig(json, source);
+  if (o.paths) await confineConfigPaths(config, source, source, o.paths);
+  return { config, experiment: await resolveExperiment(config, source), text, json, source };
+}
+
+/**
+ * Checks every path a config names against the server's rule before anything reads it, resolving
+ * them as resolveExperiment does (relative to the config's folder). A refusal is a ConfigError at
+ * the field, so the editor underlines it.
+ */
+async function confineConfigPaths(config: ExperimentConfig, source: string, label: string, paths: PathConfinement): Promise<void> {
+  const issues: ConfigIssue[] = [];
+  for (const [id, m] of Object.entries(config.models)) {
+    if (m.checkpoint === undefined) continue;
+    try {
+      await paths.resolve(m.checkpoint, `models.${id}.checkpoint`, { base: dirname(source) });
+    } catch (e) {
+      if (!(e instanceof ClientPathError)) throw e;
+      issues.push({ path: ['models', id, 'checkpoint'], message: e.message });
+    }
+  }
+  if (issues.length > 0) throw new ConfigError(label, issues);
 }
 
 /** The `configSource` of runs started from an inline config: relative paths in it mean the workspace's. */
 export const inlineConfigSource = (workspace: string): string => join(resolve(workspace), '(inline config)');
 
 /** Validates and resolves a config given as a value; problems are a ConfigError whose source is `label`. */
-export async function loadInlineConfig(value: unknown, workspace: string, label = 'inline config'): Promise<LoadedConfig> {
+export async function loadInlineConfig(value: unknown, workspace: string, label = 'inline config', o: LoadConfigOptions = {}): Promise<LoadedConfig> {
   // Round-trip through JSON first: what is validated is exactly what is stored and read back on resume.
   let text: string | undefined;
   try {
@@ -58,6 +106,7 @@ export async function loadInlineConfig(value: unknown, workspace: string, label 
   const json = JSON.parse(text) as unknown;
   const config = parseExperimentConfig(json, label);
   const source = inlineConfigSource(workspace);
+  if (o.paths) await confineConfigPaths(config, source, label, o.paths);
   let experiment: ResolvedExperiment;
   try {
     experiment = await resolveExperiment(config, source);

@@ -1,0 +1,87 @@
+/**
+ * Loading a config for a new run: what is validated is what is stored. The file is a named pipe
+ * that serves a different config on each open, so a loader that reads the file twice (once to
+ * validate, once to store) is caught every time, without timing. A pipe is also what a shell's
+ * `troupe train <(jq … config.json)` hands over, which can be read only once.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { ConfigError } from '../protocol/config-errors.ts';
+import { tinyConfigWithSteps } from '../../test/fixtures/tiny-config.ts';
+import { loadConfigFile } from './run-session.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'troupe-session-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/**
+ * Serves `first` to the first opener of the pipe and `rest` to every later one, until stopped. A
+ * write can race the previous reader's close (EPIPE, or bytes the closing reader never reads); the
+ * next open then waits for a new reader, so every reader after the first gets `rest`.
+ */
+function servePipe(path: string, first: string, rest: string): { stop: () => Promise<void> } {
+  let stopped = false;
+  let served = 0;
+  const serving = (async () => {
+    while (!stopped) {
+      // Blocks until a reader opens the pipe (or stop() opens it to release this open).
+      const fh = await open(path, 'w');
+      try {
+        if (!stopped) await fh.write(served === 0 ? first : rest);
+        served++;
+      } catch (e) {
+        if (!(e instanceof Error && 'code' in e && e.code === 'EPIPE')) throw e;
+      } finally {
+        await fh.close();
+      }
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      // The writer waiting for a reader is released by one that reads nothing.
+      const reader = await open(path, 'r');
+      await reader.close();
+      await serving;
+    },
+  };
+}
+
+test('a config is read once: the text stored for the run is the text that was validated', async () => {
+  const fifo = join(dir, 'config.fifo');
+  execFileSync('mkfifo', [fifo]);
+  const first = `${JSON.stringify({ ...tinyConfigWithSteps(3), name: 'first read' }, null, 2)}\n`;
+  const second = `${JSON.stringify({ ...tinyConfigWithSteps(7), name: 'second read' }, null, 2)}\n`;
+  const pipe = servePipe(fifo, first, second);
+  try {
+    const loaded = await loadConfigFile(fifo);
+    assert.equal(loaded.config.name, 'first read');
+    assert.equal((JSON.parse(loaded.text) as { name: string }).name, 'first read', 'the stored text is the validated one');
+    assert.equal(loaded.text, first);
+    assert.equal(loaded.config.training.steps, 3);
+    assert.deepEqual(loaded.json, JSON.parse(first));
+  } finally {
+    await pipe.stop();
+  }
+});
+
+test('a config that is not JSON is refused with the position of the problem, never with its text', async () => {
+  const path = join(dir, 'secret.json');
+  writeFileSync(path, '{"name": "x",\n "token": s3cr3t-value-do-not-echo}\n');
+  await assert.rejects(loadConfigFile(path), (e: unknown) => {
+    assert.ok(e instanceof ConfigError, String(e));
+    assert.match(e.message, /not valid JSON/);
+    assert.doesNotMatch(e.message, /s3cr3t|do-not-echo|"token"|"name"/);
+    return true;
+  });
+  const truncated = join(dir, 'truncated.json');
+  writeFileSync(truncated, '{"name": "x",\n "seed": ');
+  await assert.rejects(loadConfigFile(truncated), /not valid JSON.*ends/);
+  const trailing = join(dir, 'trailing.json');
+  writeFileSync(trailing, '{"name": "x"}\n}');
+  await assert.rejects(loadConfigFile(trailing), /not valid JSON.*line 2, column 1/);
+});
