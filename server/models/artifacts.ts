@@ -10,7 +10,8 @@ import { gradients } from '../compiler/autodiff.ts';
 import { Graph, type Node } from '../compiler/ir.ts';
 import type { DType } from '../compiler/ops.ts';
 import { dimMul } from '../compiler/dims.ts';
-import { emitOnnx } from '../compiler/onnx-emit.ts';
+import { emitOnnx, type EmitOptions } from '../compiler/onnx-emit.ts';
+import type { ExecutionProviderName } from '../runtime/engine.ts';
 import { type ModelConfig, modelDims } from './model-config.ts';
 import { declareModelInputs, forward, type LoraSpec, type ModelInputs } from './transformer-graph.ts';
 
@@ -98,13 +99,24 @@ export interface GraphOutputs {
   readonly trainable: readonly string[];
 }
 
-function emit(g: GraphOutputs, name: string, doc: string): Artifact {
-  return { bytes: emitOnnx(g.outputs, { name, doc }), tensorInputs: g.tensorInputs, trainable: g.trainable, outputs: g.outputs.map(([n]) => n) };
+/** Emission choices that depend on where a graph runs (`loweringFor`): the same math in other nodes. */
+export type Lowering = Pick<EmitOptions, 'logSoftmax'>;
+
+/**
+ * ONNX Runtime's WebGPU provider has no LogSoftmax kernel and would run it on the CPU between GPU
+ * nodes, so on WebGPU it is emitted as primitives; CPU and CUDA keep the fused kernel.
+ */
+export function loweringFor(provider: ExecutionProviderName): Lowering {
+  return provider === 'webgpu' ? { logSoftmax: 'primitives' } : {};
+}
+
+function emit(g: GraphOutputs, name: string, doc: string, lowering: Lowering = {}): Artifact {
+  return { bytes: emitOnnx(g.outputs, { name, doc, ...lowering }), tensorInputs: g.tensorInputs, trainable: g.trainable, outputs: g.outputs.map(([n]) => n) };
 }
 
 /** Score graph: per-token log-probs of `targets` at `temperature` (old and reference log-probs), [B,T], 0 off `loss_rows`. */
-export function buildScore(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32'): Artifact {
-  return emit(scoreGraph(c, lora, dtype), 'score', docOf(c, { lora }));
+export function buildScore(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', lowering: Lowering = {}): Artifact {
+  return emit(scoreGraph(c, lora, dtype), 'score', docOf(c, { lora }), lowering);
 }
 
 export function scoreGraph(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32'): GraphOutputs {
@@ -147,8 +159,8 @@ export interface TrainStepOptions {
  *   kl = exp(ref − logp) − (ref − logp) − 1 (the k3 estimator, non-negative)
  *   loss = Σ mask · (pg + β·kl − η·entropy) · token_weight
  */
-export function buildTrainStep(c: ModelConfig, o: TrainStepOptions): Artifact {
-  return emit(trainStepGraph(c, o), `train-${o.loss}-${o.trainable}`, docOf(c, { lora: o.lora, loss: o.loss }));
+export function buildTrainStep(c: ModelConfig, o: TrainStepOptions, lowering: Lowering = {}): Artifact {
+  return emit(trainStepGraph(c, o), `train-${o.loss}-${o.trainable}`, docOf(c, { lora: o.lora, loss: o.loss }), lowering);
 }
 
 export function trainStepGraph(c: ModelConfig, o: TrainStepOptions): GraphOutputs {

@@ -6,7 +6,9 @@
  * which `test/gpu/setup-webgpu.sh` installs — and skips, naming what is missing, elsewhere.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { after, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { Engine } from '../runtime/engine.ts';
 import { initParameters } from './init.ts';
 import { initLoraParameters, parseLoraConfig } from './lora.ts';
@@ -131,5 +133,49 @@ describe('WebGPU equals CPU', { skip }, () => {
       assertClose(`${name}.m`, mg.get(`${name}.m`)!, mc.get(`${name}.m`)!);
       assertClose(`${name}.v`, mg.get(`${name}.v`)!, mc.get(`${name}.v`)!);
     }
+  });
+});
+
+/** Node placements from a WebGPU session's verbose log (see test/gpu/webgpu-placement.ts). */
+function placements(graph: string, lowering: 'fused' | 'primitives'): Promise<Map<string, string[]>> {
+  const script = fileURLToPath(new URL('../../test/gpu/webgpu-placement.ts', import.meta.url));
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--import', 'tsx', script, graph, lowering], { timeout: 120_000, maxBuffer: 64 << 20 }, (err, _stdout, stderr) => {
+      if (err) return reject(new Error(`${graph}: ${err.message}\n${stderr.slice(-2000)}`));
+      // "Node(s) placed on [CPUExecutionProvider]. Number of nodes: 3" then one "   Op (name)" per node.
+      const byProvider = new Map<string, string[]>();
+      let current: string[] | null = null;
+      for (const full of stderr.split('\n')) {
+        // Each log line starts with a timestamp and the source location; the message follows.
+        const line = full.replace(/^.*VerifyEachNodeIsAssignedToAnEp\]/, '');
+        const head = /placed on \[(\w+)\]/.exec(line);
+        const node = /^\s+(\w+) \(([^)]*)\)$/.exec(line);
+        if (head) byProvider.set(head[1]!, (current = []));
+        else if (node && current) current.push(node[1]!);
+        else current = null;
+      }
+      if (byProvider.size === 0) return reject(new Error(`${graph}: no node placements in ONNX Runtime's log`));
+      resolve(byProvider);
+    });
+  });
+}
+
+describe('WebGPU graphs stay on the GPU', { skip }, () => {
+  // A CPU node that reads a GPU value makes ORT insert MemcpyToHost: a round trip inside every
+  // call. What may stay on the CPU are the int64 index ops on the batch's own inputs (WebGPU has
+  // no int64 kernels; onnxruntime-node cannot turn them on), which only copy host to GPU.
+  for (const graph of ['decode', 'score', 'train-ppo-lora', 'train-ce-full']) {
+    test(`${graph}: nothing is copied back to the host mid-graph`, async () => {
+      const p = await placements(graph, 'primitives');
+      assert.ok((p.get('WebGpuExecutionProvider')?.length ?? 0) > 100, `${graph}: most nodes should run on WebGPU: ${JSON.stringify([...p])}`);
+      assert.deepEqual(p.get('WebGpuExecutionProvider')?.filter((op) => op === 'MemcpyToHost') ?? [], []);
+      assert.ok(!(p.get('CPUExecutionProvider') ?? []).includes('LogSoftmax'));
+    });
+  }
+
+  test('the fused LogSoftmax would run on the CPU (why WebGPU graphs lower it to primitives)', async () => {
+    const p = await placements('score', 'fused');
+    assert.ok(p.get('CPUExecutionProvider')?.includes('LogSoftmax'), JSON.stringify([...p]));
+    assert.ok(p.get('WebGpuExecutionProvider')?.includes('MemcpyToHost'), JSON.stringify([...p]));
   });
 });

@@ -20,7 +20,7 @@ import { Engine } from '../runtime/engine.ts';
 import type { GenerateResult } from '../runtime/generate.ts';
 import type { SamplingParams } from '../runtime/sampler.ts';
 import { f32, type HostTensor } from '../runtime/tensor.ts';
-import { buildAdamW, buildDecode, buildScore, buildTrainStep, type Artifact } from './artifacts.ts';
+import { buildAdamW, buildDecode, buildScore, buildTrainStep, loweringFor, type Artifact } from './artifacts.ts';
 import { type ModelConfig, modelDims, parameterShapes } from './model-config.ts';
 import { plainDecode, RolloutDecoder, type DecodeSettings } from './rollout-decoder.ts';
 import { learningRate, type OptimizerConfig } from './optimizer.ts';
@@ -268,7 +268,7 @@ export class Policy {
   async score(seqs: readonly TrainSequence[], temperature: number, reference = false): Promise<Float32Array[]> {
     const useBase = reference && this.options.lora !== null;
     const key = useBase ? 'score-base' : 'score';
-    const a = await this.artifact(key, () => buildScore(this.config, useBase ? null : this.options.lora));
+    const a = await this.artifact(key, () => buildScore(this.config, useBase ? null : this.options.lora, 'float32', loweringFor(this.engine.provider)));
     if (reference && !this.options.lora && !this.options.kl) throw new Error(`policy '${this.id}': reference log-probs need kl enabled (no reference copy was kept)`);
     const result: Float32Array[] = [];
     // Micro-batched like an update: a score pass holds the same forward activations.
@@ -310,7 +310,11 @@ export class Policy {
     const o = this.options;
     const key = `train-${kind}`;
     const a = await this.artifact(key, () =>
-      buildTrainStep(this.config, { loss: kind, trainable: o.lora ? 'lora' : 'full', lora: o.lora, kl: kind === 'ppo' && o.kl, entropy: kind === 'ppo' && o.entropy }),
+      buildTrainStep(
+        this.config,
+        { loss: kind, trainable: o.lora ? 'lora' : 'full', lora: o.lora, kl: kind === 'ppo' && o.kl, entropy: kind === 'ppo' && o.entropy },
+        loweringFor(this.engine.provider),
+      ),
     );
     const need = { advantages: kind === 'ppo', oldLogp: kind === 'ppo', refLogp: kind === 'ppo' && o.kl };
     const limits = o.microBatch ?? { sequences: 64 };
