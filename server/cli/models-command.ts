@@ -53,7 +53,7 @@ async function planPrompt(info: ModelFolderInfo, prompt: string | undefined, pro
     return { ids, shown: JSON.stringify(text), stopTokens: [...new Set([...tok.stopTokenIds, ...info.eosTokenIds])], decode: (ids) => tok.decode(ids, { specials: 'skip' }) };
   }
   if (prompt !== undefined) {
-    throw new Error(`${displayPath(info.dir)}: no tokenizer Troupe can read here yet (files: ${info.tokenizerFiles.join(', ') || 'none'}); give the prompt as --prompt-ids`);
+    throw new Error(`${displayPath(info.dir)}: no tokenizer in this folder (files: ${info.tokenizerFiles.join(', ') || 'none'}); give the prompt as --prompt-ids`);
   }
   // No tokenizer: start from the BOS id (or 0) so the generation still exercises the weights.
   const start = info.bosTokenId ?? 0;

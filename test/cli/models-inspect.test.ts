@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -17,7 +18,10 @@ import { emitOnnx } from '../../server/compiler/onnx-emit.ts';
 import { causalBias } from '../../server/models/attention-bias.ts';
 import { saveCheckpoint } from '../../server/models/checkpoint.ts';
 import { defaultModelConfig } from '../../server/models/default-model.ts';
-import { loadHfCheckpoint } from '../../server/models/hf-checkpoint.ts';
+import { loadHfCheckpoint, saveHfCheckpoint } from '../../server/models/hf-checkpoint.ts';
+import { hfConfigToModelConfig } from '../../server/models/hf-names.ts';
+import { HfTokenizer } from '../../server/models/hf-tokenizer.ts';
+import { packagedTokenizerPath } from '../../server/models/packaged-tokenizers.ts';
 import { initParameters } from '../../server/models/init.ts';
 import { parameterShapes, type ModelConfig } from '../../server/models/model-config.ts';
 import { defaultTokenizer, saveTokenizer } from '../../server/models/tokenizer.ts';
@@ -70,7 +74,8 @@ async function assertGreedy(config: ModelConfig, weights: Map<string, Float32Arr
   const data = out['logits']!.data as Float32Array;
   tokens.forEach((tok, j) => {
     const row = data.subarray((promptIds.length - 1 + j) * V, (promptIds.length + j) * V);
-    const argmax = row.indexOf(Math.max(...row));
+    let argmax = 0;
+    for (let v = 1; v < V; v++) if (row[v]! > row[argmax]!) argmax = v;
     assert.equal(tok, argmax, `generated token ${j}`);
   });
 }
@@ -114,6 +119,30 @@ test('a Troupe checkpoint generates text through its character tokenizer', async
   assert.ok(stopped ? gen.tokens.at(-1) === defaultTokenizer.stopTokenId : gen.tokens.length === 5);
 });
 
+test('a Qwen3-vocabulary folder with the real Qwen3 tokenizer: the prompt goes through its chat template', async () => {
+  // Real vocabulary (151936 rows), toy width, so the packaged tokenizer's ids all have rows.
+  const dir = join(ws, 'qwen3-real-vocab');
+  const config = hfConfigToModelConfig({
+    model_type: 'qwen3', vocab_size: 151936, hidden_size: 16, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1,
+    head_dim: 8, intermediate_size: 32, tie_word_embeddings: true, max_position_embeddings: 40960, rope_theta: 1000000,
+  });
+  const weights = initParameters(config, 5, { std: 0.5 });
+  await saveHfCheckpoint(dir, config, weights, { modelType: 'qwen3', sourceConfig: { eos_token_id: 151645 } });
+  await copyFile(packagedTokenizerPath('qwen3', 'tokenizer.json'), join(dir, 'tokenizer.json'));
+  await copyFile(packagedTokenizerPath('qwen3', 'tokenizer_config.json'), join(dir, 'tokenizer_config.json'));
+  const r = troupe(['models', 'inspect', dir, '--prompt', 'Hi there', '--max-new-tokens', '4', '--json']);
+  assert.equal(r.status, 0, r.stderr);
+  const report = reportSchema.parse(JSON.parse(r.stdout));
+  assert.equal(report.chatTemplate, true);
+  assert.deepEqual(report.tokenizerFiles, ['tokenizer.json', 'tokenizer_config.json']);
+  const tok = await HfTokenizer.load(dir);
+  const gen = report.generation!;
+  assert.deepEqual(gen.promptIds, [...tok.encodePrompt([{ role: 'user', text: 'Hi there' }])]);
+  assert.match(tok.decode(gen.promptIds), /<\|im_start\|>user\nHi there<\|im_end\|>\n<\|im_start\|>assistant\n/);
+  assert.equal(gen.text, tok.decode(gen.tokens, { specials: 'skip' }));
+  await assertGreedy(config, weights, gen.promptIds, gen.tokens, 'greedy-qwen3-vocab');
+});
+
 test('bad folders and arguments are named', () => {
   const missing = troupe(['models', 'inspect', join(ws, 'nope')]);
   assert.equal(missing.status, 1);
@@ -123,7 +152,7 @@ test('bad folders and arguments are named', () => {
   assert.match(bad.stderr, /--prompt-ids: '999' is not a token id below the vocabulary size 48/);
   const text = troupe(['models', 'inspect', fixturePath('hf/llama-f32'), '--prompt', 'hi']);
   assert.equal(text.status, 1);
-  assert.match(text.stderr, /no tokenizer Troupe can read here yet \(files: none\); give the prompt as --prompt-ids/);
+  assert.match(text.stderr, /no tokenizer in this folder \(files: none\); give the prompt as --prompt-ids/);
   const sub = troupe(['models', 'list']);
   assert.equal(sub.status, 2);
   assert.match(sub.stderr, /unknown subcommand 'list' \(inspect\)/);
