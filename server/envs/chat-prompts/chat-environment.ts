@@ -1,0 +1,129 @@
+/**
+ * Chat-format prompts for instruction-tuned models, as a wrapper around any environment.
+ *
+ * The environments speak a terse text made for the embedded character-level model (a state in a
+ * few short lines, answers like `RRDL`). A pretrained chat model does better with what it was
+ * tuned on: a system message with its role, the rules and the answer format, a user message with
+ * the state, and room to reason before a final `#### ["R","R","D","L"]` line (the reference's
+ * format, pettingllms.md 3.1). `ChatEnvironment` gives exactly that on top of an environment
+ * without changing it:
+ *  - `observe(agent)` is the user message (complete on its own: the reference sent one user
+ *    message), `messages(agent)` the system and user messages;
+ *  - `act(agent, response)` reads the final answer tolerantly (`chat-answer.ts`), turns it into
+ *    the environment's own action text and acts that. A response with no readable answer acts the
+ *    empty action — every environment rejects it, counts a parse error and applies its penalty —
+ *    and the result carries the chat reader's reason instead of the environment's;
+ *  - `solution(agent)` is the solver's answer in the chat format, so warm-start demonstrations
+ *    and `rolloutSolver` work unchanged.
+ * Rewards, turns, clones and seeds are the wrapped environment's.
+ */
+import type { Parsed } from '../action-text.ts';
+import type { AgentStats, AgentTurnResult, Environment } from '../environment.ts';
+
+/** One message of a chat prompt (the shape of the models' `ChatTurn`). */
+export interface PromptTurn {
+  readonly role: 'system' | 'user';
+  readonly text: string;
+}
+
+/** What one environment's chat prompts say and how its answers are read. */
+export interface ChatPrompter {
+  /** The agent's role, the rules, the state notation and the answer format. */
+  system(env: Environment, agent: string): string;
+  /** The state (from the terse observation) and the request. */
+  user(env: Environment, agent: string, observation: string): string;
+  /** The final answer of a free-form response as the environment's action text. */
+  toAction(env: Environment, agent: string, response: string, observation: string): Parsed<string>;
+  /** The solver's action text written as a chat answer. */
+  formatAnswer(env: Environment, agent: string, action: string): string;
+}
+
+export class ChatEnvironment implements Environment {
+  readonly #env: Environment;
+  readonly #prompter: ChatPrompter;
+
+  constructor(env: Environment, prompter: ChatPrompter) {
+    this.#env = env;
+    this.#prompter = prompter;
+  }
+
+  get name(): string {
+    return this.#env.name;
+  }
+  get seed(): number {
+    return this.#env.seed;
+  }
+  get agents(): readonly string[] {
+    return this.#env.agents;
+  }
+  get maxTurns(): number {
+    return this.#env.maxTurns;
+  }
+  get turn(): number {
+    return this.#env.turn;
+  }
+  get done(): boolean {
+    return this.#env.done;
+  }
+  get success(): boolean {
+    return this.#env.success;
+  }
+  get optimalMoves(): number | null {
+    return this.#env.optimalMoves;
+  }
+  get stats(): Readonly<Record<string, Readonly<AgentStats>>> {
+    return this.#env.stats;
+  }
+  /** The wrapped environment (e.g. to read its terse observation). */
+  get inner(): Environment {
+    return this.#env;
+  }
+
+  currentAgent(): string {
+    return this.#env.currentAgent();
+  }
+
+  observe(agent: string): string {
+    return this.#prompter.user(this.#env, agent, this.#env.observe(agent));
+  }
+
+  /** The system message and the user message for `agent` now. */
+  messages(agent: string): PromptTurn[] {
+    const user = this.observe(agent);
+    return [
+      { role: 'system', text: this.#prompter.system(this.#env, agent) },
+      { role: 'user', text: user },
+    ];
+  }
+
+  act(agent: string, text: string): AgentTurnResult {
+    // observe() checks the agent, so a caller bug throws here as it would in the environment.
+    const answer = this.#prompter.toAction(this.#env, agent, text, this.#env.observe(agent));
+    if (answer.ok) return this.#env.act(agent, answer.action);
+    const r = this.#env.act(agent, '');
+    return { ...r, parseError: answer.error, info: `parse error: ${answer.error}` };
+  }
+
+  clone(): ChatEnvironment {
+    return new ChatEnvironment(this.#env.clone(), this.#prompter);
+  }
+
+  solution(agent: string): string {
+    return this.#prompter.formatAnswer(this.#env, agent, this.#env.solution(agent));
+  }
+}
+
+/**
+ * The prompt turns for `agent`: a chat environment's system and user messages, or the terse
+ * observation as the one user turn the embedded model was trained on.
+ */
+export function promptTurns(env: Environment, agent: string): PromptTurn[] {
+  return env instanceof ChatEnvironment ? env.messages(agent) : [{ role: 'user', text: env.observe(agent) }];
+}
+
+/** The observation without its last line when that line is the agent's terse request (`plan: moves (U/D/L/R)`). */
+export function stateLines(observation: string, agent: string): string {
+  const lines = observation.replace(/\n$/, '').split('\n');
+  if (lines.length > 1 && lines.at(-1)!.startsWith(`${agent}:`)) lines.pop();
+  return lines.join('\n');
+}
