@@ -3,9 +3,16 @@
  * CPU build of onnxruntime-node): the fused and quantized decode graph is built from them.
  *
  * They have no gradient rules (autodiff refuses them by name) and are spread into `opDefs`, so
- * they get an ONNX lowering like every other op. Ops with several outputs (SkipSimplified-
- * LayerNormalization, GroupQueryAttention) are *tuple* nodes: their `outputs` list each output's
- * type, and only `select` may consume them (the graph enforces it).
+ * they get an ONNX lowering like every other op. An op with several outputs
+ * (SkipSimplifiedLayerNormalization) is a *tuple* node: its `outputs` list each output's type, and
+ * only `select` may consume it (the graph enforces it).
+ *
+ * GroupQueryAttention (RoPE, mask and an in-place batch-major cache in one kernel) was built and
+ * matched the plain graph, but is not used: it returns the whole cache as its present outputs,
+ * and onnxruntime-node copies every output on each run (measured: an 8 MB preallocated output
+ * costs ~5 ms, an 8 MB input ~0), so a step cost O(cache) — 6.6 ms at 80 positions, 71 ms at 512,
+ * against 3.9 ms for the plain step. Attention stays composite over the time-major cache, whose
+ * graph returns only the new [T,B,Hkv,D] slice.
  *
  * Specs: onnxruntime docs/ContribOperators.md; shapes below follow them.
  */
@@ -82,38 +89,26 @@ export const contribOpDefs = {
     },
   },
   /**
-   * com.microsoft GroupQueryAttention with rotary embedding and a batch-major KV cache that the
-   * kernel updates in place (past and present share one buffer of capacity M).
-   * Inputs: q [B,S,H·D], k, v [B,S,Hkv·D] (before RoPE), past key/value [B,Hkv,M,D],
-   * seqlens_k int32 [B] (each row's total length − 1, past included), total_sequence_length
-   * int32 scalar, cos/sin caches [maxPositions, D/2]. attrs numHeads, kvNumHeads, scale.
-   * A tuple: (out [B,S,H·D], present key, present value [B,Hkv,M,D]).
-   * Each row attends causally to its first seqlens_k+1 positions, and RoPE takes positions from
-   * seqlens_k, so ragged rows are right-padded and need no attention bias.
+   * com.microsoft RotaryEmbedding (rotate-half, not interleaved): x [B,T,h·D] rotated per head by
+   * the angles of positions [B,T] (int64), read from cos/sin caches [maxPositions, D/2] — one
+   * kernel where the primitive form (composite.ts applyRope) takes seven. attrs numHeads (h).
    */
-  groupQueryAttention: {
-    arity: 9,
+  rotaryEmbedding: {
+    arity: 4,
     infer: (inputs, attrs): Inferred => {
-      const [q, k, v, pk, pv, seqlens, total, cos, sin] = inputs as [Operand, Operand, Operand, Operand, Operand, Operand, Operand, Operand, Operand];
-      const H = num(attrs, 'numHeads');
-      const Hkv = num(attrs, 'kvNumHeads');
-      num(attrs, 'scale');
-      for (const [t, what] of [[q, 'query'], [k, 'key'], [v, 'value'], [pk, 'past key'], [pv, 'past value'], [cos, 'cos cache'], [sin, 'sin cache']] as const) f32(t, `groupQueryAttention ${what}`);
-      if (q.shape.length !== 3 || pk.shape.length !== 4) fail(`groupQueryAttention: query must be [B,S,H·D] and past [B,Hkv,M,D], got ${formatShape(q.shape)}, ${formatShape(pk.shape)}`);
-      const D = pk.shape[3];
-      if (typeof D !== 'number' || pk.shape[1] !== Hkv) fail(`groupQueryAttention: past key ${formatShape(pk.shape)} is not [B, ${Hkv}, M, D]`);
-      const d = D as number;
-      if (q.shape[2] !== H * d || k.shape[2] !== Hkv * d || v.shape[2] !== Hkv * d) {
-        fail(`groupQueryAttention: query ${formatShape(q.shape)}, key ${formatShape(k.shape)}, value ${formatShape(v.shape)} do not match H=${H}, Hkv=${Hkv}, D=${d}`);
+      const [x, pos, cos, sin] = inputs as [Operand, Operand, Operand, Operand];
+      const h = num(attrs, 'numHeads');
+      f32(x, 'rotaryEmbedding input');
+      f32(cos, 'rotaryEmbedding cos cache');
+      f32(sin, 'rotaryEmbedding sin cache');
+      const W = x.shape[2];
+      if (x.shape.length !== 3 || typeof W !== 'number' || W % h !== 0) return fail(`rotaryEmbedding input must be [B,T,${h}·D], got ${formatShape(x.shape)}`);
+      if (pos.dtype !== 'int64' || pos.shape.length !== 2 || pos.shape[0] !== x.shape[0] || pos.shape[1] !== x.shape[1]) {
+        fail(`rotaryEmbedding positions must be int64 [B,T] matching ${formatShape(x.shape)}, got ${pos.dtype}${formatShape(pos.shape)}`);
       }
-      if (q.shape[0] !== pk.shape[0] || formatShape(pk.shape) !== formatShape(pv.shape)) fail(`groupQueryAttention: past key ${formatShape(pk.shape)} / value ${formatShape(pv.shape)} do not match the batch of ${formatShape(q.shape)}`);
-      if (seqlens.dtype !== 'int32' || seqlens.shape.length !== 1 || total.dtype !== 'int32' || total.shape.length !== 0) {
-        fail(`groupQueryAttention: seqlens_k must be int32 [B] and total_sequence_length an int32 scalar, got ${seqlens.dtype}${formatShape(seqlens.shape)}, ${total.dtype}${formatShape(total.shape)}`);
-      }
-      if (cos.shape.length !== 2 || cos.shape[1] !== d / 2 || formatShape(cos.shape) !== formatShape(sin.shape)) fail(`groupQueryAttention: cos/sin caches must be [maxPositions, ${d / 2}], got ${formatShape(cos.shape)}, ${formatShape(sin.shape)}`);
-      const out = { shape: q.shape, dtype: 'float32' as const };
-      const cache = { shape: pk.shape, dtype: 'float32' as const };
-      return { ...out, outputs: [out, cache, cache] };
+      const D = W / h;
+      if (cos.shape.length !== 2 || cos.shape[1] !== D / 2 || formatShape(cos.shape) !== formatShape(sin.shape)) fail(`rotaryEmbedding caches must be [maxPositions, ${D / 2}], got ${formatShape(cos.shape)}, ${formatShape(sin.shape)}`);
+      return { shape: x.shape, dtype: 'float32' };
     },
   },
   /** Output `index` of a multi-output node. */
@@ -122,7 +117,7 @@ export const contribOpDefs = {
     infer: (inputs, attrs): Inferred => {
       const t = inputs[0]!;
       const i = num(attrs, 'index');
-      if (!t.outputs) return fail('select reads a multi-output node (skipRmsNorm, groupQueryAttention)');
+      if (!t.outputs) return fail('select reads a multi-output node (skipRmsNorm)');
       const o = t.outputs[i];
       if (!o) return fail(`select index ${i} out of range: the node has ${t.outputs.length} outputs`);
       return { shape: o.shape, dtype: o.dtype };
@@ -131,6 +126,6 @@ export const contribOpDefs = {
 } as const satisfies Record<string, OpDef>;
 
 /** Ops with several outputs: only `select` may read them. */
-export const tupleOps: ReadonlySet<string> = new Set(['skipRmsNorm', 'groupQueryAttention']);
+export const tupleOps: ReadonlySet<string> = new Set(['skipRmsNorm']);
 /** Ops with no gradient rule: decode-time kernels only. */
-export const inferenceOnlyOps = ['matMulNBits', 'skipRmsNorm', 'groupQueryAttention', 'select'] as const;
+export const inferenceOnlyOps = ['matMulNBits', 'skipRmsNorm', 'rotaryEmbedding', 'select'] as const;

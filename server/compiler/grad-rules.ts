@@ -224,7 +224,7 @@ export const gradRules = {
   // Decode-time contrib kernels: nothing trains through them, so differentiating one is a bug.
   matMulNBits: inferenceOnly,
   skipRmsNorm: inferenceOnly,
-  groupQueryAttention: inferenceOnly,
+  rotaryEmbedding: inferenceOnly,
   select: inferenceOnly,
 } satisfies Record<Op, GradRule>;
 

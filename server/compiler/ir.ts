@@ -189,12 +189,9 @@ export class Graph {
     const t = this.node('skipRmsNorm', [x, skip, w], { eps });
     return { normed: this.select(t, 0), sum: this.select(t, 1) };
   }
-  groupQueryAttention(
-    a: { q: Node; k: Node; v: Node; pastKey: Node; pastValue: Node; seqlensK: Node; totalLength: Node; cos: Node; sin: Node },
-    attrs: { numHeads: number; kvNumHeads: number; scale: number },
-  ): { out: Node; presentKey: Node; presentValue: Node } {
-    const t = this.node('groupQueryAttention', [a.q, a.k, a.v, a.pastKey, a.pastValue, a.seqlensK, a.totalLength, a.cos, a.sin], attrs);
-    return { out: this.select(t, 0), presentKey: this.select(t, 1), presentValue: this.select(t, 2) };
+  /** RoPE on x [B,T,h·D] at positions [B,T] from cos/sin caches [maxPositions, D/2]. */
+  rotaryEmbedding(x: Node, positions: Node, cos: Node, sin: Node, numHeads: number): Node {
+    return this.node('rotaryEmbedding', [x, positions, cos, sin], { numHeads });
   }
   select(tuple: Node, index: number): Node { return this.node('select', [tuple], { index }); }
 }

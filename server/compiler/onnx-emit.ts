@@ -141,20 +141,8 @@ const lowerings = {
   // SkipSimplifiedLayerNormalization's outputs are (normed, mean, inv_std_var, input+skip).
   skipRmsNorm: (n, e, out) =>
     e.push({ opType: 'SkipSimplifiedLayerNormalization', domain: MS_DOMAIN, inputs: n.inputs.map((i) => e.name(i)), outputs: [`${out}.0`, '', '', `${out}.1`], attrs: [['epsilon', { float: n.attrs['eps'] as number }]] }),
-  groupQueryAttention: (n, e, out) =>
-    e.push({
-      opType: 'GroupQueryAttention',
-      domain: MS_DOMAIN,
-      inputs: n.inputs.map((i) => e.name(i)),
-      outputs: [`${out}.0`, `${out}.1`, `${out}.2`],
-      attrs: [
-        ['num_heads', n.attrs['numHeads'] as number],
-        ['kv_num_heads', n.attrs['kvNumHeads'] as number],
-        ['scale', { float: n.attrs['scale'] as number }],
-        ['do_rotary', 1],
-        ['rotary_interleaved', 0],
-      ],
-    }),
+  rotaryEmbedding: (n, e, out) =>
+    e.push({ opType: 'RotaryEmbedding', domain: MS_DOMAIN, inputs: n.inputs.map((i) => e.name(i)), outputs: [out], attrs: [['num_heads', n.attrs['numHeads'] as number], ['interleaved', 0]] }),
   select: () => {},
 } satisfies Record<Op, Lower>;
 

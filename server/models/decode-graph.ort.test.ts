@@ -1,5 +1,5 @@
 /**
- * The fused decode graph (GroupQueryAttention, SkipSimplifiedLayerNormalization, MatMulNBits) in
+ * The fused decode graph (RotaryEmbedding, SkipSimplifiedLayerNormalization, MatMulNBits) in
  * ONNX Runtime against the plain one: fp32 fused decoding gives the plain decoder's tokens and
  * log-probs (ragged prompts, LoRA, untied and tied heads, attention biases); the quantized graph
  * at exact accuracy equals the plain graph run on the dequantized weights; the int8/int4 rollouts
@@ -125,7 +125,7 @@ describe('quantized decode', () => {
         seed: 3,
         stopTokens: [],
         padToken: 0,
-        contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, cache: 'batch-major', maxPositions: graph.maxPositions },
+        contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, maxPositions: graph.maxPositions },
       });
       const r = await gen(reference, sampled, false, 3);
       assert.deepEqual(q.tokens.map((t) => [...t]), r.tokens.map((t) => [...t]), `int${bits} tokens`);

@@ -1,28 +1,19 @@
 /**
- * The fused decode graph: the same model as `buildDecode` (artifacts.ts), built from ONNX
- * Runtime's contrib kernels so a decode step runs far fewer kernels, optionally with weight-only
- * quantized projections.
+ * The fused decode graph: the same model and contract as `buildDecode` (artifacts.ts; see
+ * runtime/generate.ts), built with ONNX Runtime's contrib kernels so a decode step runs far fewer
+ * kernels, optionally with weight-only quantized projections.
  *
- * Shape legend as in transformer-graph.ts; M is the KV cache's capacity (positions).
- * Per layer: GroupQueryAttention (RoPE, the causal/ragged mask and the in-place cache update in
- * one kernel), SkipSimplifiedLayerNormalization (each residual add with the RMSNorm after it),
- * and the projections as MatMul or, quantized, MatMulNBits. RoPE's cos/sin tables and quantized
- * weights are baked in as initializers (`FusedDecode.initializers`); other weights stay inputs
- * named as in checkpoints.
- *
- * Contract (runtime/generate.ts, cache layout 'batch-major'):
- *   inputs  input_ids [B,T] int64 (ragged rows right-padded), seqlens_k [B] int32 (each row's
- *           length after this call − 1), total_sequence_length int32 scalar (the longest row),
- *           logit_rows [B] int64 (flat index b·T + t of the position whose logits to return),
- *           past_key_values.{i}.key|value [B,Hkv,M,D]
- *   outputs logits [B,V], present.{i}.key|value [B,Hkv,M,D] — the same buffers as the past:
- *           GroupQueryAttention writes the new keys in place when past and present share memory.
- * Positions are implicit: row b's tokens sit at 0 … seqlens_k[b], so no position ids or bias.
+ * Shape legend as in transformer-graph.ts. Per layer: RotaryEmbedding on q and k (one kernel each
+ * instead of seven), SkipSimplifiedLayerNormalization (each residual add with the RMSNorm after
+ * it), attention composite over the time-major cache as in the plain graph (GroupQueryAttention
+ * was measured slower through onnxruntime-node: see contrib-ops.ts), and the projections as
+ * MatMul or, quantized, MatMulNBits. RoPE's cos/sin tables and quantized weights are baked in as
+ * initializers; other weights stay inputs named as in checkpoints.
  *
  * Quantized: each projection W [out,in] (and the LM head) is replaced by block-wise codes and
  * scales (quantize.ts), a LoRA adapter merged in first; the graph then has no LoRA inputs.
  */
-import { linear, rmsNorm, silu, type LoraPair } from '../compiler/composite.ts';
+import { attention, linear, rmsNorm, silu, type LoraPair } from '../compiler/composite.ts';
 import { Graph, type Node } from '../compiler/ir.ts';
 import { emitOnnx } from '../compiler/onnx-emit.ts';
 import { type ModelConfig, modelDims, parameterShapes, ropeInverseFrequencies } from './model-config.ts';
@@ -70,8 +61,6 @@ const quantName = (weight: string, part: 'packed' | 'scales', head: string) => `
 export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDecode {
   const { H, Hkv, D, L, V } = modelDims(c);
   const bits = quantBits(o.weights);
-  // ONNX Runtime's CPU GroupQueryAttention kernel works on 16-float lanes of each head.
-  if (D % 16 !== 0) throw new Error(`the fused decode graph needs a head dimension that is a multiple of 16, this model has ${D}`);
   if (bits && o.lora) throw new Error('buildFusedDecode: a quantized graph takes the LoRA adapter merged into its weights, not as inputs');
   if (bits && !o.quantized) throw new Error(`buildFusedDecode: ${o.weights} weights need the quantized projections`);
   const b = new Graph();
@@ -112,9 +101,8 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
   };
 
   const ids = b.input('input_ids', 'int64', ['B', 'T']);
-  const seqlensK = b.input('seqlens_k', 'int32', ['B']);
-  const totalLength = b.input('total_sequence_length', 'int32', []);
-  const logitRows = b.input('logit_rows', 'int64', ['B']);
+  const positions = b.input('position_ids', 'int64', ['B', 'T']);
+  const attnBias = b.input('attention_bias', 'float32', ['B', 'T', '(P+T)']);
   const maxPositions = c.maxSequenceLength;
   const invFreq = ropeInverseFrequencies(c);
   const table = (f: (a: number) => number) => Float32Array.from({ length: maxPositions * (D / 2) }, (_, i) => f(Math.floor(i / (D / 2)) * invFreq[i % (D / 2)]!));
@@ -131,17 +119,21 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
     const bias = (t: string) => (c.attentionBias ? `${p}.attn.${t}.bias` : null);
     let q = project(h, `${p}.attn.q.weight`, bias('q'), `${p}.attn.q`); // [B,T,H·D]
     let k = project(h, `${p}.attn.k.weight`, bias('k'), `${p}.attn.k`); // [B,T,Hkv·D]
-    const v = project(h, `${p}.attn.v.weight`, bias('v'), `${p}.attn.v`);
+    const v = b.reshape(project(h, `${p}.attn.v.weight`, bias('v'), `${p}.attn.v`), ['B', 'T', Hkv, D]); // [B,T,Hkv,D]
     if (c.qkNorm) {
-      // Qwen3's per-head RMSNorm before RoPE (GroupQueryAttention applies RoPE afterwards).
+      // Qwen3's per-head RMSNorm before RoPE.
       q = b.reshape(rmsNorm(b, b.reshape(q, ['B', 'T', H, D]), w(`${p}.attn.q_norm.weight`), c.rmsNormEps), ['B', 'T', H * D]);
       k = b.reshape(rmsNorm(b, b.reshape(k, ['B', 'T', Hkv, D]), w(`${p}.attn.k_norm.weight`), c.rmsNormEps), ['B', 'T', Hkv * D]);
     }
-    const pastKey = b.input(`past_key_values.${i}.key`, 'float32', ['B', Hkv, 'M', D]);
-    const pastValue = b.input(`past_key_values.${i}.value`, 'float32', ['B', Hkv, 'M', D]);
-    const att = b.groupQueryAttention({ q, k, v, pastKey, pastValue, seqlensK, totalLength, cos, sin }, { numHeads: H, kvNumHeads: Hkv, scale: 1 / Math.sqrt(D) });
-    present.push([`present.${i}.key`, att.presentKey], [`present.${i}.value`, att.presentValue]); // [B,Hkv,M,D]
-    const o1 = project(att.out, `${p}.attn.o.weight`, null, `${p}.attn.o`); // [B,T,C]
+    const qr = b.reshape(b.rotaryEmbedding(q, positions, cos, sin, H), ['B', 'T', H, D]); // [B,T,H,D]
+    const kr = b.reshape(b.rotaryEmbedding(k, positions, cos, sin, Hkv), ['B', 'T', Hkv, D]); // [B,T,Hkv,D]
+    present.push([`present.${i}.key`, b.transpose(kr, [1, 0, 2, 3])], [`present.${i}.value`, b.transpose(v, [1, 0, 2, 3])]); // [T,B,Hkv,D]
+    const pastKey = b.input(`past_key_values.${i}.key`, 'float32', ['P', 'B', Hkv, D]);
+    const pastValue = b.input(`past_key_values.${i}.value`, 'float32', ['P', 'B', Hkv, D]);
+    const keys = b.concat([b.transpose(pastKey, [1, 2, 0, 3]), b.transpose(kr, [0, 2, 1, 3])], 2); // [B,Hkv,P+T,D]
+    const vals = b.concat([b.transpose(pastValue, [1, 2, 0, 3]), b.transpose(v, [0, 2, 1, 3])], 2);
+    const att = attention(b, qr, keys, vals, attnBias); // [B,T,H·D]
+    const o1 = project(att, `${p}.attn.o.weight`, null, `${p}.attn.o`); // [B,T,C]
     const mid = b.skipRmsNorm(o1, x, w(`${p}.mlp_norm.weight`), c.rmsNormEps);
     x = mid.sum; // [B,T,C]
     const gate = project(mid.normed, `${p}.mlp.gate.weight`, null, `${p}.mlp.gate`); // [B,T,F]
@@ -151,9 +143,9 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
     x = next.sum;
     h = next.normed; // the next layer's attention input, or (last layer) the final norm's output
   }
-  // RMSNorm is per row, so normalising every position and then picking rows equals picking first.
-  const rows = b.gather(b.reshape(h, ['B*T', c.hiddenSize]), logitRows, 0); // [B,C]
-  const logits = project(rows, headName, null, null); // [B,V]
+  // RMSNorm is per position, so normalising every position and then taking the last is the same.
+  const last = b.gather(h, b.scalar(-1, 'int64'), 1); // [B,C]
+  const logits = project(last, headName, null, null); // [B,V]
   if (logits.shape[1] !== V) throw new Error(`fused decode graph: logits ${String(logits.shape)} are not [B, ${V}]`);
   outputs.push(['logits', logits], ...present);
   const bytes = emitOnnx(outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: inits });

@@ -109,7 +109,7 @@ export class RolloutDecoder {
     const { L, Hkv, D, V } = modelDims(this.src.config);
     const params: Record<string, string> = {};
     for (const n of graph.tensorInputs) params[n] = this.src.resident(n);
-    return { session, params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, cache: 'batch-major', maxPositions: graph.maxPositions } };
+    return { session, params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, maxPositions: graph.maxPositions } };
   }
 
   /** Session names this decoder created (for the policy's dispose). */

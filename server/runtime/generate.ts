@@ -14,10 +14,8 @@
  * Ragged prompts are left-padded; padding keys are masked out by the additive bias and positions
  * count real tokens only, so a padded row computes exactly what it would alone.
  *
- * The fused decoder (`server/models/decode-graph.ts`, contract there) uses the 'batch-major'
- * layout instead: one [B,Hkv,M,D] buffer per layer that GroupQueryAttention updates in place
- * (the same memory is fed as the past and fetched as the present), ragged prompts right-padded,
- * each row's length in seqlens_k, and no bias or position inputs.
+ * The fused decoder (`server/models/decode-graph.ts`) has the same contract; its RoPE tables cover
+ * `maxPositions` positions, which a generation may not exceed.
  */
 import * as ort from 'onnxruntime-node';
 import { Rng, sampleToken, streamSeed, validateSampling, type SamplingParams } from './sampler.ts';
@@ -27,9 +25,7 @@ export interface DecoderContract {
   readonly numKvHeads: number;
   readonly headDim: number;
   readonly vocabSize: number;
-  /** KV cache layout of the graph: time-major (plain decoder) or batch-major (fused decoder). */
-  readonly cache?: 'time-major' | 'batch-major';
-  /** Batch-major: the most positions the graph's RoPE tables cover (prompt + new tokens). */
+  /** The most positions (prompt + new tokens) the graph's RoPE tables cover, when bounded. */
   readonly maxPositions?: number;
 }
 
@@ -61,7 +57,7 @@ export interface GenerateResult {
 /** Additive attention bias: 0 where attending is allowed, a large negative number elsewhere. */
 const MASKED = -1e9;
 
-/** One decoder with its KV cache: runs the prompt block, then one token per row per step. */
+/** A decoder with its KV cache: runs the prompt block, then one token per row per step. */
 interface Decoder {
   prefill(): Promise<void>;
   /** Feeds `ids` [B] as the n-th generated token of each row (n = 0 is the first). */
@@ -133,60 +129,6 @@ function timeMajorDecoder({ req, session, weights, logits, lens, Tp }: DecoderAr
   };
 }
 
-/**
- * Batch-major cache [B,Hkv,M,D] updated in place by the graph; right-padded prompts, each row's
- * length in seqlens_k. Row b's token n sits at position lens[b] + n, so rows never hold padding
- * between their tokens (a short row's prefill padding is overwritten before it is ever read).
- */
-function batchMajorDecoder({ req, session, weights, logits, lens, Tp }: DecoderArgs): Decoder {
-  const { numLayers: L, numKvHeads: Hkv, headDim: D } = req.contract;
-  const B = lens.length;
-  const M = Tp + req.maxNewTokens;
-  const limit = req.contract.maxPositions ?? Infinity;
-  if (M > limit) throw new Error(`generate: prompt (${Tp}) + maxNewTokens (${req.maxNewTokens}) = ${M} positions exceed the decoder's ${limit}`);
-  const caches: Record<string, ort.Tensor> = {};
-  for (let i = 0; i < L; i++) {
-    for (const kind of ['key', 'value']) caches[`${i}.${kind}`] = new ort.Tensor('float32', new Float32Array(B * Hkv * M * D), [B, Hkv, M, D]);
-  }
-  const run = async (ids: BigInt64Array, T: number, seqlens: Int32Array, total: number, rows: BigInt64Array): Promise<void> => {
-    const feeds: Record<string, ort.Tensor> = {
-      ...weights,
-      input_ids: new ort.Tensor('int64', ids, [B, T]),
-      seqlens_k: new ort.Tensor('int32', seqlens, [B]),
-      total_sequence_length: new ort.Tensor('int32', Int32Array.of(total), []),
-      logit_rows: new ort.Tensor('int64', rows, [B]),
-    };
-    const fetches: Record<string, ort.Tensor> = { logits };
-    for (let i = 0; i < L; i++) {
-      for (const kind of ['key', 'value']) {
-        // One buffer as past and present: GroupQueryAttention then writes only the new positions.
-        feeds[`past_key_values.${i}.${kind}`] = caches[`${i}.${kind}`]!;
-        fetches[`present.${i}.${kind}`] = caches[`${i}.${kind}`]!;
-      }
-    }
-    await session.run(feeds, fetches);
-  };
-  const seqlens = new Int32Array(B);
-  const rows = BigInt64Array.from({ length: B }, (_, b) => BigInt(b));
-  return {
-    prefill: async () => {
-      const ids = new BigInt64Array(B * Tp).fill(BigInt(req.padToken));
-      const last = new BigInt64Array(B);
-      for (let b = 0; b < B; b++) {
-        const p = req.prompts[b]!;
-        for (let t = 0; t < p.length; t++) ids[b * Tp + t] = BigInt(p[t]!);
-        seqlens[b] = lens[b]! - 1;
-        last[b] = BigInt(b * Tp + lens[b]! - 1);
-      }
-      await run(ids, Tp, seqlens, Tp, last);
-    },
-    step: async (ids, n) => {
-      for (let b = 0; b < B; b++) seqlens[b] = lens[b]! + n;
-      await run(ids, 1, seqlens, Tp + n + 1, rows);
-    },
-  };
-}
-
 export async function generate(
   req: GenerateRequest,
   session: ort.InferenceSession,
@@ -204,7 +146,9 @@ export async function generate(
   const weights: Record<string, ort.Tensor> = {};
   for (const [input, name] of Object.entries(req.params)) weights[input] = resident(name);
   const args: DecoderArgs = { req, session, weights, logits: new ort.Tensor('float32', logits, [B, V]), lens, Tp };
-  const decoder = req.contract.cache === 'batch-major' ? batchMajorDecoder(args) : timeMajorDecoder(args);
+  const limit = req.contract.maxPositions ?? Infinity;
+  if (Tp + req.maxNewTokens > limit) throw new Error(`generate: prompt (${Tp}) + maxNewTokens (${req.maxNewTokens}) = ${Tp + req.maxNewTokens} positions exceed the decoder's ${limit}`);
+  const decoder = timeMajorDecoder(args);
 
   const t0 = performance.now();
   await decoder.prefill();

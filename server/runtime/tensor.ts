@@ -5,9 +5,9 @@
  * instead the worker keeps long-lived tensors (weights, optimizer state, gradients) resident and
  * only batches and results travel.
  */
-export type TensorDType = 'float32' | 'float64' | 'int64' | 'int32' | 'bool';
+export type TensorDType = 'float32' | 'float64' | 'int64' | 'bool';
 
-export type TensorData = Float32Array | Float64Array | BigInt64Array | Int32Array | Uint8Array;
+export type TensorData = Float32Array | Float64Array | BigInt64Array | Uint8Array;
 
 export interface HostTensor {
   readonly dtype: TensorDType;
@@ -25,7 +25,6 @@ export function allocate(dtype: TensorDType, dims: readonly number[]): TensorDat
     case 'float32': return new Float32Array(n);
     case 'float64': return new Float64Array(n);
     case 'int64': return new BigInt64Array(n);
-    case 'int32': return new Int32Array(n);
     case 'bool': return new Uint8Array(n);
   }
 }
