@@ -1,0 +1,109 @@
+// ChatEnvironment keeps the environment contract (environment.ts): the solver's chat answers solve
+// every environment through `act` with the same rewards as the terse texts, prompts are printable,
+// clones are independent, unreadable answers are penalised and counted with the reader's reason,
+// and caller bugs still throw. The messages also render through a real chat template.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { isPrintableText } from '../action-text.ts';
+import type { Environment } from '../environment.ts';
+import { createEnvironment, environmentNames } from '../environments.ts';
+import { parsePenalty } from '../puzzle-environment.ts';
+import { trainSeed } from '../seed-ranges.ts';
+import { rolloutSolver } from '../solver-rollout.ts';
+import { ticTacToeRewards } from '../tic-tac-toe.ts';
+import { HfTokenizer } from '../../models/hf-tokenizer.ts';
+import { qwen3Files } from '../../models/packaged-tokenizers.ts';
+import { ChatEnvironment, promptTurns } from './chat-environment.ts';
+import { withPromptStyle } from './prompt-styles.ts';
+
+const cases = [
+  { name: 'plan-path', options: {} },
+  { name: 'plan-path', options: { variant: 'single', size: 8 } },
+  { name: 'sokoban', options: {} },
+  { name: 'sudoku', options: {} },
+  { name: 'sudoku', options: { size: 9, emptyCells: 30, variant: 'single' } },
+  { name: 'tic-tac-toe', options: { openingMoves: 2, reward: 'minimax' } },
+] as const;
+
+const chat = (name: string, seed: number, options: object): Environment => withPromptStyle(createEnvironment(name, seed, options), 'chat');
+
+test('every environment has chat prompts; terse is the environment itself', () => {
+  for (const name of environmentNames) assert.ok(chat(name, trainSeed(0), {}) instanceof ChatEnvironment, name);
+  const env = createEnvironment('plan-path', trainSeed(0));
+  assert.equal(withPromptStyle(env, 'terse'), env);
+  assert.deepEqual(promptTurns(env, 'tool'), [{ role: 'user', text: env.observe('tool') }]);
+});
+
+test("the solver's chat answers play every environment exactly as its terse answers do", () => {
+  for (const c of cases) {
+    for (let i = 0; i < 20; i++) {
+      const seed = trainSeed(i);
+      const terse = rolloutSolver(createEnvironment(c.name, seed, c.options));
+      const wrapped = rolloutSolver(chat(c.name, seed, c.options));
+      const what = `${c.name} ${JSON.stringify(c.options)} seed ${seed}`;
+      assert.equal(wrapped.success, terse.success, what);
+      assert.equal(wrapped.turns, terse.turns, what);
+      assert.equal(wrapped.teamReturn, terse.teamReturn, what);
+      assert.deepEqual(wrapped.localReturns, terse.localReturns, what);
+      for (const d of wrapped.demonstrations) {
+        assert.match(d.response, /^#### /, what);
+        assert.ok(isPrintableText(d.observation), `${what}: observation is printable ASCII`);
+      }
+    }
+  }
+});
+
+test('system and user messages: role, rules and answer format; the state from the terse observation', () => {
+  const env = chat('plan-path', trainSeed(3), {}) as ChatEnvironment;
+  const [system, user] = env.messages('tool');
+  assert.equal(system?.role, 'system');
+  assert.match(system!.text, /^You are the tool agent of a two-agent team/);
+  assert.match(system!.text, /#### \["D","D","R"\]$/);
+  assert.equal(user?.role, 'user');
+  assert.equal(user!.text, env.observe('tool'));
+  const terse = env.inner.observe('tool');
+  assert.ok(user!.text.includes(terse.replace(/tool: moves \(U\/D\/L\/R\)\n$/, '')), 'the state lines are kept');
+  assert.ok(!user!.text.includes('tool: moves (U/D/L/R)'), "the terse request line is replaced");
+  for (const name of environmentNames) {
+    const e = chat(name, trainSeed(1), {});
+    for (const agent of e.agents) for (const t of promptTurns(e, agent)) assert.ok(isPrintableText(t.text), `${name} ${agent} ${t.role}`);
+  }
+});
+
+test('an unreadable answer: the environment penalises and counts it, with the chat reason', () => {
+  const env = chat('plan-path', trainSeed(5), {});
+  env.act('tool', 'I would go around the wall.\n#### ["U","R"]');
+  const before = env.observe('plan');
+  const r = env.act('plan', 'Going around the wall seems best.');
+  assert.deepEqual(r, { teamReward: 0, localReward: parsePenalty, parseError: "no final answer: the response must end with a line '#### <answer>'", done: false, success: false, info: "parse error: no final answer: the response must end with a line '#### <answer>'" });
+  assert.equal(env.stats.plan?.parseErrors, 1);
+  assert.ok(env.observe('tool').includes(before.split('\n').slice(3, 8).join('\n')), 'the grid did not change');
+  const game = chat('tic-tac-toe', trainSeed(0), {});
+  const f = game.act('x', '#### 0');
+  assert.equal(f.parseError, 'the answer must be one cell number from 1 to 9');
+  assert.equal(f.localReward, ticTacToeRewards.forfeit);
+  assert.equal(f.done, true);
+});
+
+test('clones are independent and caller bugs still throw', () => {
+  const env = chat('sokoban', trainSeed(2), {});
+  const copy = env.clone();
+  copy.act('tool', copy.solution('tool'));
+  assert.equal(env.currentAgent(), 'tool');
+  assert.equal(copy.currentAgent(), 'plan');
+  assert.throws(() => env.act('plan', '#### ["U"]'), /sokoban: agent 'plan' acted out of turn; it is 'tool''s turn/);
+  assert.throws(() => env.act('judge', '#### ["U"]'), /sokoban: unknown agent 'judge'/);
+  assert.throws(() => env.observe('judge'), /unknown agent 'judge'/);
+});
+
+test("the messages render through Qwen3's chat template: system, user, then the assistant's turn", async () => {
+  const tok = HfTokenizer.fromFiles(await qwen3Files(), 'qwen3');
+  const env = chat('sudoku', trainSeed(0), {});
+  const ids = tok.encodePrompt(promptTurns(env, 'tool'), { enableThinking: false });
+  const text = tok.decode(ids);
+  assert.ok(text.startsWith('<|im_start|>system\nYou are the tool agent of a two-agent team that must solve a Sudoku puzzle.'));
+  assert.ok(text.includes(`<|im_end|>\n<|im_start|>user\n${env.observe('tool')}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n`));
+  // The solver's chat answer, as the model would write it, reads back as the environment's action.
+  const answer = tok.decode(tok.encodeResponse(env.solution('tool')), { specials: 'skip' });
+  assert.equal(env.act('tool', answer).parseError, null);
+});
