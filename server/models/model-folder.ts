@@ -4,12 +4,12 @@
  * its architecture, parameter count, stored dtypes, and which tokenizer and chat-template files
  * sit beside the weights. `troupe models inspect` prints it.
  */
-import { readdir, stat } from 'node:fs/promises';
+import { copyFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { CHECKPOINT_CONFIG_FILE, CHECKPOINT_WEIGHTS_FILE } from './checkpoint.ts';
 import { HF_INDEX_FILE, HF_WEIGHTS_FILE, isHfConfig } from './hf-checkpoint.ts';
-import { fromHfName, hfConfigSchema, hfConfigToModelConfig, toHfName } from './hf-names.ts';
+import { fromHfName, hfConfigSchema, hfConfigToModelConfig, supportedHfModelTypes, toHfName, type HfModelType } from './hf-names.ts';
 import { parseWithSchema, readJsonFile } from './json-file.ts';
 import { modelConfigSchema, parameterCount, parameterShapes, type ModelConfig } from './model-config.ts';
 import { readSafetensorsHeaderFile, type SafetensorsDtype } from './safetensors.ts';
@@ -149,4 +149,33 @@ export async function describeModelFolder(dir: string): Promise<ModelFolderInfo>
     eosTokenIds,
     bosTokenId,
   };
+}
+
+/** A Hugging Face model folder an experiment trains from, as export needs it. */
+export interface HfSource {
+  readonly dir: string;
+  readonly modelType: HfModelType;
+  /** config.json as written (every field, for writing the trained base back). */
+  readonly config: Record<string, unknown>;
+  /** `_name_or_path` when present and non-empty (usually the hub id), else null. */
+  readonly nameOrPath: string | null;
+}
+
+/** The folder's Hugging Face identity, or null when it holds a Troupe checkpoint. */
+export async function readHfSource(dir: string): Promise<HfSource | null> {
+  const configPath = join(dir, CHECKPOINT_CONFIG_FILE);
+  const raw = await readJsonFile(configPath, z.record(z.string(), z.unknown()));
+  if (!isHfConfig(raw)) return null;
+  const parsed = hfConfigSchema.parse(raw);
+  const modelType = supportedHfModelTypes.find((t) => t === parsed.model_type);
+  if (!modelType) throw new Error(`${configPath}: model_type '${parsed.model_type}' is not supported (supported: ${supportedHfModelTypes.join(', ')})`);
+  return { dir, modelType, config: raw, nameOrPath: parsed._name_or_path ? parsed._name_or_path : null };
+}
+
+/** Copies the tokenizer files of a Hugging Face folder (those present of HF_TOKENIZER_FILES); returns their names. */
+export async function copyHfTokenizerFiles(from: string, to: string): Promise<string[]> {
+  const present = new Set(await readdir(from));
+  const files = HF_TOKENIZER_FILES.filter((f) => present.has(f));
+  for (const f of files) await copyFile(join(from, f), join(to, f));
+  return files;
 }

@@ -1,5 +1,7 @@
 /**
- * Writes a run's trained policies at one checkpoint in formats other tools load:
+ * Writes a run's trained policies at one checkpoint in formats other tools load (for a model whose
+ * source is a Hugging Face folder, its base and full policies are written as Hugging Face folders
+ * with the source's tokenizer files, and adapters name their base in base_model_name_or_path):
  *   <out>/<policyId>/adapter_config.json + adapter_model.safetensors   LoRA policies, PEFT layout
  *   <out>/<modelId>.model/config.json + model.safetensors + troupe-tokenizer.json   the base model those
  *       adapters apply to (the run's warm-started model; an adapter is of no use without it)
@@ -13,7 +15,9 @@ import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CHECKPOINT_CONFIG_FILE, CHECKPOINT_WEIGHTS_FILE, saveCheckpoint } from '../models/checkpoint.ts';
 import { writeJsonFile } from '../models/json-file.ts';
+import { HF_CONFIG_FILE, HF_WEIGHTS_FILE, saveHfCheckpoint } from '../models/hf-checkpoint.ts';
 import { exportPeftAdapter, PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE } from '../models/lora.ts';
+import { copyHfTokenizerFiles, readHfSource, type HfSource } from '../models/model-folder.ts';
 import { saveTokenizer, TOKENIZER_FILE } from '../models/tokenizer.ts';
 import { findRunCheckpoint, policyTensors, runBaseWeights, type CheckpointChoice } from './checkpoint-weights.ts';
 import { loadRunExperiment, readRunFolder } from './run-folder.ts';
@@ -77,26 +81,50 @@ async function writeExport(runDir: string, choice: CheckpointChoice, out: string
   const written: Array<{ dir: string; files: string[] }> = [];
   const manifest: Record<string, unknown> = {};
   const baseModels = new Set<string>();
+  const hf = new Map<string, HfSource>();
+  for (const [modelId, m] of exp.models) {
+    const source = m.source.kind === 'checkpoint' ? await readHfSource(m.source.path) : null;
+    if (source) hf.set(modelId, source);
+  }
+  /** Writes weights of a Hugging Face-sourced model as a Hugging Face folder with its tokenizer. */
+  const saveHf = async (dir: string, source: HfSource, config: Parameters<typeof saveHfCheckpoint>[1], weights: ReadonlyMap<string, Float32Array>, metadata: Record<string, string>) => {
+    await saveHfCheckpoint(dir, config, weights, { modelType: source.modelType, sourceConfig: source.config, metadata });
+    return [HF_CONFIG_FILE, HF_WEIGHTS_FILE, ...(await copyHfTokenizerFiles(source.dir, dir))];
+  };
   for (const [policyId, spec] of exp.policies) {
     signal?.throwIfAborted();
     const model = exp.models.get(spec.model)!;
     const dir = join(out, policyId);
     const agents = [...exp.router].filter(([, p]) => p === policyId).map(([a]) => a);
     if (spec.lora) {
-      await exportPeftAdapter(dir, model.config, { rank: spec.lora.rank, alpha: spec.lora.alpha, targets: [...spec.lora.targets] }, tensors.get(policyId)!);
+      // The base the adapter was trained on: the source model itself unless a warm start changed
+      // it, in which case the exported <model>.model folder (absolute, as PEFT resolves it).
+      const source = hf.get(spec.model);
+      const baseName = source && (exp.warmStart.enabled ? join(out, `${spec.model}.model`) : (source.nameOrPath ?? source.dir));
+      await exportPeftAdapter(dir, model.config, { rank: spec.lora.rank, alpha: spec.lora.alpha, targets: [...spec.lora.targets] }, tensors.get(policyId)!, baseName ? { baseModelNameOrPath: baseName } : {});
       written.push({ dir, files: [PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE] });
       baseModels.add(spec.model);
       manifest[policyId] = { kind: 'lora', agents, dir: policyId, base: `${spec.model}.model` };
     } else {
-      await saveCheckpoint(dir, model.config, tensors.get(policyId)!, { metadata: { ...meta, policy: policyId } });
-      await saveTokenizer(dir, exp.tokenizer);
-      written.push({ dir, files: [CHECKPOINT_CONFIG_FILE, CHECKPOINT_WEIGHTS_FILE, TOKENIZER_FILE] });
+      const source = hf.get(spec.model);
+      if (source) {
+        written.push({ dir, files: await saveHf(dir, source, model.config, tensors.get(policyId)!, { ...meta, policy: policyId }) });
+      } else {
+        await saveCheckpoint(dir, model.config, tensors.get(policyId)!, { metadata: { ...meta, policy: policyId } });
+        await saveTokenizer(dir, exp.tokenizer);
+        written.push({ dir, files: [CHECKPOINT_CONFIG_FILE, CHECKPOINT_WEIGHTS_FILE, TOKENIZER_FILE] });
+      }
       manifest[policyId] = { kind: 'full', agents, dir: policyId };
     }
   }
   for (const modelId of baseModels) {
     signal?.throwIfAborted();
     const dir = join(out, `${modelId}.model`);
+    const source = hf.get(modelId);
+    if (source) {
+      written.push({ dir, files: await saveHf(dir, source, exp.models.get(modelId)!.config, bases.get(modelId)!, { ...meta, model: modelId }) });
+      continue;
+    }
     await saveCheckpoint(dir, exp.models.get(modelId)!.config, bases.get(modelId)!, { metadata: { ...meta, model: modelId } });
     await saveTokenizer(dir, exp.tokenizer);
     written.push({ dir, files: [CHECKPOINT_CONFIG_FILE, CHECKPOINT_WEIGHTS_FILE, TOKENIZER_FILE] });
