@@ -25,6 +25,10 @@ import { ConfigError, didYouMean, issuesFromZod, quoteList, type ConfigIssue } f
 export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe'] as const;
 export type EnvironmentName = (typeof environmentNames)[number];
 
+/** How agents are prompted (`envs/chat-prompts/prompt-styles.ts`): the embedded model's terse text, or chat messages. */
+export const promptStyles = ['terse', 'chat'] as const;
+export type PromptStyle = (typeof promptStyles)[number];
+
 export const specializationLevels = ['L0', 'L1', 'L2', 'L3'] as const;
 export type SpecializationLevel = (typeof specializationLevels)[number];
 
@@ -430,6 +434,11 @@ const experimentConfigShape = z
           .record(z.string(), z.unknown())
           .default({})
           .describe("The environment's options (size, maxTurns, variant, ...), checked by the environment when the run starts; unset options take its defaults."),
+        /** terse: the embedded model's short prompts and answers; chat: instructions, reasoning and a final '####' answer, for instruction-tuned models. */
+        promptStyle: z
+          .enum(promptStyles)
+          .default('terse')
+          .describe("How agents are prompted. terse (default): the short state and answer text the embedded character-level model is trained on. chat: for pretrained instruction-tuned models: each agent gets its role, the rules and the state in words, reasons freely and ends with a final line '#### <answer>' (e.g. #### [\"U\",\"R\"]), read tolerantly."),
       })
       .strict()
       .describe('The task generator and agent workflow to train on.'),

@@ -66,3 +66,15 @@ test('a Troupe checkpoint resolves to its config, with maxSequenceLength applied
   const exp = await resolveExperiment(withModel({ checkpoint: ck, maxSequenceLength: 256 }), join(dir, 'experiment.json'));
   assert.deepEqual(exp.models.get('base'), { config: { ...defaultModelConfig, maxSequenceLength: 256 }, source: { kind: 'checkpoint', path: ck } });
 });
+
+test("env.promptStyle: terse (default) makes the environment itself; chat wraps it in its chat prompts", async () => {
+  const terse = await resolveExperiment(parseExperimentConfig(tinyConfig, 'test config'), join(dir, 'experiment.json'));
+  const plain = terse.env.make(0);
+  assert.match(plain.observe(plain.currentAgent()), /^plan-path /);
+  const config = parseExperimentConfig({ ...tinyConfig, env: { ...tinyConfig.env, promptStyle: 'chat' } }, 'test config');
+  const chat = await resolveExperiment(config, join(dir, 'experiment.json'));
+  const env = chat.env.make(0);
+  assert.match(env.observe(env.currentAgent()), /^You are the tool agent of a two-agent team[^]*#### <answer>"\.$/);
+  assert.equal(env.solution('tool').startsWith('#### ['), true);
+  assert.throws(() => parseExperimentConfig({ ...tinyConfig, env: { ...tinyConfig.env, promptStyle: 'verbose' } }, 'test config'), /env\.promptStyle/);
+});

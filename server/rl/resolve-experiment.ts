@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { createEnvironment, environments, type EnvironmentName } from '../envs/environments.ts';
+import { withPromptStyle } from '../envs/chat-prompts/prompt-styles.ts';
 import { defaultModelConfig, mediumModelConfig } from '../models/default-model.ts';
 import { loraTargets, parseModelConfig, type ModelConfig } from '../models/model-config.ts';
 import { readModelFolderConfig, type ModelFolderConfig } from '../models/model-folder.ts';
@@ -84,7 +85,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     name: c.name,
     seed: c.seed,
     specialization: c.specialization,
-    env: { name: envName, options, make: (seed: number) => createEnvironment(envName, seed, options) },
+    env: { name: envName, options, make: (seed: number) => withPromptStyle(createEnvironment(envName, seed, options), c.env.promptStyle) },
     agents: probe.agents,
     tokenizer: defaultTokenizer,
     models,

@@ -60,7 +60,7 @@ test('system and user messages: role, rules and answer format; the state from th
   assert.match(system!.text, /^You are the tool agent of a two-agent team/);
   assert.match(system!.text, /#### \["D","D","R"\]$/);
   assert.equal(user?.role, 'user');
-  assert.equal(user!.text, env.observe('tool'));
+  assert.equal(env.observe('tool'), `${system!.text}\n\n${user!.text}`, 'observe is both messages as one text');
   const terse = env.inner.observe('tool');
   assert.ok(user!.text.includes(terse.replace(/tool: moves \(U\/D\/L\/R\)\n$/, '')), 'the state lines are kept');
   assert.ok(!user!.text.includes('tool: moves (U/D/L/R)'), "the terse request line is replaced");
@@ -102,7 +102,8 @@ test("the messages render through Qwen3's chat template: system, user, then the 
   const ids = tok.encodePrompt(promptTurns(env, 'tool'), { enableThinking: false });
   const text = tok.decode(ids);
   assert.ok(text.startsWith('<|im_start|>system\nYou are the tool agent of a two-agent team that must solve a Sudoku puzzle.'));
-  assert.ok(text.includes(`<|im_end|>\n<|im_start|>user\n${env.observe('tool')}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n`));
+  const [system, user] = promptTurns(env, 'tool');
+  assert.equal(text, `<|im_start|>system\n${system!.text}<|im_end|>\n<|im_start|>user\n${user!.text}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n`);
   // The solver's chat answer, as the model would write it, reads back as the environment's action.
   const answer = tok.decode(tok.encodeResponse(env.solution('tool')), { specials: 'skip' });
   assert.equal(env.act('tool', answer).parseError, null);

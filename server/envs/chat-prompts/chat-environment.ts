@@ -7,8 +7,11 @@
  * the state, and room to reason before a final `#### ["R","R","D","L"]` line (the reference's
  * format, pettingllms.md 3.1). `ChatEnvironment` gives exactly that on top of an environment
  * without changing it:
- *  - `observe(agent)` is the user message (complete on its own: the reference sent one user
- *    message), `messages(agent)` the system and user messages;
+ *  - `messages(agent)` is the system and the user message; `observe(agent)` is both as one text
+ *    (the reference's layout: it sent a single user message), which is what the trainer's
+ *    prompt encoders take today (`[{ role: 'user', text: observe(agent) }]`). Use `promptTurns`
+ *    for the split form in every place that encodes a run's prompts, or in none: warm start,
+ *    rollouts and validation must lay prompts out alike;
  *  - `act(agent, response)` reads the final answer tolerantly (`chat-answer.ts`), turns it into
  *    the environment's own action text and acts that. A response with no readable answer acts the
  *    empty action — every environment rejects it, counts a parse error and applies its penalty —
@@ -83,13 +86,14 @@ export class ChatEnvironment implements Environment {
     return this.#env.currentAgent();
   }
 
+  /** The system and user messages as one prompt text. */
   observe(agent: string): string {
-    return this.#prompter.user(this.#env, agent, this.#env.observe(agent));
+    return this.messages(agent).map((m) => m.text).join('\n\n');
   }
 
   /** The system message and the user message for `agent` now. */
   messages(agent: string): PromptTurn[] {
-    const user = this.observe(agent);
+    const user = this.#prompter.user(this.#env, agent, this.#env.observe(agent));
     return [
       { role: 'system', text: this.#prompter.system(this.#env, agent) },
       { role: 'user', text: user },
@@ -115,7 +119,8 @@ export class ChatEnvironment implements Environment {
 
 /**
  * The prompt turns for `agent`: a chat environment's system and user messages, or the terse
- * observation as the one user turn the embedded model was trained on.
+ * observation as the one user turn the embedded model was trained on. See the header: a run's
+ * prompt encoders all use this, or none does.
  */
 export function promptTurns(env: Environment, agent: string): PromptTurn[] {
   return env instanceof ChatEnvironment ? env.messages(agent) : [{ role: 'user', text: env.observe(agent) }];
