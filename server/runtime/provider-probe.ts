@@ -4,11 +4,10 @@
  *
  * WebGPU is probed in child processes. Dawn (inside onnxruntime-node) picks its adapter when it
  * first starts in a process and keeps it, and the only way to ask "is there a *hardware*
- * adapter?" is to start it with the software Vulkan drivers switched off
- * (`VK_LOADER_DRIVERS_DISABLE`, Vulkan loader >= 1.3.234) — an environment variable the loader
- * reads once per process. Two children, one with every driver and one without the software
- * ones, tell hardware from software (lavapipe, SwiftShader) without leaving a Dawn instance in
- * a process that ends up on the CPU.
+ * adapter?" is to start it with the software Vulkan drivers hidden (`vulkan-drivers.ts`) — by
+ * environment variables the Vulkan loader reads once per process. Two children, one with every
+ * driver and one without the software ones, tell hardware from software (lavapipe, SwiftShader)
+ * without leaving a Dawn instance in a process that ends up on the CPU.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -16,9 +15,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import type { ProviderReport, ProviderStatus, WebGpuStatus } from './provider-choice.ts';
-
-/** Driver manifests (globs the Vulkan loader matches) of Vulkan implementations that run on the CPU. */
-export const SOFTWARE_VULKAN_DRIVERS = ['*lvp*', '*swiftshader*'] as const;
+import { hardwareOnlyEnv } from './vulkan-drivers.ts';
 
 // A one-node model (y = x + 1, float32 [1]) emitted by the compiler, used to probe providers.
 const PROBE_MODEL_BASE64 =
@@ -124,11 +121,10 @@ function webgpuFailure(c: ChildProbe): string {
 
 async function probeWebGpu(backends: readonly string[]): Promise<WebGpuStatus> {
   if (!backends.includes('webgpu')) return { available: false, detail: `not among this onnxruntime-node build's backends (${backends.join(', ')})`, adapter: null };
-  const [any, hardware] = await Promise.all([
-    webgpuChild(process.env),
-    webgpuChild({ ...process.env, VK_LOADER_DRIVERS_DISABLE: SOFTWARE_VULKAN_DRIVERS.join(',') }),
-  ]);
-  if (hardware.ok) return { available: true, detail: 'hardware adapter (found with the software Vulkan drivers disabled)', adapter: 'hardware' };
+  // Elsewhere Dawn uses D3D12 or Metal, whose adapters are the machine's GPUs.
+  const hardwareEnv = process.platform === 'linux' ? hardwareOnlyEnv(process.env) : process.env;
+  const [any, hardware] = await Promise.all([webgpuChild(process.env), hardwareEnv ? webgpuChild(hardwareEnv) : null]);
+  if (hardware?.ok) return { available: true, detail: 'hardware adapter (found with the software Vulkan drivers hidden)', adapter: 'hardware' };
   if (any.ok) return { available: true, detail: 'software adapter only (lavapipe or SwiftShader: Vulkan on the CPU)', adapter: 'software' };
   return { available: false, detail: webgpuFailure(any), adapter: null };
 }

@@ -5,11 +5,15 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { Engine } from '../../server/runtime/engine.ts';
 import { chooseProvider } from '../../server/runtime/provider-choice.ts';
+import { vulkanDriverManifests } from '../../server/runtime/vulkan-drivers.ts';
 
 const cli = fileURLToPath(new URL('../../server/cli/troupe.mjs', import.meta.url));
 
@@ -86,6 +90,28 @@ describe('troupe doctor', () => {
     assert.equal(d.webgpu.adapter, null);
     assert.match(d.webgpu.detail, /^no WebGPU adapter \(.*test\/gpu\/setup-webgpu\.sh/);
     assert.notEqual(d.auto.provider, 'webgpu');
+  });
+
+  test('lavapipe beside a hardware driver that finds no GPU is still a software adapter', async (t) => {
+    const lvp = vulkanDriverManifests(process.env).find((m) => m.software && existsSync(m.path));
+    if (!lvp) return t.skip('no lavapipe manifest installed (bash test/gpu/setup-webgpu.sh)');
+    // Beside lavapipe: the machine's hardware drivers (Mesa installs several; without their GPU
+    // they report no device) and one whose library is missing, standing for a broken install.
+    const dir = mkdtempSync(join(tmpdir(), 'troupe-icd-'));
+    try {
+      const fake = join(dir, 'vendor_icd.json');
+      writeFileSync(fake, JSON.stringify({ file_format_version: '1.0.0', ICD: { library_path: join(dir, 'libvulkan_missing.so'), api_version: '1.3.0' } }));
+      const others = vulkanDriverManifests(process.env).filter((m) => !m.software).map((m) => m.path);
+      const files = [lvp.path, fake, ...others].join(':');
+      const r = await doctor(['--json'], { ...process.env, VK_DRIVER_FILES: files, VK_ICD_FILENAMES: files });
+      assert.equal(r.code, 0, r.stderr);
+      const d = reportSchema.parse(JSON.parse(r.stdout));
+      if (d.webgpu.vulkan.devices?.some((v) => v.type !== 'CPU')) return t.skip('this machine has a hardware Vulkan device');
+      assert.equal(d.webgpu.adapter, 'software', d.webgpu.detail);
+      assert.equal(d.auto.provider === 'webgpu', false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('an argument or unknown flag is a usage error (exit 2)', async () => {
