@@ -1,6 +1,7 @@
 """Self-checks of the PyTorch reference (torch_model.py) and of the fixture files.
 
-Run: /usr/bin/python3 server/models/reference/self_check.py   (after make_fixtures.py)
+Run: /usr/bin/python3 server/models/reference/self_check.py   (after make_fixtures.py and make_hf_fixtures.py)
+The hf-* cases read their base weights from the Hugging Face folder the fixture names (F32 variant).
   1. Fixture round trip: reading each fixture and recomputing in float64 reproduces expect.* and grad.*
      (differences are float32 storage rounding only).
   2. Autograd vs central finite differences in float64 (h = 1e-6) for 8 entries of each fixture's
@@ -28,14 +29,19 @@ sys.path.insert(0, HERE)
 import torch_model as tm  # noqa: E402
 
 FIX = os.path.normpath(os.path.join(HERE, "..", "fixtures"))
-CASES = ["tiny-full-ppo", "tiny-lora-ppo", "tiny-full-ce"]
+CASES = ["tiny-full-ppo", "tiny-lora-ppo", "tiny-full-ce", "hf-qwen2", "hf-qwen3", "hf-llama"]
 
 
 def load_case(name, dtype=torch.float64):
     t, meta = tm.read_safetensors(os.path.join(FIX, name + ".safetensors"))
     m = json.loads(meta["case"])
     cfg = m["modelConfig"]
-    params = {n: t["param." + n].to(dtype) for n, _ in tm.parameter_shapes(cfg)}
+    if "folders" in m:
+        import make_hf_fixtures as mh  # noqa: E402
+        base = mh.read_folder(os.path.join(FIX, m["folders"][0]), cfg)
+        params = {n: base[n].to(dtype) for n, _ in tm.parameter_shapes(cfg)}
+    else:
+        params = {n: t["param." + n].to(dtype) for n, _ in tm.parameter_shapes(cfg)}
     lora = None
     if m["lora"]:
         lora = {n: t["param." + n].to(dtype) for n, _ in tm.lora_shapes(cfg, m["lora"]["rank"], m["lora"]["targets"])}
@@ -66,7 +72,22 @@ def naive_forward(params, cfg, ids, pos, mask, lora=None, scale=0.0):
     """Straight from the spec: loops instead of the grouped/batched layout of tm.forward."""
     V, C, L, H, Hkv, D, Fi = tm.dims(cfg)
     eps, theta = cfg["rmsNormEps"], cfg["ropeTheta"]
+    scaling = cfg.get("ropeScaling")
     Bn, Tn = ids.shape
+
+    def inv_freq(j):  # Llama 3's rule, per frequency, from the spec in torch_model.py's header
+        f = 1.0 / theta ** (2.0 * j / D)
+        if not scaling:
+            return f
+        orig, low, high, factor = (scaling["originalMaxPositionEmbeddings"], scaling["lowFreqFactor"],
+                                   scaling["highFreqFactor"], scaling["factor"])
+        wavelen = 2 * 3.141592653589793 / f
+        if wavelen < orig / high:
+            return f
+        if wavelen > orig / low:
+            return f / factor
+        s = (orig / wavelen - low) / (high - low)
+        return (1 - s) * f / factor + s * f
 
     def lin(x, p, bias):
         y = x @ params[p + ".weight"].T
@@ -83,7 +104,7 @@ def naive_forward(params, cfg, ids, pos, mask, lora=None, scale=0.0):
         out = torch.empty_like(vec)
         for d in range(D):
             j = d % (D // 2)
-            ang = position * (1.0 / theta ** (2.0 * j / D))
+            ang = position * inv_freq(j)
             rot = -vec[d + D // 2] if d < D // 2 else vec[d - D // 2]
             out[d] = vec[d] * torch.cos(torch.tensor(ang, dtype=vec.dtype)) + rot * torch.sin(torch.tensor(ang, dtype=vec.dtype))
         return out
@@ -95,6 +116,9 @@ def naive_forward(params, cfg, ids, pos, mask, lora=None, scale=0.0):
         q = lin(h, f"{p}.attn.q", cfg["attentionBias"]).view(Bn, Tn, H, D)
         k = lin(h, f"{p}.attn.k", cfg["attentionBias"]).view(Bn, Tn, Hkv, D)
         v = lin(h, f"{p}.attn.v", cfg["attentionBias"]).view(Bn, Tn, Hkv, D)
+        if cfg.get("qkNorm"):
+            q = norm(q, params[f"{p}.attn.q_norm.weight"])
+            k = norm(k, params[f"{p}.attn.k_norm.weight"])
         attn = torch.zeros(Bn, Tn, H * D, dtype=x.dtype)
         for b in range(Bn):
             qr = [[rope(q[b, t, hh], float(pos[b, t])) for hh in range(H)] for t in range(Tn)]
@@ -172,12 +196,12 @@ def main():
                     pad = int((am[b] == 0).sum())
                     if pad == 0:
                         continue
-                    alone = tm.forward(P, cfg, inp["input_ids"][b:b + 1, pad:], None, None, Lr, scale)
+                    alone = tm.forward(P, cfg, inp["input_ids"][b:b + 1, pad:], inp["position_ids"][b:b + 1, pad:], None, Lr, scale)
                     e = max(e, float((alone[0] - full[b, pad:]).abs().max()))
                 pad_err[str(dtype).replace("torch.", "")] = e
                 Bn, Tn = inp["input_ids"].shape
                 cache = tm.KVCache(cfg, Bn, Tn, dtype)
-                rt_ = tm.rope_table(cfg, Tn, dtype)  # the cached path also exercises the precomputed rope table
+                rt_ = tm.rope_table(cfg, int(inp["position_ids"].max()) + 1, dtype)  # the cached path also exercises the precomputed rope table
                 P0 = 3
                 outs = [tm.forward(P, cfg, inp["input_ids"][:, :P0], inp["position_ids"][:, :P0], am[:, :P0], Lr, scale, cache, rt_)]
                 for j in range(P0, Tn):
