@@ -84,7 +84,7 @@ test('Qwen2.5 chat template (published config): system/user/assistant turns, gen
   assert.ok(!qwen25.renderChat(conversation, { addGenerationPrompt: false }).endsWith('<|im_start|>assistant\n'));
 });
 
-test("Qwen3 chat template (published config): enable_thinking false writes an empty think block; past turns' reasoning is dropped", () => {
+test("Qwen3 chat template (published config): enable_thinking false writes an empty think block; past turns' reasoning is dropped", async () => {
   const base =
     '<|im_start|>system\nYou are the plan agent.<|im_end|>\n' +
     '<|im_start|>user\nGrid:\nP.#\n..G\nAnswer after ####.<|im_end|>\n' +
@@ -100,6 +100,10 @@ test("Qwen3 chat template (published config): enable_thinking false writes an em
   const ids = qwen3.encode(noThink);
   assert.ok(ids.includes(qwen3.tokenId('<think>')!) && ids.includes(qwen3.tokenId('</think>')!));
   assert.match(qwen3.decode(ids, { specials: 'skip' }), /^system\nYou are the plan agent\.\n/);
+  // A tokenizer-wide default, which one call can still override.
+  const quiet = HfTokenizer.fromFiles(await qwen3Files(), 'qwen3', { enableThinking: false });
+  assert.equal(quiet.renderChat(conversation), noThink);
+  assert.equal(quiet.renderChat(conversation, { enableThinking: true }), base);
   // An earlier assistant turn's reasoning is not shown again (the template strips it before the last user query).
   const thought = conversation.map((m) => (m.role === 'assistant' ? { ...m, content: `<think>\nwall at right\n</think>\n\n${m.content}` } : m));
   assert.equal(qwen3.renderChat(thought), base);

@@ -81,6 +81,15 @@ export interface HfTokenizerFiles {
   readonly chatTemplate?: string;
 }
 
+/** Chat options that apply to every render unless a call overrides them. */
+export interface HfTokenizerOptions {
+  /**
+   * Qwen3's `enable_thinking` for every prompt this tokenizer renders (the reference's Qwen3 runs
+   * set it false: answers come without a reasoning block). Unset: the template's own default.
+   */
+  readonly enableThinking?: boolean;
+}
+
 export interface HfSpecialTokens {
   readonly bos: number | null;
   readonly eos: number | null;
@@ -110,9 +119,11 @@ export class HfTokenizer {
   readonly #known: Uint8Array; // 1 where an id has a token
   readonly #specialIds: ReadonlySet<number>;
   readonly #specialText: RegExp | null;
+  readonly #defaults: HfTokenizerOptions;
 
-  private constructor(files: HfTokenizerFiles, source: string) {
+  private constructor(files: HfTokenizerFiles, source: string, options: HfTokenizerOptions) {
     this.source = source;
+    this.#defaults = options;
     const json = parseWithSchema(hfTokenizerJsonSchema, files.tokenizer, `${source}/${HF_TOKENIZER_FILE}`);
     const config = parseWithSchema(hfTokenizerConfigSchema, files.config ?? {}, `${source}/${HF_TOKENIZER_CONFIG_FILE}`);
     const gen = parseWithSchema(hfGenerationConfigSchema, files.generationConfig ?? {}, `${source}/${HF_GENERATION_CONFIG_FILE}`);
@@ -174,12 +185,12 @@ export class HfTokenizer {
   }
 
   /** Builds a tokenizer from already-read files; errors name `source` and the file. */
-  static fromFiles(files: HfTokenizerFiles, source = 'tokenizer'): HfTokenizer {
-    return new HfTokenizer(files, source);
+  static fromFiles(files: HfTokenizerFiles, source = 'tokenizer', options: HfTokenizerOptions = {}): HfTokenizer {
+    return new HfTokenizer(files, source, options);
   }
 
   /** Reads a Hugging Face folder's tokenizer files; only tokenizer.json is required. */
-  static async load(dir: string): Promise<HfTokenizer> {
+  static async load(dir: string, options: HfTokenizerOptions = {}): Promise<HfTokenizer> {
     const read = async (file: string, required: boolean): Promise<string | undefined> => {
       const path = join(dir, file);
       const s = await stat(path).catch(() => null);
@@ -205,7 +216,7 @@ export class HfTokenizer {
     if (generationConfig !== undefined) files.generationConfig = generationConfig;
     const template = await read(HF_CHAT_TEMPLATE_FILE, false);
     if (template !== undefined) files.chatTemplate = template;
-    return new HfTokenizer(files, dir);
+    return new HfTokenizer(files, dir, options);
   }
 
   /** The config's template: a string, or the one named 'default' in a list of named templates. */
@@ -300,7 +311,8 @@ export class HfTokenizer {
       const hit = this.#specialText?.exec(m.content);
       if (hit) throw new Error(`message ${i} (${m.role}) contains the special token '${hit[0]}' as text; it would be read as a turn marker`);
     });
-    return this.chatTemplate.render(messages, options);
+    const enableThinking = options.enableThinking ?? this.#defaults.enableThinking;
+    return this.chatTemplate.render(messages, enableThinking === undefined ? options : { ...options, enableThinking });
   }
 
   /** The rendered conversation as ids (rendered, then encoded without adding specials: the template wrote them). */
