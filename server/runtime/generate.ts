@@ -18,7 +18,7 @@
  * `maxPositions` positions, which a generation may not exceed.
  */
 import * as ort from 'onnxruntime-node';
-import { Rng, sampleToken, streamSeed, validateSampling, type SamplingParams } from './sampler.ts';
+import { maskLogits, Rng, sampleToken, streamSeed, validateSampling, type SamplingParams } from './sampler.ts';
 
 export interface DecoderContract {
   readonly numLayers: number;
@@ -41,6 +41,8 @@ export interface GenerateRequest {
   /** Generation of a row stops after it emits one of these (the stop token is kept). */
   readonly stopTokens: readonly number[];
   readonly padToken: number;
+  /** Ids never sampled: a model's padded vocabulary rows (`HfTokenizer.unusedIds`). */
+  readonly maskedTokens?: ArrayLike<number>;
   readonly contract: DecoderContract;
 }
 
@@ -139,6 +141,11 @@ export async function generate(
   const B = req.prompts.length;
   if (B === 0) return { tokens: [], logprobs: [], finish: [], prefillMs: 0, decodeMs: 0 };
   if (!(Number.isInteger(req.maxNewTokens) && req.maxNewTokens > 0)) throw new Error(`maxNewTokens must be a positive integer, got ${req.maxNewTokens}`);
+  const masked = req.maskedTokens ?? [];
+  for (let i = 0; i < masked.length; i++) {
+    const id = masked[i]!;
+    if (!(Number.isInteger(id) && id >= 0 && id < V)) throw new Error(`generate: masked token id ${id} (entry ${i}) is outside the vocabulary of ${V}`);
+  }
   const lens = req.prompts.map((p) => p.length);
   const Tp = Math.max(...lens);
   if (lens.some((n) => n === 0)) throw new Error('generate: every prompt needs at least one token');
@@ -170,6 +177,7 @@ export async function generate(
         ids[b] = BigInt(req.padToken);
         continue;
       }
+      if (masked.length > 0) maskLogits(logits, b * V, masked);
       const { token, logprob } = sampleToken(logits, b * V, V, req.sampling, rngs[b]!, scratch, order);
       outTokens[b]![n] = token;
       outLogp[b]![n] = logprob;

@@ -46,6 +46,17 @@ export function validateSampling(p: SamplingParams): void {
 }
 
 /**
+ * Sets the logits of the `masked` ids in the row at `offset` to -Infinity, so that sampling (greedy
+ * included) never draws them and log-probs are normalised over the other ids. For a model whose
+ * embedding has rows with no token (Qwen2.5: 151936 rows, 151665 tokens; `HfTokenizer.unusedIds`).
+ * The trainer's recomputed log-probs still normalise over every row; the difference is the mass the
+ * model puts on ids it never saw in training, which is negligible for a pretrained model.
+ */
+export function maskLogits(logits: Float32Array, offset: number, masked: ArrayLike<number>): void {
+  for (let i = 0; i < masked.length; i++) logits[offset + masked[i]!] = -Infinity;
+}
+
+/**
  * Samples one token from `logits[offset .. offset+V)`. Returns the token and its log-probability
  * under the temperature-scaled distribution. `scratch` must hold at least 2V floats.
  */
