@@ -8,7 +8,7 @@ import { TroupeServer } from '../rpc/troupe-server.ts';
 import { expectPositionals, integerFlag, parseCommandLine, printUsage, type Command } from './command.ts';
 import { displayPath } from './text-format.ts';
 
-const usage = `usage: troupe serve [--host 127.0.0.1] [--port 0] [--workspace DIR] [--max-runs N]
+const usage = `usage: troupe serve [--host 127.0.0.1] [--port 0] [--workspace DIR] [--max-runs N] [--allow-path DIR]...
 
 Serves the workspace's runs to editors: run control, live metrics, trajectory queries and config
 language features, as JSON-RPC 2.0 over WebSocket. Clients authenticate with the bearer token in
@@ -21,6 +21,9 @@ options:
   --port N         port (default 0: a free one; the URL is printed and written to server.json)
   --workspace DIR  the folder holding .troupe/ (default .)
   --max-runs N     runs training at once; more wait as 'queued' (default 1)
+  --allow-path DIR a folder outside the workspace that clients may name (a config file, a
+                   checkpoint folder in a config, an export destination); repeatable. Without
+                   it every such path must lie inside the workspace, symbolic links resolved
   -h, --help       this text
 
 Ctrl-C (or SIGTERM) pauses live runs after their step in flight and exits; a second Ctrl-C exits
@@ -29,7 +32,7 @@ as interrupted on the next start and can be resumed.
 `;
 
 export const serveCommand: Command = {
-  synopsis: ['serve [--host 127.0.0.1] [--port 0] [--workspace DIR] [--max-runs N]'],
+  synopsis: ['serve [--host 127.0.0.1] [--port 0] [--workspace DIR] [--max-runs N] [--allow-path DIR]...'],
   summary: 'serve the workspace to the editor (JSON-RPC over WebSocket)',
   usage,
   async run(args) {
@@ -40,6 +43,7 @@ export const serveCommand: Command = {
         port: { type: 'string', default: '0' },
         workspace: { type: 'string' },
         'max-runs': { type: 'string' },
+        'allow-path': { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h', default: false },
       },
       allowPositionals: true,
@@ -59,7 +63,8 @@ export const serveCommand: Command = {
       });
     }
     const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
-    const server = await TroupeServer.start({ workspace, host: values.host, port, log, ...(maxRuns !== undefined ? { maxConcurrentRuns: maxRuns } : {}) });
+    const allowPaths = (values['allow-path'] ?? []).map((p) => resolve(p));
+    const server = await TroupeServer.start({ workspace, host: values.host, port, log, allowPaths, ...(maxRuns !== undefined ? { maxConcurrentRuns: maxRuns } : {}) });
     // The URL on stdout, alone on its line, is the contract with whoever started the server.
     process.stdout.write(`troupe server listening on ${server.url}\ntoken file: ${displayPath(server.tokenFile)}\n`);
 

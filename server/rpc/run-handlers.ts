@@ -7,9 +7,9 @@ import { ConfigError, formatConfigPath } from '../protocol/config-errors.ts';
 import { ErrorCodes, RpcError, type InvalidConfigData } from '../protocol/json-rpc.ts';
 import type { RequestParams, RequestResult } from '../protocol/methods.ts';
 import type { MetricSeriesKey, RunSummary } from '../protocol/trajectory.ts';
+import { ClientPathError } from '../runs/path-confinement.ts';
 import type { RunManager } from '../runs/run-manager.ts';
 import type { RequestContext, RequestHandlers } from './connection.ts';
-import type { ResolveClientPath } from './workspace-paths.ts';
 
 export type RunRequestMethod =
   | 'run/start'
@@ -32,6 +32,8 @@ export function toRpcError(e: unknown): unknown {
     const data: InvalidConfigData = { source: e.source, issues: e.issues.map((i) => ({ path: i.path.length === 0 ? '' : formatConfigPath(i.path), segments: [...i.path], message: i.message })) };
     return new RpcError(ErrorCodes.InvalidConfig, e.message, data);
   }
+  // A path outside the workspace and its allowed folders, or a named file that cannot be read.
+  if (e instanceof ClientPathError) return new RpcError(ErrorCodes.FileError, e.message);
   const code = e instanceof Error ? (e as Error & { code?: unknown }).code : undefined;
   if (code === 'unknown-run') return new RpcError(ErrorCodes.UnknownRun, (e as Error).message);
   if (code === 'invalid-state') return new RpcError(ErrorCodes.InvalidRunState, (e as Error).message);
@@ -58,15 +60,15 @@ function metricSeries(manager: RunManager, p: RequestParams<'metrics/query'>): R
   return { series: keys.map((k) => ({ ...k, points: manager.store.metricSeries({ runId: p.runId, ...k, ...range }) })) };
 }
 
-export function runHandlers(manager: RunManager, clientPath: ResolveClientPath): Pick<RequestHandlers, RunRequestMethod> {
+/** Paths in `run/start` (the config file, checkpoints in the config) are confined by the manager's path rule. */
+export function runHandlers(manager: RunManager): Pick<RequestHandlers, RunRequestMethod> {
   const run = (r: RunSummary) => ({ run: r });
   return {
     'run/start': (p, ctx: RequestContext) =>
       mapped(async () => {
         ctx.progress.begin('Starting run', p.configPath ?? 'inline config');
         try {
-          const configPath = p.configPath === undefined ? undefined : clientPath(p.configPath, 'configPath');
-          const r = await manager.start({ ...(configPath !== undefined ? { configPath } : { config: p.config }), ...(p.steps !== undefined ? { steps: p.steps } : {}) });
+          const r = await manager.start({ ...(p.configPath !== undefined ? { configPath: p.configPath } : { config: p.config }), ...(p.steps !== undefined ? { steps: p.steps } : {}) });
           ctx.progress.end(`run ${r.id} ${r.state}`);
           return run(r);
         } catch (e) {

@@ -18,12 +18,12 @@ import type { WebSocket } from 'ws';
 import { ErrorCodes, RpcError } from '../protocol/json-rpc.ts';
 import { PROTOCOL_VERSION, type ServerNotificationMethod, type ServerNotificationParams } from '../protocol/methods.ts';
 import { TextDocumentSyncKind } from '../protocol/lsp.ts';
+import { PathConfinement } from '../runs/path-confinement.ts';
 import { RunManager } from '../runs/run-manager.ts';
 import { configHandlers } from './config-handlers.ts';
 import { Connection, type NotificationHandlers, type RequestHandlers } from './connection.ts';
 import { exportHandler } from './export-handler.ts';
 import { runHandlers } from './run-handlers.ts';
-import { clientPathResolver } from './workspace-paths.ts';
 import { createToken, readLiveServerFile, removeServerFile, writeServerFile } from './server-info-file.ts';
 import { isLoopback, listen, type Listener } from './websocket-listener.ts';
 
@@ -40,6 +40,11 @@ export interface ServeOptions {
   readonly port?: number;
   readonly maxPayloadBytes?: number;
   readonly maxConcurrentRuns?: number;
+  /**
+   * Folders besides the workspace where paths a client names may lead (`--allow-path`): config
+   * files, checkpoint folders in configs, export destinations. Each must exist.
+   */
+  readonly allowPaths?: readonly string[];
   readonly log?: (line: string) => void;
 }
 
@@ -77,7 +82,10 @@ export class TroupeServer {
     if (other) throw new Error(`a Troupe server (pid ${other.pid}) is already serving ${workspace} at ${other.url}; connect to it, or stop it first`);
     if (!isLoopback(host)) log(`warning: listening on ${host}, not loopback: anyone who can reach this address and has the token can drive training`);
 
-    const manager = await RunManager.open({ workspace, log, ...(o.maxConcurrentRuns !== undefined ? { maxConcurrentRuns: o.maxConcurrentRuns } : {}) });
+    // Every path a client names is confined, on loopback too: the rule is the same wherever the
+    // client is, and a folder outside the workspace is one --allow-path away.
+    const paths = await PathConfinement.create(workspace, o.allowPaths ?? []);
+    const manager = await RunManager.open({ workspace, log, paths, ...(o.maxConcurrentRuns !== undefined ? { maxConcurrentRuns: o.maxConcurrentRuns } : {}) });
     let listener: Listener | undefined;
     try {
       const { token, tokenFile } = await createToken(workspace);
@@ -86,7 +94,6 @@ export class TroupeServer {
       let self: TroupeServer | undefined;
       const server = (): TroupeServer => self!;
       const config = configHandlers({ log });
-      const clientPath = clientPathResolver(workspace, !isLoopback(host));
       const requests = {
         initialize: (p, ctx) => {
           const major = p.protocolVersion?.split('.')[0];
@@ -115,8 +122,8 @@ export class TroupeServer {
           clients: server().clientCount,
           rssBytes: process.memoryUsage.rss(),
         }),
-        ...runHandlers(manager, clientPath),
-        'adapters/export': exportHandler(manager, clientPath),
+        ...runHandlers(manager),
+        'adapters/export': exportHandler(manager, paths),
         ...config.requests,
       } satisfies RequestHandlers;
       const notifications = {

@@ -27,9 +27,10 @@ export class ClientPathError extends Error {
   readonly code = 'client-path';
   constructor(
     readonly field: string,
-    message: string,
+    /** The message without the leading field name, for a config issue that is placed at the field already. */
+    readonly detail: string,
   ) {
-    super(message);
+    super(`${field} ${detail}`);
   }
 }
 
@@ -102,25 +103,25 @@ export class PathConfinement {
     const allowed = this.roots.length > 1 ? ` or the allowed folders (${this.roots.slice(1).join(', ')})` : '';
     return new ClientPathError(
       field,
-      `${field} ${JSON.stringify(path)} ${why} the workspace ${this.workspace}${allowed}; the server only reads and writes there (start it with --allow-path DIR to allow another folder)`,
+      `${JSON.stringify(path)} ${why} the workspace ${this.workspace}${allowed}; the server only reads and writes there (start it with --allow-path DIR to allow another folder)`,
     );
   }
 
   /** The real absolute path of `path` if the rule allows it; a ClientPathError naming `field` otherwise. */
   async resolve(path: string, field: string, o: ConfinedPathOptions = {}): Promise<string> {
-    if (path.includes('\0')) throw new ClientPathError(field, `${field} contains a NUL character`);
+    if (path.includes('\0')) throw new ClientPathError(field, 'contains a NUL character');
     const abs = resolve(o.base ?? this.workspace, path);
     if (!this.roots.some((r) => isInside(r, abs)) && !this.realRoots.some((r) => isInside(r, abs))) throw this.refuse(field, path, 'is outside');
     let real: string;
     try {
       real = await realPathOf(abs);
     } catch (e) {
-      throw new ClientPathError(field, `${field} ${JSON.stringify(path)}: cannot resolve it (${errnoCode(e) ?? (e instanceof Error ? e.message : String(e))})`);
+      throw new ClientPathError(field, `${JSON.stringify(path)}: cannot resolve it (${errnoCode(e) ?? (e instanceof Error ? e.message : String(e))})`);
     }
     // Named without the link's target: where it points is the outside this rule keeps private.
     if (!this.realRoots.some((r) => isInside(r, real))) throw this.refuse(field, path, 'leads through a symbolic link outside');
     if (o.write && isInside(join(this.realRoots[0]!, STORE_DIR_NAME), real)) {
-      throw new ClientPathError(field, `${field} ${JSON.stringify(path)} is inside ${STORE_DIR_NAME}/, which only the server writes`);
+      throw new ClientPathError(field, `${JSON.stringify(path)} is inside ${STORE_DIR_NAME}/, which only the server writes`);
     }
     return real;
   }
@@ -136,12 +137,12 @@ export class PathConfinement {
       // O_NONBLOCK: opening a named pipe must not wait for a writer; the fstat below refuses it.
       fh = await open(real, constants.O_RDONLY | constants.O_NONBLOCK);
     } catch (e) {
-      throw new ClientPathError(field, `cannot read ${field} ${JSON.stringify(path)}: ${errnoCode(e) === 'ENOENT' ? 'no such file' : (errnoCode(e) ?? 'error')}`);
+      throw new ClientPathError(field, `${JSON.stringify(path)} cannot be read: ${errnoCode(e) === 'ENOENT' ? 'no such file' : (errnoCode(e) ?? 'error')}`);
     }
     try {
       const s = await fh.stat();
-      if (!s.isFile()) throw new ClientPathError(field, `${field} ${JSON.stringify(path)} is not a regular file`);
-      if (s.size > MAX_CLIENT_FILE_BYTES) throw new ClientPathError(field, `${field} ${JSON.stringify(path)} is ${s.size} bytes; a config is at most ${MAX_CLIENT_FILE_BYTES}`);
+      if (!s.isFile()) throw new ClientPathError(field, `${JSON.stringify(path)} is not a regular file`);
+      if (s.size > MAX_CLIENT_FILE_BYTES) throw new ClientPathError(field, `${JSON.stringify(path)} is ${s.size} bytes; a config is at most ${MAX_CLIENT_FILE_BYTES}`);
       return { path: real, text: await fh.readFile('utf8') };
     } finally {
       await fh.close();

@@ -31,6 +31,7 @@ import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index
 import { Emitter, type Disposable } from './emitter.ts';
 import { RunError } from './run-error.ts';
 import { fromRunWorkerSchema, type FromRunWorker, type RunWorkerData, type ToRunWorker } from './run-messages.ts';
+import { ClientPathError, type PathConfinement } from './path-confinement.ts';
 import { createRun, loadConfigFile, loadInlineConfig, prepareResume, recordFailure, type LoadedConfig } from './run-session.ts';
 
 export type { Disposable } from './emitter.ts';
@@ -50,6 +51,12 @@ export interface RunManagerOptions {
    * stays up). Tensors live in ONNX Runtime's worker, outside these limits. Default: Node's.
    */
   readonly workerResourceLimits?: ResourceLimits;
+  /**
+   * The rule for paths a start request names (its config file, and the checkpoint folders in the
+   * config): the server passes the workspace plus `--allow-path` folders. Without it any path is
+   * read (tests, and embedders that trust their caller).
+   */
+  readonly paths?: PathConfinement;
 }
 
 export interface StartRunRequest {
@@ -152,6 +159,7 @@ export class RunManager {
     private readonly maxConcurrent: number,
     private readonly closeTimeoutMs: number,
     private readonly resourceLimits: ResourceLimits | undefined,
+    private readonly paths: PathConfinement | undefined,
   ) {
     const onListenerError = (e: unknown) => log(`run manager: an event listener threw: ${message(e)}`);
     this.stateEmitter = new Emitter(onListenerError);
@@ -173,7 +181,7 @@ export class RunManager {
     const store = openRunStore(dbPath);
     openWorkspaces.add(dbPath);
     const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-    const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits);
+    const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits, o.paths);
     try {
       manager.markInterrupted();
     } catch (e) {
@@ -410,13 +418,16 @@ export class RunManager {
     if ((req.configPath === undefined) === (req.config === undefined)) {
       throw new ConfigError('start request', [{ path: [], message: 'give exactly one of configPath (a config file) and config (an inline config)' }]);
     }
-    if (req.config !== undefined) return loadInlineConfig(req.config, this.workspace);
-    const path = resolve(this.workspace, req.configPath!);
+    const o = this.paths ? { paths: this.paths } : {};
+    if (req.config !== undefined) return loadInlineConfig(req.config, this.workspace, 'inline config', o);
+    // Under the path rule the path is resolved (and refused) by it, relative to the workspace.
+    const path = this.paths ? req.configPath! : resolve(this.workspace, req.configPath!);
     try {
-      return await loadConfigFile(path);
+      return await loadConfigFile(path, o);
     } catch (e) {
-      // Unreadable files and JSON syntax errors are config problems too, for the editor as for the RPC.
-      if (e instanceof ConfigError) throw e;
+      // Unreadable files and JSON syntax errors are config problems too, for the editor as for the
+      // RPC; a path the rule refuses is not, and keeps its own error.
+      if (e instanceof ConfigError || e instanceof ClientPathError) throw e;
       throw new ConfigError(path, [{ path: [], message: message(e) }]);
     }
   }

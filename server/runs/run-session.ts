@@ -84,7 +84,7 @@ async function confineConfigPaths(config: ExperimentConfig, source: string, labe
       await paths.resolve(m.checkpoint, `models.${id}.checkpoint`, { base: dirname(source) });
     } catch (e) {
       if (!(e instanceof ClientPathError)) throw e;
-      issues.push({ path: ['models', id, 'checkpoint'], message: e.message });
+      issues.push({ path: ['models', id, 'checkpoint'], message: e.detail });
     }
   }
   if (issues.length > 0) throw new ConfigError(label, issues);
