@@ -185,6 +185,7 @@ describe('defaults', () => {
     );
     assert.equal(config.seed, 1);
     assert.deepEqual(config.env.options, {});
+    assert.equal(config.env.promptStyle, 'terse');
     assert.deepEqual(config.models, { base: { preset: 'default' } });
     assert.deepEqual(config.algorithm, {
       name: 'at-grpo',
