@@ -48,6 +48,32 @@ test("llama.cpp's Llama-3 BPE vectors: every input encodes to exactly the publis
   }
 });
 
+test("BOS: the vectors exclude it; a post-processor that adds it (as Meta's later Llama 3 tokenizer.json has) does so only when asked, and never inside a chat", () => {
+  // The package's Llama 3 tokenizer.json post-processes with ByteLevel alone; Meta's files since
+  // mid-2024 add a TemplateProcessing step that prepends <|begin_of_text|>.
+  const tokenizer = { ...(llama3Files.tokenizer as Record<string, unknown>) };
+  const bos = { SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } };
+  tokenizer.post_processor = {
+    type: 'Sequence',
+    processors: [
+      { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
+      {
+        type: 'TemplateProcessing',
+        single: [bos, { Sequence: { id: 'A', type_id: 0 } }],
+        pair: [bos, { Sequence: { id: 'A', type_id: 0 } }, bos, { Sequence: { id: 'B', type_id: 1 } }],
+        special_tokens: { '<|begin_of_text|>': { id: '<|begin_of_text|>', ids: [128000], tokens: ['<|begin_of_text|>'] } },
+      },
+    ],
+  };
+  const meta = HfTokenizer.fromFiles({ tokenizer, config: llama3Files.config }, 'llama3-meta');
+  assert.deepEqual([...meta.encode('Hello world')], [9906, 1917]);
+  assert.deepEqual([...meta.encode('Hello world', { addSpecialTokens: true })], [128000, 9906, 1917]);
+  assert.deepEqual([...llama3.encode('Hello world', { addSpecialTokens: true })], [9906, 1917]);
+  // The template writes the BOS itself; encoding its text must not add a second.
+  const ids = meta.encodeChat([{ role: 'user', content: 'hi' }]);
+  assert.deepEqual([ids[0], ids[1]], [128000, meta.tokenId('<|start_header_id|>')]);
+});
+
 const conversation: ChatMessage[] = [
   { role: 'system', content: 'You are the plan agent.' },
   { role: 'user', content: 'Grid:\nP.#\n..G\nAnswer after ####.' },
