@@ -3,7 +3,8 @@
  * head_dim ≠ hidden/heads) and Llama 3 (llama3 RoPE scaling, tied head) folders written by
  * `reference/make_hf_fixtures.py` in F32, BF16, F16 and sharded form are loaded by our loader,
  * and the compiled graphs reproduce the reference's logits and LoRA PPO gradients. KV-cache
- * decoding equals a full forward on each architecture.
+ * decoding equals a full forward on each architecture, and the fused decode graph equals the plain
+ * one on Qwen3 and Llama 3 shapes.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -13,6 +14,8 @@ import { Engine } from '../runtime/engine.ts';
 import type { HostTensor } from '../runtime/tensor.ts';
 import { buildTrainStep } from './artifacts.ts';
 import { loadHfCheckpoint, type HfCheckpoint } from './hf-checkpoint.ts';
+import { hfConfigToModelConfig } from './hf-names.ts';
+import { initParameters } from './init.ts';
 import { modelDims, parameterShapes, ropeInverseFrequencies } from './model-config.ts';
 import { optimizerSchema } from './optimizer.ts';
 import { Policy } from './policy.ts';
@@ -126,3 +129,46 @@ for (const arch of ['qwen2', 'qwen3', 'llama']) {
     });
   });
 }
+
+// The fused decode graph (GroupQueryAttention with its own RoPE tables) must carry Qwen3's q/k norm
+// and Llama 3's rescaled frequencies too; it needs a head dimension that is a multiple of 16, so
+// these shapes are converted from HF configs rather than taken from the D = 4/8 fixtures.
+describe('fused decode on Hugging Face shapes equals the plain decoder', () => {
+  const common = { vocab_size: 40, hidden_size: 32, num_hidden_layers: 2, intermediate_size: 48, max_position_embeddings: 64 };
+  const shapes = {
+    'qwen3 (q/k norm, head_dim 16 ≠ 32/4)': hfConfigToModelConfig({ ...common, model_type: 'qwen3', num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, tie_word_embeddings: true }),
+    // orig 64 / high 4 = 16 and orig / low = 64: of the 8 frequencies one is kept, two interpolated, five divided.
+    'llama 3 (llama3 RoPE scaling)': hfConfigToModelConfig({
+      ...common, model_type: 'llama', num_attention_heads: 2, num_key_value_heads: 1, head_dim: 16, rope_theta: 10000,
+      rope_scaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 64 },
+    }),
+  };
+  const prompts = [Int32Array.from([1, 5, 7]), Int32Array.from([2, 3, 4, 9, 11, 6]), Int32Array.from([8])];
+  for (const [name, config] of Object.entries(shapes)) {
+    test(name, async () => {
+      const weights = initParameters(config, 2, { std: 0.3 });
+      // Norm gains away from 1, so a missing q/k norm weight would show.
+      for (const [n, d] of weights) if (n.endsWith('norm.weight')) d.forEach((_, i) => (d[i] = 1 + 0.3 * Math.sin(i + n.length)));
+      const make = (fused: boolean, id: string) => Policy.create(engine, {
+        id, config, weights: new Map([...weights].map(([n, d]) => [n, d.slice()])), lora: null,
+        optimizer: optimizerSchema.parse({ lr: 1e-3 }), kl: false, entropy: false, decode: { weights: 'fp32', fused, blockSize: 16 },
+      });
+      const plain = await make(false, `plain-${name}`);
+      const fused = await make(true, `fused-${name}`);
+      try {
+        for (const [temperature, seed] of [[0, 0], [1, 9]] as const) {
+          const o = { maxNewTokens: 20, sampling: { temperature, topP: 1, topK: 0 }, seed, stopTokens: [], padToken: 0 };
+          const a = await plain.generate(prompts, o);
+          const b = await fused.generate(prompts, o);
+          assert.deepEqual(b.tokens.map((t) => [...t]), a.tokens.map((t) => [...t]), `tokens at temperature ${temperature}`);
+          let diff = 0;
+          a.logprobs.forEach((row, i) => row.forEach((v, j) => (diff = Math.max(diff, Math.abs(v - b.logprobs[i]![j]!)))));
+          assert.ok(diff < 1e-4, `log-probs differ by ${diff}`);
+        }
+      } finally {
+        await plain.dispose();
+        await fused.dispose();
+      }
+    });
+  }
+});
