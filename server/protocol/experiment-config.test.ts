@@ -200,6 +200,7 @@ describe('defaults', () => {
       klCoef: 0,
       entropyCoef: 0,
       ppoEpochs: 1,
+      miniBatches: 4,
       microBatch: 64,
       curriculum: { kind: 'uniform', candidates: 64 },
       filters: { dropZeroVariance: false, dropLowestMeanFraction: 0 },

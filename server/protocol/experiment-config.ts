@@ -266,12 +266,21 @@ export const algorithmSchema = z
     entropyCoef: z.number().min(0).default(0).describe('Weight of the entropy bonus; 0 disables.'),
     /** Update passes over each step's samples. */
     ppoEpochs: z.int().min(1).max(64).default(1).describe("Passes of policy updates over each step's samples."),
+    /** Optimizer steps per pass: each policy's samples are shuffled and split into this many mini-batches. */
+    miniBatches: z
+      .int()
+      .min(1)
+      .max(256)
+      .default(4)
+      .describe(
+        "Mini-batches per pass: each policy's samples of a step are shuffled and split into this many, one AdamW step each, so a step takes ppoEpochs x miniBatches optimizer steps (fewer when a policy has fewer samples). Old log-probs are fixed before the first, so from the second mini-batch on the ratio leaves 1 and the PPO clip engages, as in the reference (verl's ppo_mini_batch_size). optimizer.schedule counts optimizer steps.",
+      ),
     /** Sequences per forward/backward pass (memory only). */
     microBatch: z
       .int()
       .min(1)
       .default(64)
-      .describe("Sequences per forward/backward pass. It bounds memory and does not change the update: a policy's gradients are accumulated over all its samples into one update per epoch."),
+      .describe("Sequences per forward/backward pass. It bounds memory and does not change the update: a policy's gradients are accumulated over a mini-batch into one optimizer step."),
     /** Which training tasks each step rolls out. */
     curriculum: z
       .object({

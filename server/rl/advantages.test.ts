@@ -1,7 +1,7 @@
 /** Hand-computed AT-GRPO advantages, the size-1 and zero-variance rules, filters, and the loop vs vectorised equivalence. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ADVANTAGE_EPS, computeAdvantages, filterGroups, groupAdvantages, treeGroupId } from './advantages.ts';
+import { ADVANTAGE_EPS, assignAdvantages, computeAdvantages, filterGroups, groupAdvantages, taskGroupId, treeGroupId } from './advantages.ts';
 
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} vs ${b}`);
 
@@ -83,4 +83,21 @@ test('filters drop zero-variance groups and the lowest-mean fraction', () => {
   assert.deepEqual([...filterGroups(groups, { dropZeroVariance: true, dropLowestMeanFraction: 0 })].sort(), ['b', 'c']);
   assert.deepEqual([...filterGroups(groups, { dropZeroVariance: false, dropLowestMeanFraction: 0.5 })].sort(), ['c', 'd']);
   assert.deepEqual([...filterGroups(groups, { dropZeroVariance: true, dropLowestMeanFraction: 0.5 })].sort(), ['c']);
+});
+
+test('GRPO baseline: one member per trajectory, grouped by task; a long trajectory does not weigh more', () => {
+  const traj = (task: number, ret: number, acts: number) => ({ samples: Array.from({ length: acts }, () => ({ groupId: taskGroupId(task), score: ret, advantage: Number.NaN })) });
+  // Task 0: returns 1 (three acts) and 0 (one act): mean 0.5, unbiased std sqrt(0.5).
+  const ts = [traj(0, 1, 3), traj(0, 0, 1), traj(1, 2, 2), traj(1, 2, 4)];
+  const groups = assignAdvantages(ts, 'trajectory');
+  assert.deepEqual(groups.get('task/0'), { groupId: 'task/0', size: 2, mean: 0.5, std: Math.sqrt(0.5) });
+  const a = 0.5 / (Math.sqrt(0.5) + ADVANTAGE_EPS);
+  for (const s of ts[0]!.samples) assert.ok(Math.abs(s.advantage - a) < 1e-12);
+  for (const s of ts[1]!.samples) assert.ok(Math.abs(s.advantage + a) < 1e-12);
+  // Task 1: equal returns, zero variance, advantage 0.
+  for (const t of ts.slice(2)) for (const s of t.samples) assert.equal(s.advantage, 0);
+  // Per sample (AT-GRPO's unit) the same rewards would weigh the 3-act trajectory three times.
+  const perSample = assignAdvantages([traj(0, 1, 3), traj(0, 0, 1)], 'sample');
+  assert.equal(perSample.get('task/0')!.mean, 0.75);
+  assert.throws(() => assignAdvantages([{ samples: [{ groupId: 'task/0', score: 1, advantage: 0 }, { groupId: 'task/0', score: 2, advantage: 0 }] }], 'trajectory'), /different groups or scores/);
 });

@@ -2,8 +2,8 @@
  * AT-GRPO grouping and advantages ("Stronger Together", arXiv 2510.11062, §3; DESIGN §3).
  *
  * A group is every sample that answered the same question from the same state: with tree
- * sampling, the K branches of one (environment instance, agent, turn); with the GRPO baseline,
- * the same agent and turn across the K independent rollouts of one task. Within a group
+ * sampling, the K branches of one (environment instance, agent, turn). The GRPO baseline groups
+ * the K independent trajectories of one task by their returns (one member per trajectory). Within a group
  *     A = (r − mean) / (std_unbiased + 1e-6),
  * and a group of one sample, or whose rewards are all equal, gives A = 0 (nothing to compare;
  * the unbiased std of one sample is undefined, and dividing a zero spread by 1e-6 would only
@@ -107,11 +107,41 @@ export function treeGroupId(envInstance: number, agent: string, turn: number): s
 }
 
 /**
- * Group id of a GRPO-baseline group: the acts of one agent at one turn across the K independent
- * rollouts of a task, each scored by its trajectory's return. (Splitting the task's group by
- * agent and turn keeps each group to one agent's responses, as in the run store and the editor's
- * sibling view; a task's rollouts are still compared only with each other.)
+ * Group id of a GRPO-baseline group: the task. As in the paper's GRPO (and the reference's
+ * no-tree mode, uid = prompt), a task's K independent trajectories form one group, compared by
+ * their returns; every act of a trajectory carries that trajectory's advantage.
  */
-export function taskGroupId(envInstance: number, agent: string, turn: number): string {
-  return `task/${envInstance}/${agent}/${turn}`;
+export function taskGroupId(envInstance: number): string {
+  return `task/${envInstance}`;
+}
+
+/** What `assignAdvantages` needs of a trajectory: its samples, each with a group and a score. */
+export interface AdvantageTarget {
+  readonly samples: ReadonlyArray<{ readonly groupId: string; readonly score: number; advantage: number }>;
+}
+
+/**
+ * Computes and writes every sample's advantage. `sample`: each sample is a member of its group
+ * (AT-GRPO's K branches of one (task, agent, turn)). `trajectory`: each trajectory is one member,
+ * scored once by its return (all its samples share the score and the group), so a trajectory with
+ * more turns does not weigh more in its group's mean and spread; its advantage goes to every
+ * sample. Returns the groups' statistics (sizes count members).
+ */
+export function assignAdvantages(trajectories: readonly AdvantageTarget[], unit: 'sample' | 'trajectory'): Map<string, GroupStats> {
+  if (unit === 'sample') {
+    const samples = trajectories.flatMap((t) => t.samples);
+    const { advantages, groups } = computeAdvantages(samples.map((s) => ({ groupId: s.groupId, reward: s.score })));
+    samples.forEach((s, i) => (s.advantage = advantages[i]!));
+    return groups;
+  }
+  const members = trajectories.filter((t) => t.samples.length > 0);
+  for (const t of members) {
+    const { groupId, score } = t.samples[0]!;
+    if (t.samples.some((s) => s.groupId !== groupId || s.score !== score)) throw new Error(`assignAdvantages: a trajectory of group ${groupId} has samples with different groups or scores`);
+  }
+  const { advantages, groups } = computeAdvantages(members.map((t) => ({ groupId: t.samples[0]!.groupId, reward: t.samples[0]!.score })));
+  members.forEach((t, i) => {
+    for (const s of t.samples) s.advantage = advantages[i]!;
+  });
+  return groups;
 }

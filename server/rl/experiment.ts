@@ -37,6 +37,7 @@ export interface ResolvedExperiment {
     readonly klCoef: number;
     readonly entropyCoef: number;
     readonly ppoEpochs: number;
+    readonly miniBatches: number;
     readonly microBatch: number;
     readonly filters: GroupFilter;
     readonly curriculum: { readonly kind: 'uniform' | 'greedy-failures'; readonly candidates: number };

@@ -14,7 +14,7 @@ import { optimizerSchema } from '../models/optimizer.ts';
 import { Policy } from '../models/policy.ts';
 import { defaultTokenizer } from '../models/tokenizer.ts';
 import { Engine } from '../runtime/engine.ts';
-import { computeAdvantages } from './advantages.ts';
+import { assignAdvantages } from './advantages.ts';
 import { rollout, type RolloutContext } from './rollout.ts';
 
 const config = parseModelConfig({ vocabSize: defaultTokenizer.vocabSize, hiddenSize: 32, numLayers: 1, numHeads: 2, intermediateSize: 64 });
@@ -68,7 +68,7 @@ test('tree sampling continues from the kept branch: the next prompt is the kept 
   assert.equal(replay.success, t.success);
 });
 
-test('independent rollouts: K copies per task, one branch per act, grouped per (task, agent, turn), scored by return', async () => {
+test('independent rollouts: K copies per task, one branch per act, one group per task, scored by return', async () => {
   const r = await rollout([make(1), make(2)], ctx, { ...opts, mode: 'independent' });
   assert.equal(r.trajectories.length, 6);
   for (const t of r.trajectories) {
@@ -76,13 +76,20 @@ test('independent rollouts: K copies per task, one branch per act, grouped per (
     for (const s of t.samples) {
       assert.equal(s.kept, true);
       assert.equal(s.branch, 0);
-      assert.equal(s.groupId, `task/${t.envInstance}/${s.agent}/${s.turn}`);
+      assert.equal(s.groupId, `task/${t.envInstance}`, 'the paper groups a task\'s K trajectories, not (task, agent, turn)');
       assert.ok(Math.abs(s.score - ret) < 1e-12);
     }
   }
-  const { groups } = computeAdvantages(r.samples.map((s) => ({ groupId: s.groupId, reward: s.score })));
-  // Turn 0 of both agents is played by all three rollouts of each task.
-  for (const task of [0, 1]) for (const agent of ['tool', 'plan']) assert.equal(groups.get(`task/${task}/${agent}/0`)?.size, 3);
+  // One member per trajectory: each task's group has K = 3 members, whatever the trajectories' lengths.
+  const groups = assignAdvantages(r.trajectories, 'trajectory');
+  assert.deepEqual([...groups.keys()].sort(), ['task/0', 'task/1']);
+  for (const g of groups.values()) assert.equal(g.size, 3);
+  for (const t of r.trajectories) {
+    const g = groups.get(`task/${t.envInstance}`)!;
+    const ret = t.samples[0]!.score;
+    const want = g.std > 0 ? (ret - g.mean) / (g.std + 1e-6) : 0;
+    for (const s of t.samples) assert.ok(Math.abs(s.advantage - want) < 1e-9);
+  }
 });
 
 test('rollouts are reproducible from their seed', async () => {

@@ -8,8 +8,7 @@
  * that *stepped* clone. Every branch is recorded (with its `kept` flag) in group
  * (instance, agent, turn).
  * Independent rollouts: K copies of each task play one trajectory each; every act is scored by
- * its trajectory's return and grouped with the same agent's act at the same turn in the task's
- * other rollouts.
+ * its trajectory's return, and the task's K trajectories form one group (the paper's GRPO).
  *
  * Inference is batched across every live environment and branch: one `generate` call per policy
  * per agent position, run in the engine worker, while environment stepping (clone + act) runs
@@ -88,10 +87,13 @@ export interface RolloutResult {
   readonly generatedTokens: number;
 }
 
+/** What rollouts need of a policy: sampling. (A `Policy`; tests also script one.) */
+export type RolloutPolicy = Pick<Policy, 'generate'>;
+
 export interface RolloutContext {
   readonly tokenizer: CharTokenizer;
   /** The policy acting for an agent, and its id. */
-  readonly route: (agent: string) => { policyId: string; policy: Policy };
+  readonly route: (agent: string) => { policyId: string; policy: RolloutPolicy };
 }
 
 interface Live {
@@ -108,6 +110,37 @@ function mixSeed(...xs: number[]): number {
     h ^= h >>> 15;
   }
   return h >>> 0;
+}
+
+/**
+ * A 32-bit hash of a whole string (FNV-1a over its UTF-16 code units, then an avalanche), for
+ * sampling streams: every character counts, so policies 'agent-a' and 'agent-b' sample from
+ * different streams. (The seed used to mix only the id's length and first character.)
+ */
+export function stringHash(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
+  return mixSeed(h);
+}
+
+/** The sampling seed of one generate call: the batch's seed, the call's index and the policy. */
+export function samplingSeed(batchSeed: number, call: number, policyId: string): number {
+  return mixSeed(batchSeed, call, stringHash(policyId));
+}
+
+/** A reward that is not a finite number, named by where it came from. */
+export class NonFiniteRewardError extends Error {
+  constructor(
+    readonly env: string,
+    readonly envSeed: number,
+    readonly agent: string,
+    readonly turn: number,
+    readonly branch: number,
+    readonly parts: { readonly teamReward: number; readonly localReward: number },
+  ) {
+    super(`environment ${env} (seed ${envSeed}) gave agent '${agent}' a non-finite reward at turn ${turn}, branch ${branch}: team ${parts.teamReward}, local ${parts.localReward}`);
+    this.name = 'NonFiniteRewardError';
+  }
 }
 
 /**
@@ -149,7 +182,7 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
       const gen = await policy.generate(batch, {
         maxNewTokens: o.maxNewTokens,
         sampling: { temperature: o.temperature, topP: o.topP, topK: o.topK },
-        seed: mixSeed(o.seed, call, policyId.length, policyId.charCodeAt(0)),
+        seed: samplingSeed(o.seed, call, policyId),
         stopTokens: [tok.stopTokenId],
         padToken: tok.specialIds.pad,
         rollout: o.training ?? false,
@@ -159,7 +192,7 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
       group.forEach((l, i) => {
         const agent = agents[i]!;
         const turn = turns[i]!;
-        const groupId = o.mode === 'tree' ? treeGroupId(l.traj.envInstance, agent, turn) : taskGroupId(l.traj.envInstance, agent, turn);
+        const groupId = o.mode === 'tree' ? treeGroupId(l.traj.envInstance, agent, turn) : taskGroupId(l.traj.envInstance);
         let best = -1;
         let bestReward = -Infinity;
         let bestEnv: Environment | null = null;
@@ -174,6 +207,8 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
           const env = k === K - 1 ? l.env : l.env.clone();
           const r = env.act(agent, response);
           const reward = o.teamRewardWeight * r.teamReward + r.localReward;
+          // Caught here, where the culprit is known: further on a NaN only shows as no kept branch.
+          if (!Number.isFinite(reward)) throw new NonFiniteRewardError(env.name, l.traj.envSeed, agent, turn, k, r);
           branchSamples.push({
             envInstance: l.traj.envInstance,
             envSeed: l.traj.envSeed,

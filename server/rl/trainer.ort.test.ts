@@ -61,13 +61,22 @@ test('a short AT-GRPO run trains every policy and commits every step', { timeout
     for (const turn of detail.turns) assert.equal(turn.siblings.length + 1, 4, 'each kept turn has its K-1 sibling branches');
     const series = store.metricSeries({ runId: run.id, name: 'reward/mean', agentId: 'plan' });
     assert.equal(series.length, 12);
+    // PPO mini-batches (default 4): several optimizer steps per rollout batch, and after the first
+    // the ratio leaves 1 (with one step per batch approx-KL was 0 at every step; whether the clip
+    // engages too depends on the learning rate: ppo-update.ort.test.ts).
+    for (const policyId of ['tool', 'plan']) {
+      const optSteps = store.metricSeries({ runId: run.id, name: 'update/optimizer_steps', policyId }).map((p) => p.value);
+      assert.ok(optSteps.some((n) => n > 1), `${policyId}: optimizer steps per RL step ${optSteps.join(',')}`);
+      const kl = store.metricSeries({ runId: run.id, name: 'kl/approx', policyId }).map((p) => p.value);
+      assert.ok(kl.some((c) => c > 1e-6), `${policyId}: approx-KL to the sampling policy ${kl.join(',')}`);
+    }
   } finally {
     store.close();
     await rm(dir, { recursive: true, force: true });
   }
 });
 
-test('the GRPO baseline trains and commits its per-(task, agent, turn) groups', { timeout: 120_000 }, async () => {
+test('the GRPO baseline trains and commits one group per task', { timeout: 120_000 }, async () => {
   const dir = await mkdtemp(join(tmpdir(), 'troupe-trainer-grpo-'));
   const store = openRunStore(join(dir, 'troupe.db'));
   try {

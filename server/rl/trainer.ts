@@ -20,11 +20,12 @@ import type { TrainSequence } from '../models/train-batch.ts';
 import type { Metric } from '../protocol/trajectory.ts';
 import { Engine } from '../runtime/engine.ts';
 import type { RunStore, StepInput } from '../store/index.ts';
-import { computeAdvantages, filterGroups } from './advantages.ts';
+import { assignAdvantages, filterGroups, treeGroupId } from './advantages.ts';
 import { selectTasks } from './curriculum.ts';
 import { evaluate, type Evaluation } from './evaluate.ts';
 import type { ResolvedExperiment } from './experiment.ts';
-import { createPolicies, routingContext } from './policies.ts';
+import { createPolicies, routingContext, stringSeed } from './policies.ts';
+import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
 import { rollout, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
 import { readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, warmStartDir } from './run-checkpoint.ts';
 import { mismatchMetrics, rolloutMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
@@ -111,6 +112,15 @@ async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOpti
   return out;
 }
 
+/**
+ * The store's id of a sample's group. The store (and the editor's sibling view) holds groups of
+ * one agent at one turn; AT-GRPO's groups are that already, while a GRPO task group (the task's K
+ * trajectories) is stored as its (agent, turn) parts, each with the task group's statistics.
+ */
+function storeGroupId(s: Sample): string {
+  return s.groupId === treeGroupId(s.envInstance, s.agent, s.turn) ? s.groupId : `${s.groupId}/${s.agent}/${s.turn}`;
+}
+
 function turnRows(t: Trajectory, trained: ReadonlySet<string> | null) {
   return t.samples.map((s) => {
     const inGroup = trained !== null && trained.has(s.groupId);
@@ -128,7 +138,7 @@ function turnRows(t: Trajectory, trained: ReadonlySet<string> | null) {
       teamReward: s.teamReward,
       localReward: s.localReward,
       reward: s.reward,
-      ...(inGroup ? { advantage: s.advantage, groupId: s.groupId } : {}),
+      ...(inGroup ? { advantage: s.advantage, groupId: storeGroupId(s) } : {}),
       ...(s.parseError !== null ? { parseError: s.parseError } : {}),
     };
   });
@@ -148,8 +158,11 @@ function trajectoryRows(phase: 'train' | 'validation', envName: string, ts: read
   }));
 }
 
-/** Trains every policy on the samples routed to it; returns metrics. */
-async function updatePolicies(exp: ResolvedExperiment, policies: ReadonlyMap<string, Policy>, samples: readonly Sample[], trained: ReadonlySet<string>): Promise<{ metrics: Metric[]; loss: number }> {
+/**
+ * Trains every policy on the samples routed to it (`ppoUpdate`: old log-probs fixed before the
+ * first step, `ppoEpochs` × `miniBatches` optimizer steps); returns metrics.
+ */
+async function updatePolicies(exp: ResolvedExperiment, policies: ReadonlyMap<string, Policy>, samples: readonly Sample[], trained: ReadonlySet<string>, step: number): Promise<{ metrics: Metric[]; loss: number }> {
   const a = exp.algorithm;
   const metrics: Metric[] = [];
   let loss = 0;
@@ -161,21 +174,16 @@ async function updatePolicies(exp: ResolvedExperiment, policies: ReadonlyMap<str
       promptLength: s.promptTokens.length,
       advantages: new Float32Array(s.responseTokens.length).fill(s.advantage),
     }));
-    // Old log-probs are recomputed by the trainer at the sampling temperature (DESIGN §3), so the
-    // ratio compares like with like even where sampling truncated the distribution.
-    const old = await policy.score(seqs, a.temperature);
-    metrics.push(...mismatchMetrics(policyId, mine.map((s) => s.logprobs), old));
-    const ref = a.klCoef > 0 ? await policy.score(seqs, a.temperature, true) : null;
-    const batch = seqs.map((q, i) => ({ ...q, oldLogp: old[i]!, ...(ref ? { refLogp: ref[i]! } : {}) }));
-    const tokens = batch.reduce((n, q) => n + q.tokens.length - q.promptLength, 0);
-    for (let epoch = 0; epoch < a.ppoEpochs; epoch++) {
-      const s = await policy.update('ppo', batch, { temperature: a.temperature, clipEps: a.clipEps, klCoef: a.klCoef, entCoef: a.entropyCoef }, a.microBatch);
-      if (epoch === a.ppoEpochs - 1) {
-        metrics.push(...updateMetrics(policyId, s, tokens));
-        loss += Number.isFinite(s.loss) ? s.loss : 0;
-      }
-    }
-    metrics.push({ name: 'update/samples', value: mine.length, policyId }, { name: 'update/non_finite_skips', value: policy.nonFiniteSkips, policyId });
+    const r = await ppoUpdate(policy, seqs, { ...a, seed: stringSeed(policyId, (exp.seed * 7919 + step) >>> 0) });
+    metrics.push(...mismatchMetrics(policyId, mine.map((s) => s.logprobs), r.oldLogp));
+    const s = mergeUpdateStats(r.updates);
+    const tokens = seqs.reduce((n, q) => n + q.tokens.length - q.promptLength, 0);
+    metrics.push(...updateMetrics(policyId, s, tokens));
+    // The clip fraction of the first mini-batch is 0 by construction (the ratio is 1 there); the
+    // last one's shows how far the step's updates moved the policy.
+    metrics.push({ name: 'clip_frac_last', value: Number.isFinite(r.updates.at(-1)!.clipFrac) ? r.updates.at(-1)!.clipFrac : 0, policyId });
+    loss += Number.isFinite(s.loss) ? s.loss : 0;
+    metrics.push({ name: 'update/samples', value: mine.length, policyId }, { name: 'update/optimizer_steps', value: r.updates.filter((u) => u.skipped === null).length, policyId }, { name: 'update/non_finite_skips', value: policy.nonFiniteSkips, policyId });
   }
   return { metrics, loss };
 }
@@ -246,12 +254,11 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         training: true,
       });
       const tRollout = performance.now();
-      // 2–3. Score and group: advantages within (instance, agent, turn) — or per task for GRPO.
-      const { advantages, groups } = computeAdvantages(r.samples.map((s) => ({ groupId: s.groupId, reward: s.score })));
-      r.samples.forEach((s, i) => (s.advantage = advantages[i]!));
+      // 2–3. Score and group: advantages within (instance, agent, turn) — or per task's K returns for GRPO.
+      const groups = assignAdvantages(r.trajectories, a.name === 'at-grpo' ? 'sample' : 'trajectory');
       const trained = filterGroups(groups, a.filters);
       // 4. Per-policy update on the samples routed to each policy.
-      const upd = await updatePolicies(exp, policies, r.samples, trained);
+      const upd = await updatePolicies(exp, policies, r.samples, trained, step);
       const tUpdate = performance.now();
       // 5. Validation on the fixed held-out seeds.
       let val: Evaluation | null = null;
@@ -261,14 +268,18 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       const metrics: Metric[] = [...rolloutMetrics(r), ...selection.metrics, ...upd.metrics, ...(val ? validationMetrics(val) : [])];
       const timingsMs = { curriculum: selection.ms, rollout: tRollout - tStep - selection.ms, inference: r.inferenceMs, env: r.envMs, update: tUpdate - tRollout, validation: tVal - tUpdate, total: tVal - tStep };
       metrics.push(...Object.entries(timingsMs).map(([k, v]) => ({ name: `time/${k}_ms`, value: v })));
-      const firstOfGroup = new Map<string, Sample>();
-      for (const s of r.samples) if (!firstOfGroup.has(s.groupId)) firstOfGroup.set(s.groupId, s);
-      const groupRows = [...groups.values()]
-        .filter((g) => trained.has(g.groupId))
-        .map((g) => {
-          const s = firstOfGroup.get(g.groupId)!;
-          return { groupId: g.groupId, envInstance: s.envInstance, agentId: s.agent, turn: s.turn, size: g.size, rewardMean: g.mean, rewardStd: g.std };
-        });
+      const firstOfGroup = new Map<string, { s: Sample; members: number }>();
+      for (const s of r.samples) {
+        if (!trained.has(s.groupId)) continue;
+        const id = storeGroupId(s);
+        const e = firstOfGroup.get(id);
+        if (e) e.members++;
+        else firstOfGroup.set(id, { s, members: 1 });
+      }
+      const groupRows = [...firstOfGroup].map(([groupId, { s, members }]) => {
+        const g = groups.get(s.groupId)!;
+        return { groupId, envInstance: s.envInstance, agentId: s.agent, turn: s.turn, size: a.name === 'at-grpo' ? g.size : members, rewardMean: g.mean, rewardStd: g.std };
+      });
       const history = step % exp.training.checkpointEvery === 0 || step === totalSteps;
       const stepCk = history ? await saveStepCheckpoint(o.runDir, step, policies) : null;
       o.store.commitStep(o.runId, {
