@@ -171,12 +171,14 @@ describe('quantized decode', () => {
     }
   });
 
-  test('an update reaches the quantized rollout weights', async () => {
-    const p = await policy(untied, { lora: true, rollout: 'int8' });
-    const before = await gen(p, greedy, true, 0, 6);
+  for (const [what, o] of [['int8 rollout', { lora: true, rollout: 'int8' }], ['fused fp32', { lora: true, fused: true }]] as const) {
+  test(`an update reaches the baked weights (${what})`, async () => {
+    const p = await policy(untied, o);
+    const rollout = 'rollout' in o;
+    const before = await gen(p, greedy, rollout, 0, 6);
     const seqs: TrainSequence[] = prompts.map((pr, b) => ({ tokens: Int32Array.from([...pr, ...before.tokens[b]!]), promptLength: pr.length }));
     await p.update('ce', seqs, null);
-    const after = await gen(p, greedy, true, 0, 6);
+    const after = await gen(p, greedy, rollout, 0, 6);
     // Same tokens are forced through the score graph: the rollout must follow the trained weights.
     const fp32After = await p.score(seqs, 1);
     const teacher = prompts.map((_, b) => after.logprobs[b]!.slice(0, 1));
@@ -184,6 +186,7 @@ describe('quantized decode', () => {
     const beforeFirst = before.logprobs.map((l) => l.slice(0, 1));
     assert.ok(maxDiff(teacher, fpFirst) < maxDiff(beforeFirst, fpFirst), 'the rollout still samples from the weights before the update');
   });
+  }
 });
 
 test('mergeAdapter needs the adapter of a LoRA policy', () => {

@@ -2,11 +2,12 @@
  * The decoders a policy generates with besides the plain one: the fused decode graph in fp32, and
  * quantized rollout weights (int8/int4 MatMulNBits, decode-graph.ts).
  *
- * Quantized weights are baked into the graph (ONNX Runtime prepacks constant MatMulNBits weights
- * at session creation; a non-constant one is dequantized on every call), so the quantized session
- * is rebuilt lazily after the policy's weights change: the LoRA adapter is merged into a copy of
- * the base, every projection and the LM head quantized, the graph emitted and the session
- * replaced. PPO's old log-probs stay those of the fp32 policy (the score graph); the trainer
+ * Weights are baked into the fused graphs (ONNX Runtime prepacks constant MatMul and MatMulNBits
+ * weights at session creation; a non-constant MatMulNBits weight is dequantized on every call),
+ * so a fused session is rebuilt lazily after the policy's weights change: the LoRA adapter is
+ * merged into a copy of the base, for int8/int4 every projection and the LM head quantized, the
+ * graph emitted and the session replaced. An fp32 model too large to bake (over 1 GiB) keeps its
+ * weights and adapter as inputs instead. PPO's old log-probs stay those of the fp32 policy (the score graph); the trainer
  * reports how far the quantized sampler is from it (`rollout/mismatch_kl`).
  */
 import type { Engine } from '../runtime/engine.ts';
@@ -46,12 +47,13 @@ export interface DecoderChoice {
   readonly contract: DecoderContract;
 }
 
+/** Baked fp32 weights must fit a protobuf (2 GiB) with room to spare; larger models feed them. */
+const MAX_BAKED_BYTES = 1 << 30;
+
 export class RolloutDecoder {
-  private fp32: { session: string; graph: FusedDecode } | null = null;
-  private quantized: { session: string; graph: FusedDecode } | null = null;
-  /** Whether the quantized session holds the policy's current weights. */
-  private fresh = false;
-  /** Milliseconds the last quantized rebuild took (merge, quantize, emit, session). */
+  /** Fused sessions by kind ('fp32' or the quantized weights), with the weights they were built from. */
+  private readonly built = new Map<RolloutWeights, { session: string; graph: FusedDecode; baked: boolean; fresh: boolean }>();
+  /** Milliseconds the last rebuild took (merge, quantize, emit, session). */
   lastRebuildMs = 0;
 
   constructor(
@@ -61,9 +63,9 @@ export class RolloutDecoder {
     checkBlockSize(settings.blockSize);
   }
 
-  /** The policy's weights changed: the quantized session is rebuilt before its next use. */
+  /** The policy's weights changed: sessions with baked weights are rebuilt before their next use. */
   invalidate(): void {
-    this.fresh = false;
+    for (const b of this.built.values()) if (b.baked) b.fresh = false;
   }
 
   /**
@@ -71,38 +73,44 @@ export class RolloutDecoder {
    * uses the configured rollout weights; everything else decodes the fp32 policy.
    */
   async choose(rollout: boolean): Promise<DecoderChoice | null> {
-    if (rollout && quantBits(this.settings.weights)) return this.quantizedDecoder();
-    if (!this.settings.fused) return null;
-    if (!this.fp32) {
-      const graph = buildFusedDecode(this.src.config, { weights: 'fp32', lora: this.src.lora });
-      const session = `${this.src.id}:decode-fused`;
+    const kind: RolloutWeights = rollout ? this.settings.weights : 'fp32';
+    if (kind === 'fp32' && !this.settings.fused) return null;
+    let b = this.built.get(kind);
+    if (!b || !b.fresh) {
+      const t0 = performance.now();
+      const graph = await this.build(kind);
+      const session = `${this.src.id}:decode-${kind}`;
+      // Same name: the engine releases the previous session once the new one exists.
       await this.src.engine.createSession(session, graph.bytes);
-      this.fp32 = { session, graph };
+      b = { session, graph, baked: graph.baked, fresh: true };
+      this.built.set(kind, b);
+      this.lastRebuildMs = performance.now() - t0;
     }
-    return this.choice(this.fp32.session, this.fp32.graph);
+    return this.choice(b.session, b.graph);
   }
 
-  private async quantizedDecoder(): Promise<DecoderChoice> {
-    if (!this.quantized || !this.fresh) {
-      const t0 = performance.now();
-      const bits = quantBits(this.settings.weights)!;
-      const { weights, adapter } = await this.src.snapshot();
-      const merged = mergeAdapter(this.src.config, this.src.lora, weights, adapter);
-      const shapes = new Map(parameterShapes(this.src.config));
-      const quantized = new Map<string, QuantizedMatrix>();
-      for (const name of quantizedWeightNames(this.src.config)) {
+  /** The fused graph for `kind`; `baked`: it holds the current weights (stale after an update). */
+  private async build(kind: RolloutWeights): Promise<FusedDecode & { baked: boolean }> {
+    const c = this.src.config;
+    const bits = quantBits(kind);
+    const fp32Bytes = parameterShapes(c).reduce((n, [, s]) => n + s.reduce((a, x) => a * x, 1) * 4, 0);
+    if (!bits && fp32Bytes > MAX_BAKED_BYTES) {
+      // Too large to bake: weights (and the adapter) stay inputs, fed from the residents.
+      return { ...buildFusedDecode(c, { weights: 'fp32', lora: this.src.lora }), baked: false };
+    }
+    const { weights, adapter } = await this.src.snapshot();
+    const merged = mergeAdapter(c, this.src.lora, weights, adapter);
+    let quantized: Map<string, QuantizedMatrix> | undefined;
+    if (bits) {
+      const shapes = new Map(parameterShapes(c));
+      quantized = new Map();
+      for (const name of quantizedWeightNames(c)) {
         const [rows, cols] = shapes.get(name) as [number, number];
         quantized.set(name, quantizeBlockwise(merged.get(name)!, rows, cols, bits, this.settings.blockSize));
       }
-      const graph = buildFusedDecode(this.src.config, { weights: this.settings.weights, lora: null, quantized });
-      const session = `${this.src.id}:decode-${this.settings.weights}`;
-      // Same name: the engine releases the previous session once the new one exists.
-      await this.src.engine.createSession(session, graph.bytes);
-      this.quantized = { session, graph };
-      this.fresh = true;
-      this.lastRebuildMs = performance.now() - t0;
     }
-    return this.choice(this.quantized.session, this.quantized.graph);
+    const graph = buildFusedDecode(c, { weights: kind, lora: null, baked: merged, ...(quantized ? { quantized } : {}) });
+    return { ...graph, baked: true };
   }
 
   private choice(session: string, graph: FusedDecode): DecoderChoice {
@@ -114,7 +122,7 @@ export class RolloutDecoder {
 
   /** Session names this decoder created (for the policy's dispose). */
   sessions(): string[] {
-    return [this.fp32?.session, this.quantized?.session].filter((s): s is string => s !== undefined);
+    return [...this.built.values()].map((b) => b.session);
   }
 }
 

@@ -407,7 +407,7 @@ export const rolloutSchema = z
     fusedDecode: z
       .boolean()
       .default(false)
-      .describe('Decode fp32 (validation, warm-start play, fp32 rollouts) with the fused graph: ONNX Runtime GroupQueryAttention and SkipSimplifiedLayerNormalization kernels, fewer kernels per token, the same numbers to ~1e-6. int8/int4 rollouts always use it. Needs a head dimension that is a multiple of 16.'),
+      .describe('Decode fp32 (validation, warm-start play, fp32 rollouts) with the fused graph: ONNX Runtime RotaryEmbedding and SkipSimplifiedLayerNormalization kernels and the weights (LoRA merged) baked in so ONNX Runtime prepacks them, rebuilt after each update; fewer kernels per token, the same numbers to ~1e-5. int8/int4 rollouts always use it.'),
     /** Values per quantization block. */
     blockSize: z
       .union([z.literal(16), z.literal(32), z.literal(64), z.literal(128)])
