@@ -24,7 +24,8 @@ import { configHandlers } from './config-handlers.ts';
 import { Connection, type NotificationHandlers, type RequestHandlers } from './connection.ts';
 import { exportHandler } from './export-handler.ts';
 import { runHandlers } from './run-handlers.ts';
-import { createToken, readLiveServerFile, removeServerFile, writeServerFile } from './server-info-file.ts';
+import { acquireServerLock, createToken, removeServerFile, writeServerFile } from './server-info-file.ts';
+import type { LockFile } from '../runs/run-lock.ts';
 import { isLoopback, listen, type Listener } from './websocket-listener.ts';
 
 export const SERVER_VERSION = '0.1.0';
@@ -63,6 +64,8 @@ export class TroupeServer {
     private readonly log: (line: string) => void,
     private readonly requests: RequestHandlers,
     private readonly notifications: NotificationHandlers,
+    /** `.troupe/server.lock`, held from start to the end of close(). */
+    private readonly lock: LockFile,
   ) {}
 
   /** `ws://127.0.0.1:PORT`. */
@@ -78,14 +81,21 @@ export class TroupeServer {
     const workspace = resolve(o.workspace);
     const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
     const host = o.host ?? '127.0.0.1';
-    const other = await readLiveServerFile(workspace);
-    if (other) throw new Error(`a Troupe server (pid ${other.pid}) is already serving ${workspace} at ${other.url}; connect to it, or stop it first`);
+    // The lock, not server.json, makes the server the workspace's only one (server-info-file.ts).
+    const lock = await acquireServerLock(workspace);
     if (!isLoopback(host)) log(`warning: listening on ${host}, not loopback: anyone who can reach this address and has the token can drive training`);
 
-    // Every path a client names is confined, on loopback too: the rule is the same wherever the
-    // client is, and a folder outside the workspace is one --allow-path away.
-    const paths = await PathConfinement.create(workspace, o.allowPaths ?? []);
-    const manager = await RunManager.open({ workspace, log, paths, ...(o.maxConcurrentRuns !== undefined ? { maxConcurrentRuns: o.maxConcurrentRuns } : {}) });
+    let manager: RunManager;
+    let paths: PathConfinement;
+    try {
+      // Every path a client names is confined, on loopback too: the rule is the same wherever the
+      // client is, and a folder outside the workspace is one --allow-path away.
+      paths = await PathConfinement.create(workspace, o.allowPaths ?? []);
+      manager = await RunManager.open({ workspace, log, paths, ...(o.maxConcurrentRuns !== undefined ? { maxConcurrentRuns: o.maxConcurrentRuns } : {}) });
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
     let listener: Listener | undefined;
     try {
       const { token, tokenFile } = await createToken(workspace);
@@ -141,7 +151,7 @@ export class TroupeServer {
         log,
         onConnection: (ws, req) => server().accept(ws, req),
       });
-      self = new TroupeServer(workspace, manager, listener, tokenFile, log, requests, notifications);
+      self = new TroupeServer(workspace, manager, listener, tokenFile, log, requests, notifications, lock);
       manager.onDidChangeState((e) => self?.broadcast('run/didChangeState', { runId: e.runId, state: e.state, previous: e.previous, run: e.run }));
       manager.onDidProgress((e) => self?.broadcast('run/didProgress', { runId: e.runId, step: e.step, steps: e.steps, stepMs: e.stepMs, etaMs: e.etaMs, metrics: [...e.metrics] }));
       manager.onDidLog((e) => self?.broadcast('run/didLog', { runId: e.runId, line: e.line }));
@@ -151,6 +161,7 @@ export class TroupeServer {
     } catch (e) {
       await listener?.close();
       await manager.close();
+      lock.release();
       throw e;
     }
   }
@@ -192,7 +203,7 @@ export class TroupeServer {
     for (const c of this.connections) if (c.isInitialized && c.receivesRunEvents) c.notify(method, params);
   }
 
-  /** Pauses live runs at their step boundary, closes every client and removes server.json. Idempotent. */
+  /** Pauses live runs at their step boundary, closes every client, removes server.json and releases the lock. Idempotent. */
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.log('shutting down: live runs pause at their next step boundary');
@@ -200,6 +211,8 @@ export class TroupeServer {
       await this.manager.close();
       await this.listener.close();
       await removeServerFile(this.workspace);
+      // Last: until server.json is gone a new server must not start and write its own.
+      this.lock.release();
     })();
     return this.closing;
   }
