@@ -39,15 +39,30 @@ const addedTokenSchema = z.looseObject({
   special: z.boolean().default(false),
 });
 
-/** The parts of tokenizer.json read here; the rest is tokenizers.js's business. */
+/**
+ * The parts of tokenizer.json read here; the rest is tokenizers.js's business. The vocabulary
+ * (BPE and WordPiece: token → id; Unigram: [token, score] pairs, id = index) is only checked to be
+ * an object here and walked once in `vocabIds`: a zod record over 150k entries doubled the load
+ * time and copied the table.
+ */
 export const hfTokenizerJsonSchema = z.looseObject({
   model: z.looseObject({
     type: z.string().optional(),
-    // BPE and WordPiece: token → id; Unigram: [token, score] pairs, id = index.
-    vocab: z.union([z.record(z.string(), z.int().nonnegative()), z.array(z.tuple([z.string(), z.number()]))]),
+    vocab: z.custom<Readonly<Record<string, unknown>> | readonly unknown[]>((v) => typeof v === 'object' && v !== null, 'must be an object (token -> id) or a list of [token, score] pairs'),
   }),
   added_tokens: z.array(addedTokenSchema).default([]),
 });
+
+/** The ids of a model vocabulary; throws naming the first entry that is not a valid id. */
+function vocabIds(vocab: Readonly<Record<string, unknown>> | readonly unknown[], source: string): number[] {
+  if (Array.isArray(vocab)) return vocab.map((_, i) => i);
+  const ids: number[] = [];
+  for (const [token, id] of Object.entries(vocab)) {
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) throw new Error(`invalid ${source}:\n  model.vocab.${token}: the id must be an integer >= 0, got ${JSON.stringify(id)}`);
+    ids.push(id);
+  }
+  return ids;
+}
 
 /** A special token in tokenizer_config.json: a string or an AddedToken object. */
 const specialTokenSchema = z.union([z.string(), z.looseObject({ content: z.string() })]).nullish();
@@ -127,13 +142,13 @@ export class HfTokenizer {
     const json = parseWithSchema(hfTokenizerJsonSchema, files.tokenizer, `${source}/${HF_TOKENIZER_FILE}`);
     const config = parseWithSchema(hfTokenizerConfigSchema, files.config ?? {}, `${source}/${HF_TOKENIZER_CONFIG_FILE}`);
     const gen = parseWithSchema(hfGenerationConfigSchema, files.generationConfig ?? {}, `${source}/${HF_GENERATION_CONFIG_FILE}`);
+    const ids = vocabIds(json.model.vocab, `${source}/${HF_TOKENIZER_FILE}`);
     try {
       this.#tok = new Tokenizer(files.tokenizer as object, (files.config ?? {}) as object);
     } catch (e) {
       throw new Error(`${source}/${HF_TOKENIZER_FILE}: tokenizers.js cannot build this tokenizer: ${(e as Error).message}`, { cause: e });
     }
 
-    const ids: number[] = Array.isArray(json.model.vocab) ? json.model.vocab.map((_, i) => i) : Object.values(json.model.vocab);
     for (const t of json.added_tokens) ids.push(t.id);
     this.vocabSize = ids.reduce((m, id) => Math.max(m, id + 1), 0);
     if (this.vocabSize === 0) throw new Error(`${source}/${HF_TOKENIZER_FILE}: the vocabulary is empty`);
