@@ -29,7 +29,7 @@ import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
 import { rollout, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
 import { readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, warmStartDir } from './run-checkpoint.ts';
 import { mismatchMetrics, rolloutMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
-import { warmStart } from './warm-start.ts';
+import { warmStart, weightsContentKey } from './warm-start.ts';
 
 export interface TrainOptions {
   readonly experiment: ResolvedExperiment;
@@ -97,7 +97,7 @@ async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOpti
     const agents = [...exp.router].filter(([, p]) => exp.policies.get(p)?.model === modelId).map(([a]) => a);
     const ws = await warmStart(
       engine,
-      { modelId, config: m.config, weights: initial, weightsKey: m.source.kind === 'init' ? `init:${m.source.seed}` : `checkpoint:${m.source.path}`, agents, maxNewTokens: exp.algorithm.maxNewTokens },
+      { modelId, config: m.config, weights: initial, weightsKey: m.source.kind === 'init' ? `init:${m.source.seed}` : `checkpoint:${weightsContentKey(initial)}`, agents, maxNewTokens: exp.algorithm.maxNewTokens },
       exp.env,
       exp.warmStart,
       exp.tokenizer,

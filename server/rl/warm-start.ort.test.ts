@@ -16,7 +16,12 @@ import { optimizerSchema } from '../models/optimizer.ts';
 import { Policy } from '../models/policy.ts';
 import { defaultTokenizer as tok } from '../models/tokenizer.ts';
 import { Engine } from '../runtime/engine.ts';
-import { learnerDemonstrations, solverDemonstrations, warmStart, warmStartKey, type WarmStartJob } from './warm-start.ts';
+import { saveCheckpoint } from '../models/checkpoint.ts';
+import { parseExperimentConfig } from '../protocol/experiment-config.ts';
+import { openRunStore } from '../store/index.ts';
+import { resolveExperiment } from './resolve-experiment.ts';
+import { train } from './trainer.ts';
+import { learnerDemonstrations, solverDemonstrations, warmStart, warmStartKey, weightsContentKey, type WarmStartJob } from './warm-start.ts';
 
 const model = parseModelConfig({ vocabSize: 112, hiddenSize: 64, numLayers: 2, numHeads: 4, intermediateSize: 128, maxSequenceLength: 160 });
 const options = { size: 4, maxTurns: 3, wallRatio: 0.2 };
@@ -77,5 +82,50 @@ test('a warm start with DAgger rounds trains on the added states and is cached u
   } finally {
     await engine.close();
     await rm(cache, { recursive: true, force: true });
+  }
+});
+
+test('a checkpoint warm start is cached by the weights it holds, not by its path', { timeout: 180_000 }, async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-ws-content-'));
+  const store = openRunStore(join(dir, 'troupe.db'));
+  const small = parseModelConfig({ vocabSize: 112, hiddenSize: 32, numLayers: 1, numHeads: 2, intermediateSize: 64, maxSequenceLength: 160 });
+  try {
+    const a = initParameters(small, 1);
+    const b = initParameters(small, 2);
+    assert.notEqual(weightsContentKey(a), weightsContentKey(b));
+    assert.equal(weightsContentKey(a), weightsContentKey(initParameters(small, 1)));
+    let runs = 0;
+    /** Trains one step from the checkpoint at `folder`; true when the warm start came from the cache. */
+    const reused = async (folder: string): Promise<boolean> => {
+      const cfg = {
+        name: 'content key',
+        env: { name: 'plan-path', options: { size: 4, maxTurns: 2 } },
+        specialization: 'L2',
+        models: { base: { checkpoint: folder } },
+        policies: { tool: { model: 'base', lora: { rank: 2 } }, plan: { model: 'base', lora: { rank: 2 } } },
+        router: { tool: 'tool', plan: 'plan' },
+        algorithm: { envsPerStep: 1, branches: 2, maxNewTokens: 6 },
+        warmStart: { demonstrations: 8, steps: 2, batchSize: 4 },
+        training: { steps: 1, validateEvery: 1, validationEpisodes: 1, checkpointEvery: 1 },
+      };
+      const experiment = await resolveExperiment(parseExperimentConfig(cfg, 'content key'), join(dir, 'config.json'));
+      const runDir = join(dir, `run-${runs++}`);
+      const run = store.createRun({ name: cfg.name, config: cfg, runDir });
+      const lines: string[] = [];
+      await train({ experiment, store, runId: run.id, runDir, cacheRoot: join(dir, 'cache'), resume: false, log: (l) => lines.push(l) });
+      return lines.some((l) => l.includes('reusing cache'));
+    };
+    const ck = join(dir, 'ck');
+    await saveCheckpoint(ck, small, a);
+    assert.equal(await reused(ck), false);
+    // The same folder, other weights: a fresh warm start (keyed by the path, the old one was reused).
+    await saveCheckpoint(ck, small, b);
+    assert.equal(await reused(ck), false, 'overwritten checkpoint must not reuse the warm start of the old weights');
+    // The first weights again, under another path: the cache holds them.
+    await saveCheckpoint(join(dir, 'copy'), small, a);
+    assert.equal(await reused(join(dir, 'copy')), true, 'the same weights at another path reuse their warm start');
+  } finally {
+    store.close();
+    await rm(dir, { recursive: true, force: true });
   }
 });

@@ -54,7 +54,7 @@ export interface WarmStartJob {
   readonly config: ModelConfig;
   /** Initial weights (from an init seed or a checkpoint). */
   readonly weights: ReadonlyMap<string, Float32Array>;
-  /** Identity of the initial weights for the cache key (e.g. `init:1` or a checkpoint hash). */
+  /** Identity of the initial weights for the cache key (`init:<seed>`, or `checkpoint:` + `weightsContentKey`). */
   readonly weightsKey: string;
   /** Agents whose demonstrations this model learns (the agents routed to its policies). */
   readonly agents: readonly string[];
@@ -145,6 +145,20 @@ export async function learnerDemonstrations(
     solved += envs.filter((e) => e.success).length;
   }
   return { sequences, solved };
+}
+
+/**
+ * Identity of a set of weights for the cache key: a hash of every tensor's name, length and bytes.
+ * A checkpoint's path said nothing about what it holds (a folder overwritten with other weights
+ * reused the old warm start; the same weights copied elsewhere retrained).
+ */
+export function weightsContentKey(weights: ReadonlyMap<string, Float32Array>): string {
+  const h = createHash('sha256');
+  for (const name of [...weights.keys()].sort()) {
+    const d = weights.get(name)!;
+    h.update(`${name}:${d.length};`).update(new Uint8Array(d.buffer, d.byteOffset, d.byteLength));
+  }
+  return h.digest('hex');
 }
 
 export function warmStartKey(job: WarmStartJob, env: { name: string; options: unknown; make: (seed: number) => Environment }, budget: WarmStartBudget, tok: CharTokenizer): string {
