@@ -1,0 +1,79 @@
+/**
+ * Decode and train-step speed of one model on every execution provider that starts here (cpu,
+ * and cuda / webgpu where `troupe doctor` says they work; a software WebGPU adapter included,
+ * marked as such), measured in one run so the ratios compare like with like. Prints a table and
+ * writes bench/results/providers.json.
+ *
+ * Usage: node --import tsx bench/engine/bench-providers.ts [--model default|medium] [--rounds N]
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { defaultModelConfig, mediumModelConfig } from '../../server/models/default-model.ts';
+import { initParameters } from '../../server/models/init.ts';
+import { optimizerSchema } from '../../server/models/optimizer.ts';
+import { Policy } from '../../server/models/policy.ts';
+import { Engine, type ExecutionProviderName } from '../../server/runtime/engine.ts';
+import { median } from './bench-util.ts';
+
+const { values } = parseArgs({ options: { model: { type: 'string', default: 'default' }, rounds: { type: 'string', default: '3' } } });
+const models = { default: defaultModelConfig, medium: mediumModelConfig } as const;
+if (values.model !== 'default' && values.model !== 'medium') throw new Error(`--model must be default or medium, got '${values.model}'`);
+const config = models[values.model];
+const rounds = Number(values.rounds);
+if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error(`--rounds must be an integer >= 1, got '${values.rounds}'`);
+
+const ROWS = 32;
+const PROMPT = 16;
+const NEW = 32;
+const prompts = Array.from({ length: ROWS }, (_, b) => Int32Array.from({ length: PROMPT }, (_, i) => 1 + ((b * 7 + i * 3) % (config.vocabSize - 1))));
+const decode = { maxNewTokens: NEW, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: 1, stopTokens: [], padToken: 0 };
+const seqs = prompts.map((p) => ({ tokens: Int32Array.from([...p, ...p, ...p]), promptLength: PROMPT }));
+
+interface Row {
+  readonly provider: ExecutionProviderName;
+  readonly adapter: string;
+  readonly decodeTokensPerSecond: number;
+  readonly trainStepMs: number;
+}
+
+async function measure(provider: ExecutionProviderName): Promise<Row | null> {
+  const engine = await Engine.start({ executionProvider: provider, log: () => {} });
+  try {
+    if (engine.provider !== provider) {
+      process.stderr.write(`${provider}: skipped (${engine.providerReason})\n`);
+      return null;
+    }
+    const p = await Policy.create(engine, { id: 'bench', config, weights: initParameters(config, 1), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false });
+    await p.generate(prompts, decode); // warm-up: session creation, first-run allocations
+    await p.update('ce', seqs, null);
+    const dec: number[] = [];
+    const train: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      const t0 = performance.now();
+      await p.generate(prompts, decode);
+      dec.push((ROWS * NEW * 1000) / (performance.now() - t0));
+      train.push((await p.update('ce', seqs, null)).ms);
+    }
+    const adapter = provider === 'webgpu' ? (engine.providerReport?.webgpu?.adapter ?? 'unknown') : provider === 'cuda' ? 'CUDA device 0' : 'host';
+    return { provider, adapter, decodeTokensPerSecond: median(dec), trainStepMs: median(train) };
+  } finally {
+    await engine.close();
+  }
+}
+
+const rows: Row[] = [];
+for (const provider of ['cpu', 'cuda', 'webgpu'] as const) {
+  const row = await measure(provider);
+  if (row) rows.push(row);
+}
+const cpu = rows.find((r) => r.provider === 'cpu')!;
+console.log(`model ${values.model}: decode ${ROWS} rows x ${NEW} new tokens (prompt ${PROMPT}); cross-entropy step on ${ROWS} x ${3 * PROMPT} tokens; median of ${rounds}`);
+console.log('provider  adapter    decode tok/s  vs cpu   train step ms  vs cpu');
+for (const r of rows) {
+  console.log(
+    `${r.provider.padEnd(9)} ${r.adapter.padEnd(10)} ${r.decodeTokensPerSecond.toFixed(0).padStart(12)}  ${(r.decodeTokensPerSecond / cpu.decodeTokensPerSecond).toFixed(2).padStart(5)}x ${r.trainStepMs.toFixed(0).padStart(14)}  ${(cpu.trainStepMs / r.trainStepMs).toFixed(2).padStart(5)}x`,
+  );
+}
+const out = new URL('../results/providers.json', import.meta.url);
+writeFileSync(out, `${JSON.stringify({ model: values.model, rows: ROWS, promptTokens: PROMPT, newTokens: NEW, rounds, results: rows }, null, 2)}\n`);
+console.log(`wrote ${out.pathname}`);
