@@ -121,9 +121,11 @@ function webgpuFailure(c: ChildProbe): string {
 
 async function probeWebGpu(backends: readonly string[]): Promise<WebGpuStatus> {
   if (!backends.includes('webgpu')) return { available: false, detail: `not among this onnxruntime-node build's backends (${backends.join(', ')})`, adapter: null };
+  const linux = process.platform === 'linux';
+  const hardwareEnv = linux ? hardwareOnlyEnv(process.env) : null;
+  const [any, hidden] = await Promise.all([webgpuChild(process.env), hardwareEnv ? webgpuChild(hardwareEnv) : null]);
   // Elsewhere Dawn uses D3D12 or Metal, whose adapters are the machine's GPUs.
-  const hardwareEnv = process.platform === 'linux' ? hardwareOnlyEnv(process.env) : process.env;
-  const [any, hardware] = await Promise.all([webgpuChild(process.env), hardwareEnv ? webgpuChild(hardwareEnv) : null]);
+  const hardware = linux ? hidden : any;
   if (hardware?.ok) return { available: true, detail: 'hardware adapter (found with the software Vulkan drivers hidden)', adapter: 'hardware' };
   if (any.ok) return { available: true, detail: 'software adapter only (lavapipe or SwiftShader: Vulkan on the CPU)', adapter: 'software' };
   return { available: false, detail: webgpuFailure(any), adapter: null };
