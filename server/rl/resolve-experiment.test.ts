@@ -26,14 +26,14 @@ after(async () => {
 });
 
 /** The tiny experiment with its one model replaced by `source`. */
-function withModel(source: Record<string, unknown>) {
+function withModel(source: Record<string, unknown>, env: Record<string, unknown> = tinyConfig.env) {
   const policies = Object.fromEntries(Object.entries(tinyConfig.policies).map(([id, p]) => [id, { ...p, model: 'base' }]));
-  return parseExperimentConfig({ ...tinyConfig, models: { base: source }, policies }, 'test config');
+  return parseExperimentConfig({ ...tinyConfig, env, models: { base: source }, policies }, 'test config');
 }
 
-async function configIssue(source: Record<string, unknown>): Promise<{ path: string; message: string }> {
+async function configIssue(source: Record<string, unknown>, env?: Record<string, unknown>): Promise<{ path: string; message: string }> {
   try {
-    await resolveExperiment(withModel(source), join(dir, 'experiment.json'));
+    await resolveExperiment(withModel(source, env), join(dir, 'experiment.json'));
   } catch (e) {
     assert.ok(e instanceof ConfigError, String(e));
     assert.equal(e.issues.length, 1);
@@ -71,10 +71,17 @@ test("env.promptStyle: terse (default) makes the environment itself; chat wraps 
   const terse = await resolveExperiment(parseExperimentConfig(tinyConfig, 'test config'), join(dir, 'experiment.json'));
   const plain = terse.env.make(0);
   assert.match(plain.observe(plain.currentAgent()), /^plan-path /);
-  const config = parseExperimentConfig({ ...tinyConfig, env: { ...tinyConfig.env, promptStyle: 'chat' } }, 'test config');
-  const chat = await resolveExperiment(config, join(dir, 'experiment.json'));
+  // A model with room for the chat prompts (the embedded model's 512 positions are not: below).
+  const roomy = { config: { ...defaultModelConfig, maxSequenceLength: 4096 } };
+  const chat = await resolveExperiment(withModel(roomy, { ...tinyConfig.env, promptStyle: 'chat' }), join(dir, 'experiment.json'));
   const env = chat.env.make(0);
   assert.match(env.observe(env.currentAgent()), /^You are the tool agent of a two-agent team[^]*#### <answer>"\.$/);
   assert.equal(env.solution('tool').startsWith('#### ['), true);
   assert.throws(() => parseExperimentConfig({ ...tinyConfig, env: { ...tinyConfig.env, promptStyle: 'verbose' } }, 'test config'), /env\.promptStyle/);
+});
+
+test('chat prompts that do not fit the model\'s context are a config error on env.promptStyle', async () => {
+  const r = await configIssue({ preset: 'default' }, { ...tinyConfig.env, promptStyle: 'chat' });
+  assert.equal(r.path, 'env.promptStyle');
+  assert.match(r.message, /^agent "plan"'s chat prompts run to \d{4} tokens with the character tokenizer; with algorithm.maxNewTokens 12 that is past model "base"'s context of 512 tokens\. Chat prompts are for pretrained instruction-tuned models/);
 });

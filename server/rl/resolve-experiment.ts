@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { createEnvironment, environments, type EnvironmentName } from '../envs/environments.ts';
 import { withPromptStyle } from '../envs/chat-prompts/prompt-styles.ts';
+import { trainSeed } from '../envs/seed-ranges.ts';
 import { defaultModelConfig, mediumModelConfig } from '../models/default-model.ts';
 import { loraTargets, parseModelConfig, type ModelConfig } from '../models/model-config.ts';
 import { readModelFolderConfig, type ModelFolderConfig } from '../models/model-folder.ts';
@@ -16,6 +17,7 @@ import { defaultTokenizer } from '../models/tokenizer.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
 import { checkAgainstAgents, parseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
 import type { ModelSource, ResolvedExperiment } from './experiment.ts';
+import { chatPromptFitIssues } from './prompt-fit.ts';
 
 /** Reads, parses and resolves a config file. */
 export async function loadExperiment(path: string): Promise<{ config: ExperimentConfig; experiment: ResolvedExperiment }> {
@@ -74,6 +76,11 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
       models.set(id, { config: folder.config, source: { kind: 'checkpoint', path: dir } });
     }
   }
+
+  // The models of the character tokenizer (its vocabulary size; a Hugging Face model's is far larger).
+  const charContexts = new Map([...models].filter(([, m]) => m.config.vocabSize === defaultTokenizer.vocabSize).map(([id, m]) => [id, m.config.maxSequenceLength]));
+  const fitIssues = chatPromptFitIssues(c, withPromptStyle(createEnvironment(envName, trainSeed(0), options), c.env.promptStyle), charContexts, defaultTokenizer);
+  if (fitIssues.length) throw new ConfigError(source, fitIssues);
 
   const policies = new Map<string, { model: string; lora: { rank: number; alpha: number; targets: Array<(typeof loraTargets)[number]> } | null }>();
   for (const [id, p] of Object.entries(c.policies)) {

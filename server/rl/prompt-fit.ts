@@ -1,0 +1,48 @@
+/**
+ * Whether an experiment's prompts fit its models. Chat prompts (`env.promptStyle: "chat"`) carry
+ * the rules in words and run to a thousand characters or more; through the embedded model's
+ * character tokenizer that is past its 512-position context, where the fused decoder's RoPE table
+ * ends and the engine would fail mid-rollout with an index error. Measured up front instead, on a
+ * solver episode of the first training seed (later rounds add report lines, so every round's
+ * prompt counts), and reported as a config error on `env.promptStyle`.
+ */
+import type { Environment } from '../envs/environment.ts';
+import { rolloutSolver } from '../envs/solver-rollout.ts';
+import type { ConfigIssue } from '../protocol/config-errors.ts';
+import type { ExperimentConfig } from '../protocol/experiment-config.ts';
+
+interface PromptEncoder {
+  encodePrompt(turns: ReadonlyArray<{ role: 'user'; text: string }>): Int32Array;
+}
+
+/**
+ * Issues for each model whose agents' longest prompt plus `algorithm.maxNewTokens` exceeds the context of
+ * the model its policy uses. `contexts` maps model ids to their `maxSequenceLength` for the models
+ * `tok` tokenizes for (others are left out).
+ */
+export function chatPromptFitIssues(c: ExperimentConfig, env: Environment, contexts: ReadonlyMap<string, number>, tok: PromptEncoder): ConfigIssue[] {
+  if (c.env.promptStyle !== 'chat') return [];
+  const longest = new Map<string, number>();
+  for (const d of rolloutSolver(env).demonstrations) {
+    const n = tok.encodePrompt([{ role: 'user', text: d.observation }]).length;
+    longest.set(d.agent, Math.max(longest.get(d.agent) ?? 0, n));
+  }
+  // One issue per model, naming the agent with the longest prompt among those it serves.
+  const worst = new Map<string, { agent: string; tokens: number }>();
+  for (const [agent, tokens] of longest) {
+    const policyId = c.router[agent];
+    const modelId = policyId === undefined ? undefined : c.policies[policyId]?.model;
+    if (modelId === undefined || !contexts.has(modelId)) continue;
+    if (tokens > (worst.get(modelId)?.tokens ?? -1)) worst.set(modelId, { agent, tokens });
+  }
+  const issues: ConfigIssue[] = [];
+  for (const [modelId, { agent, tokens }] of worst) {
+    const context = contexts.get(modelId)!;
+    if (tokens + c.algorithm.maxNewTokens <= context) continue;
+    issues.push({
+      path: ['env', 'promptStyle'],
+      message: `agent "${agent}"'s chat prompts run to ${tokens} tokens with the character tokenizer; with algorithm.maxNewTokens ${c.algorithm.maxNewTokens} that is past model "${modelId}"'s context of ${context} tokens. Chat prompts are for pretrained instruction-tuned models; the embedded model is trained on the terse ones (promptStyle "terse")`,
+    });
+  }
+  return issues;
+}
