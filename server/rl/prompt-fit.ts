@@ -1,8 +1,9 @@
 /**
  * Whether an experiment's prompts fit its models. Chat prompts (`env.promptStyle: "chat"`) carry
  * the rules in words and run to a thousand characters or more; through the embedded model's
- * character tokenizer that is past its 512-position context, where the fused decoder's RoPE table
- * ends and the engine would fail mid-rollout with an index error. Measured up front instead, on a
+ * character tokenizer that is past its 512-position context: positions the model never trained
+ * on, beyond the fused decoder's RoPE tables (sized to maxSequenceLength), and `troupe models
+ * inspect`'s greedy generation refuses them. Measured up front instead, on a
  * solver episode of the first training seed (later rounds add report lines, so every round's
  * prompt counts), and reported as a config error on `env.promptStyle`.
  */
