@@ -29,6 +29,7 @@ import { ConfigError } from '../protocol/config-errors.ts';
 import type { Metric, RunState, RunSummary } from '../protocol/trajectory.ts';
 import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index.ts';
 import { Emitter, type Disposable } from './emitter.ts';
+import { EngineCalls } from './engine-gate.ts';
 import { RunError } from './run-error.ts';
 import { fromRunWorkerSchema, type FromRunWorker, type RunWorkerData, type ToRunWorker } from './run-messages.ts';
 import { ClientPathError, type PathConfinement } from './path-confinement.ts';
@@ -46,6 +47,11 @@ export interface RunManagerOptions {
   readonly maxConcurrentRuns?: number;
   /** How long `close()` waits for live runs to reach a step boundary before terminating them (default 60 s). */
   readonly closeTimeoutMs?: number;
+  /**
+   * How long a worker that reported how training ended, or was asked to abort, may take to exit
+   * before it is terminated (default 30 s); never while its engine has a call in flight.
+   */
+  readonly exitGraceMs?: number;
   /**
    * Limits of each run worker's JavaScript heap. A worker that runs out fails its run (the server
    * stays up). Tensors live in ONNX Runtime's worker, outside these limits. Default: Node's.
@@ -104,6 +110,8 @@ interface LiveRun {
   readonly lock: RunLock;
   readonly resume: boolean;
   worker: Worker | null;
+  /** The worker's engine calls in flight (shared memory): it is never terminated inside one. */
+  calls: EngineCalls | null;
   /** What the user asked for; both stop the worker at the next step boundary. */
   request: 'pause' | 'stop' | null;
   /** How training ended, as the worker reported it; null after a crash. */
@@ -112,6 +120,8 @@ interface LiveRun {
   crash: Error | null;
   /** close() terminated the worker, as a last resort after asking it to abort. */
   terminated: boolean;
+  /** terminateLater is watching the worker. */
+  terminating: boolean;
   /** Durations of this worker's RL steps, for the ETA. */
   readonly stepMs: number[];
   readonly exited: Promise<void>;
@@ -121,7 +131,7 @@ interface LiveRun {
 const ETA_WINDOW = 10;
 /**
  * After a worker reports how training ended it should exit at once, and an aborted one as soon as
- * its engine call in flight returns; past this it is terminated.
+ * its engine call in flight returns; past this it is terminated, but never inside an engine call.
  */
 const EXIT_GRACE_MS = 30_000;
 
@@ -160,6 +170,7 @@ export class RunManager {
     private readonly closeTimeoutMs: number,
     private readonly resourceLimits: ResourceLimits | undefined,
     private readonly paths: PathConfinement | undefined,
+    private readonly exitGraceMs: number,
   ) {
     const onListenerError = (e: unknown) => log(`run manager: an event listener threw: ${message(e)}`);
     this.stateEmitter = new Emitter(onListenerError);
@@ -181,7 +192,7 @@ export class RunManager {
     const store = openRunStore(dbPath);
     openWorkspaces.add(dbPath);
     const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-    const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits, o.paths);
+    const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits, o.paths, o.exitGraceMs ?? EXIT_GRACE_MS);
     try {
       manager.markInterrupted();
     } catch (e) {
@@ -435,7 +446,7 @@ export class RunManager {
   private addLive(runId: string, folder: RunFolder, lock: RunLock, resume: boolean): LiveRun {
     let markExited = () => {};
     const exited = new Promise<void>((r) => (markExited = r));
-    const live: LiveRun = { runId, folder, lock, resume, worker: null, request: null, outcome: null, crash: null, terminated: false, stepMs: [], exited, markExited };
+    const live: LiveRun = { runId, folder, lock, resume, worker: null, calls: null, request: null, outcome: null, crash: null, terminated: false, terminating: false, stepMs: [], exited, markExited };
     this.live.set(runId, live);
     return live;
   }
@@ -453,7 +464,8 @@ export class RunManager {
 
   private spawn(live: LiveRun): void {
     const entry = workerEntry();
-    const data: RunWorkerData = { runId: live.runId, runDir: live.folder.dir, resume: live.resume };
+    const calls = EngineCalls.create();
+    const data: RunWorkerData = { runId: live.runId, runDir: live.folder.dir, resume: live.resume, engineCalls: calls.buffer };
     let worker: Worker;
     try {
       worker = new Worker(entry.url, { workerData: { ...entry.data, ...data }, ...(this.resourceLimits ? { resourceLimits: this.resourceLimits } : {}) });
@@ -462,6 +474,7 @@ export class RunManager {
       return;
     }
     live.worker = worker;
+    live.calls = calls;
     worker.on('message', (raw: unknown) => this.onMessage(live, raw));
     worker.on('error', (e: Error) => {
       live.crash ??= e;
@@ -509,18 +522,30 @@ export class RunManager {
   }
 
   /**
-   * The last resort for a worker that does not exit: by now its engine is closed or wedged, so
-   * tearing the thread down cannot catch ONNX Runtime mid-call in the normal case.
+   * The last resort for a worker that does not exit: terminated once `exitGraceMs` have passed and
+   * its engine has no call in flight (a thread torn down inside an ONNX Runtime call aborts the
+   * whole process, and a call can outlast any grace: a long train step on a big model). While one
+   * is in flight the manager waits, checking again every grace period.
    */
   private terminateLater(live: LiveRun, since: string): void {
     const worker = live.worker;
-    if (!worker) return;
-    setTimeout(() => {
+    const calls = live.calls;
+    if (!worker || !calls || live.terminating) return;
+    live.terminating = true;
+    let waited = 0;
+    const check = () => {
       if (live.worker !== worker) return;
-      this.log(`run ${live.runId}: its worker did not exit ${EXIT_GRACE_MS} ms after ${since}; terminating it`);
+      waited += this.exitGraceMs;
+      if (!calls.tryTerminate()) {
+        if (waited === this.exitGraceMs) this.log(`run ${live.runId}: its worker did not exit ${this.exitGraceMs} ms after ${since}; waiting for its engine call in flight to return`);
+        setTimeout(check, this.exitGraceMs).unref();
+        return;
+      }
+      this.log(`run ${live.runId}: its worker did not exit ${waited} ms after ${since} and has no engine call in flight; terminating it`);
       live.terminated = true;
       void worker.terminate();
-    }, EXIT_GRACE_MS).unref();
+    };
+    setTimeout(check, this.exitGraceMs).unref();
   }
 
   private onExit(live: LiveRun, code: number): void {

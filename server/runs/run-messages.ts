@@ -19,6 +19,8 @@ export const runWorkerDataSchema = z.object({
   runDir: z.string().min(1),
   /** Continue from the run's resume checkpoint instead of starting at step 0. */
   resume: z.boolean(),
+  /** The worker's engine calls in flight, shared with the manager (engine-gate.ts's EngineCalls). */
+  engineCalls: z.instanceof(SharedArrayBuffer),
 });
 export type RunWorkerData = z.infer<typeof runWorkerDataSchema>;
 

@@ -12,7 +12,7 @@ import { loadRunExperiment, readRunFolder } from './run-folder.ts';
 import { startEngine } from '../rl/trainer.ts';
 import type { Engine } from '../runtime/engine.ts';
 import { openRunStore, type RunStore } from '../store/index.ts';
-import { gateEngine, type EngineGate } from './engine-gate.ts';
+import { EngineCalls, gateEngine, type EngineGate } from './engine-gate.ts';
 import { fromRunWorkerSchema, runWorkerDataSchema, toRunWorkerSchema, type FromRunWorker } from './run-messages.ts';
 import { trainRun } from './run-session.ts';
 import { lowerThreadPriority } from './thread-priority.ts';
@@ -23,11 +23,16 @@ if (!port) throw new Error('run-worker.ts runs in a worker thread started by the
 // Messages are parsed on the way out too: a report the manager would reject fails here, naming the field.
 const post = (m: FromRunWorker) => port.postMessage(fromRunWorkerSchema.parse(m));
 
+const data = runWorkerDataSchema.parse(workerData);
+/** Shared with the run manager, which terminates this thread only while no engine call is in flight. */
+const calls = new EngineCalls(data.engineCalls);
+
 let stopRequested = false;
 let abortRequested = false;
-let engine: Engine | null = null;
+let engineStarting: Promise<Engine> | null = null;
 let gate: EngineGate | null = null;
 let store: RunStore | null = null;
+let abandoning: Promise<void> | null = null;
 
 port.on('message', (raw: unknown) => {
   const parsed = toRunWorkerSchema.safeParse(raw);
@@ -37,7 +42,7 @@ port.on('message', (raw: unknown) => {
   stopRequested = true;
   if (m.kind === 'abort' && !abortRequested) {
     abortRequested = true;
-    if (gate) void abandon(gate);
+    void abandon();
   }
 });
 // The port must not keep the thread alive: when training returns, the worker exits by itself.
@@ -46,17 +51,24 @@ port.unref();
 /**
  * Leaves the step in flight: no further engine call settles, so the trainer stays suspended where
  * it is; once the calls in flight have returned the engine worker is idle and safe to close. The
- * thread then winds down by itself (file writes already started finish first); the store closes
- * with it.
+ * whole of it counts as one essential engine call, so the manager never terminates the thread in
+ * the middle (between the drain and the close, say). The thread then winds down by itself (file
+ * writes already started finish first; checkpoints are written under a temporary name and renamed,
+ * so one cut short is never mistaken for a whole one); the store closes with it.
  */
-async function abandon(g: EngineGate): Promise<void> {
-  await g.drain();
-  await engine?.close();
-  post({ kind: 'aborted' });
+function abandon(): Promise<void> {
+  abandoning ??= calls
+    .essential(async () => {
+      // An engine still starting is waited for, then closed unused.
+      const engine = await engineStarting?.catch(() => null);
+      await gate?.drain();
+      await engine?.close();
+    })
+    .then(() => post({ kind: 'aborted' }));
+  return abandoning;
 }
 
 async function main(): Promise<void> {
-  const data = runWorkerDataSchema.parse(workerData);
   const folder = await readRunFolder(data.runDir);
   const { experiment } = await loadRunExperiment(folder);
   store = openRunStore(folder.databasePath);
@@ -64,9 +76,12 @@ async function main(): Promise<void> {
   // Before the engine starts, so its threads inherit the lower priority (thread-priority.ts).
   const notLowered = lowerThreadPriority();
   if (notLowered) log(notLowered);
-  engine = await startEngine(experiment, log);
-  gate = gateEngine(engine);
-  if (abortRequested) return abandon(gate);
+  if (abortRequested) return; // aborted before the engine started: abandon() has reported
+  // Creating sessions is ONNX Runtime work too: the manager must not tear the thread down meanwhile.
+  engineStarting = calls.essential(() => startEngine(experiment, log));
+  const engine = await engineStarting;
+  if (abortRequested) return; // abandon() closes it
+  gate = gateEngine(engine, calls);
   const summary = await trainRun(
     { store, folder, experiment, resume: data.resume, engine: gate.engine },
     {
@@ -75,14 +90,15 @@ async function main(): Promise<void> {
       onCommit: (c) => post({ kind: 'progress', step: c.step, steps: c.steps, stepMs: c.ms, metrics: [...c.metrics], timingsMs: { ...c.timingsMs } }),
     },
   );
-  await engine.close();
+  await calls.essential(() => engine.close());
   store.close();
   post({ kind: 'finished', lastStep: summary.lastStep, stopped: summary.stopped });
 }
 
 main().catch(async (e: unknown) => {
-  if (abortRequested && gate) return; // the abandoned trainer's errors are moot: abandon() reports
-  await engine?.close();
+  if (abortRequested) return; // the abandoned trainer's errors are moot: abandon() reports
+  const engine = await engineStarting?.catch(() => null);
+  if (engine) await calls.essential(() => engine.close());
   store?.close();
   post({ kind: 'failed', error: e instanceof Error ? e.message : String(e) });
 });
