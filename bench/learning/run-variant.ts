@@ -3,7 +3,7 @@
  * settings overridden, for learning experiments (the runs behind the README's Learning notes).
  *
  * OVERRIDE (env, JSON) is merged one level deep into the experiment's `algorithm`, `training`,
- * `warmStart` and `optimizer` sections, e.g.
+ * `warmStart`, `optimizer` and `env.options` (as `envOptions`) sections, e.g.
  *   OVERRIDE='{"algorithm":{"temperature":0.5},"training":{"steps":40,"validationEpisodes":256}}'
  * Warm starts come from and go to the workspace cache (.troupe/cache/warm-start), so runs that share
  * one start from the same policy. The run itself goes to a throwaway folder under the OS temp dir,
@@ -14,6 +14,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createEnvironment, type EnvironmentName } from '../../server/envs/environments.ts';
 import { loadExperiment } from '../../server/rl/resolve-experiment.ts';
 import { train } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
@@ -26,8 +27,11 @@ console.log(`run folder and database: ${dir}`);
 
 const store = openRunStore(join(dir, 'troupe.db'));
 const { config, experiment } = await loadExperiment(configPath);
+const envOptions = over['envOptions'];
+const env = envOptions ? { ...experiment.env, options: { ...(experiment.env.options as object), ...envOptions } } : experiment.env;
 const merged = {
   ...experiment,
+  env: envOptions ? { ...env, make: (seed: number) => createEnvironment(experiment.env.name as EnvironmentName, seed, env.options) } : env,
   algorithm: { ...experiment.algorithm, ...over['algorithm'] },
   training: { ...experiment.training, ...over['training'] },
   warmStart: { ...experiment.warmStart, ...over['warmStart'] },
@@ -52,7 +56,11 @@ try {
       ),
   });
   const pct = (x: number | undefined) => (x === undefined ? 'n/a' : `${(x * 100).toFixed(1)}%`);
-  console.log(`${at()} before RL ${pct(summary.initial?.success)}, after RL ${pct(summary.final?.success)}`);
+  console.log(`${at()} validation: before RL ${pct(summary.initial?.success)}, after RL ${pct(summary.final?.success)}`);
+  if (summary.initialTest && summary.finalTest) {
+    const gain = (summary.finalTest.success - summary.initialTest.success) * 100;
+    console.log(`${at()} test (${summary.finalTest.episodes} seeds): warm start ${pct(summary.initialTest.success)}, after RL ${pct(summary.finalTest.success)}, RL gain ${gain >= 0 ? '+' : ''}${gain.toFixed(1)} points`);
+  }
 } finally {
   store.close();
 }

@@ -44,7 +44,8 @@ options:
 Ctrl-C stops after the step in flight: the run is left 'paused' with a checkpoint to resume from.
 A second Ctrl-C exits at once; the step in flight is lost, committed steps are kept.
 At the end it prints validation success on the held-out seeds before RL (step 0, the warm-started
-policy) and after, and the difference in points.
+policy) and after, and the difference in points; with training.testEpisodes, the same on the test
+seeds (held out from validation too): the RL gain over the warm start.
 
 Run states: running, then done (every step trained, exit 0), paused (Ctrl-C, exit 130) or
 failed (the error is stored with the run, exit 1). A killed process leaves 'running'; troupe runs
@@ -118,6 +119,15 @@ function printValidationSummary(store: RunStore, runId: string, exp: ResolvedExp
     write(`${label} ${percent(after.value).padStart(6)}  (${delta >= 0 ? '+' : ''}${delta.toFixed(1)} points)`);
   } else {
     write(`  after RL: not validated since step 0 (validation runs every ${exp.training.validateEvery} steps and after the last)`);
+  }
+  // The test seeds (training.testEpisodes): held out from validation too, so this is the result to report.
+  const test = store.metricSeries({ runId, name: 'test/success' });
+  const testBefore = test.find((p) => p.step === 0);
+  const testAfter = test.filter((p) => p.step > 0).at(-1);
+  if (testBefore && testAfter) {
+    const delta = (testAfter.value - testBefore.value) * 100;
+    write(`test success on ${exp.training.testEpisodes} test seeds (apart from the validation seeds):`);
+    write(`  warm start ${percent(testBefore.value)}, after RL (step ${testAfter.step}) ${percent(testAfter.value)}: RL gain ${delta >= 0 ? '+' : ''}${delta.toFixed(1)} points`);
   }
 }
 

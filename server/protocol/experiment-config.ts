@@ -360,6 +360,15 @@ export const trainingSchema = z
       .max(1_000_000)
       .default(64)
       .describe('Episodes per validation, on fixed held-out seeds (the same in every validation and every run) that training never draws.'),
+    /** Held-out test episodes before RL and after the last step; 0 skips the test. */
+    testEpisodes: z
+      .int()
+      .min(0)
+      .max(500_000)
+      .default(0)
+      .describe(
+        'Episodes of the test, played (like validation) on the warm-started policy before RL and on the final one, on held-out seeds apart from the validation seeds (validation index 500000 on): validation may guide choices during a run, the test reports its result. 0 skips it.',
+      ),
     /** Sampling temperature of validation; 0 is greedy. */
     validationTemperature: z.number().min(0).max(10).default(0).describe('Sampling temperature of validation episodes; 0 decodes greedily.'),
     /** Checkpoint interval in steps. */

@@ -8,6 +8,13 @@ import { validationSeed } from '../envs/seed-ranges.ts';
 import { evaluateAgainst, minimaxPlayer, randomPlayer, type MatchResult, type TextPolicy } from '../envs/tic-tac-toe-players.ts';
 import { rollout, type RolloutContext, type Trajectory } from './rollout.ts';
 
+/**
+ * Validation index where the test seeds start. Validation uses indices 0.. (its seeds may guide
+ * choices during a run: when to stop, which run to keep); a run's reported result is measured on
+ * the test seeds, validationSeed(TEST_SEED_OFFSET + i), which nothing else plays.
+ */
+export const TEST_SEED_OFFSET = 500_000;
+
 export interface EvaluationOptions {
   readonly episodes: number;
   /** First validation index (seed = validationSeed(offset + i)). */

@@ -55,6 +55,7 @@ export interface ResolvedExperiment {
     readonly steps: number;
     readonly validateEvery: number;
     readonly validationEpisodes: number;
+    readonly testEpisodes: number;
     readonly checkpointEvery: number;
     readonly validationTemperature: number;
     readonly microBatchTokens?: number | undefined;

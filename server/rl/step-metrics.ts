@@ -100,3 +100,11 @@ export function validationMetrics(v: Evaluation): Metric[] {
   }
   return out;
 }
+
+/** The test (held-out seeds apart from validation's), at step 0 and after the last step. */
+export function testMetrics(v: Evaluation): Metric[] {
+  return [
+    { name: 'test/success', value: v.success },
+    { name: 'test/reward', value: v.meanReward },
+  ];
+}

@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import { parseExperimentConfig } from '../protocol/experiment-config.ts';
 import { openRunStore } from '../store/index.ts';
 import { createEnvironment } from '../envs/environments.ts';
-import { trainSeed } from '../envs/seed-ranges.ts';
+import { trainSeed, validationSeed } from '../envs/seed-ranges.ts';
 import { initParameters } from '../models/init.ts';
 import { parseModelConfig } from '../models/model-config.ts';
 import { optimizerSchema } from '../models/optimizer.ts';
@@ -80,11 +80,19 @@ test('the GRPO baseline trains and commits one group per task', { timeout: 120_0
   const dir = await mkdtemp(join(tmpdir(), 'troupe-trainer-grpo-'));
   const store = openRunStore(join(dir, 'troupe.db'));
   try {
-    const grpo = { ...config, name: 'grpo test', algorithm: { ...config.algorithm, name: 'grpo', envsPerStep: 3, branches: 2 }, warmStart: { enabled: false }, training: { steps: 2, validateEvery: 2, validationEpisodes: 4, checkpointEvery: 2 } };
+    const grpo = { ...config, name: 'grpo test', algorithm: { ...config.algorithm, name: 'grpo', envsPerStep: 3, branches: 2 }, warmStart: { enabled: false }, training: { steps: 2, validateEvery: 2, validationEpisodes: 4, testEpisodes: 3, checkpointEvery: 2 } };
     const experiment = await resolveExperiment(parseExperimentConfig(grpo, 'grpo test'), join(dir, 'config.json'));
     const run = store.createRun({ name: grpo.name, config: grpo, runDir: join(dir, 'run') });
-    await train({ experiment, store, runId: run.id, runDir: join(dir, 'run'), cacheRoot: join(dir, 'cache'), resume: false, log: () => {} });
+    const lines: string[] = [];
+    const summary = await train({ experiment, store, runId: run.id, runDir: join(dir, 'run'), cacheRoot: join(dir, 'cache'), resume: false, log: (l) => lines.push(l) });
     assert.deepEqual(store.listSteps(run.id).map((s) => s.step), [0, 1, 2]);
+    // The test runs before RL and after the last step, on seeds validation never plays.
+    assert.equal(summary.initialTest?.episodes, 3);
+    assert.equal(summary.finalTest?.episodes, 3);
+    assert.deepEqual(summary.initialTest.seeds, [0, 1, 2].map((i) => validationSeed(500_000 + i)));
+    assert.ok(summary.initialTest.seeds.every((s) => !summary.initial!.seeds.includes(s)));
+    assert.deepEqual(store.metricSeries({ runId: run.id, name: 'test/success' }).map((p) => p.step), [0, 2]);
+    assert.ok(lines.some((l) => /test success .* on 3 test seeds \(warm start .*, RL gain [+-]\d+\.\d points\)/.test(l)), lines.join('\n'));
     const trajectories = store.listTrajectories({ runId: run.id, step: 1, phase: 'train', limit: 100, offset: 0 });
     assert.equal(trajectories.length, 6, 'three tasks, two independent rollouts each');
     assert.deepEqual([...new Set(trajectories.map((t) => t.rollout))].sort(), [0, 1]);

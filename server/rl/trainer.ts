@@ -22,13 +22,13 @@ import { Engine } from '../runtime/engine.ts';
 import type { RunStore, StepInput } from '../store/index.ts';
 import { assignAdvantages, filterGroups, treeGroupId } from './advantages.ts';
 import { selectTasks } from './curriculum.ts';
-import { evaluate, type Evaluation } from './evaluate.ts';
+import { evaluate, TEST_SEED_OFFSET, type Evaluation } from './evaluate.ts';
 import type { ResolvedExperiment } from './experiment.ts';
 import { createPolicies, routingContext, stringSeed } from './policies.ts';
 import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
 import { rollout, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
 import { readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, warmStartDir } from './run-checkpoint.ts';
-import { mismatchMetrics, rolloutMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
+import { mismatchMetrics, rolloutMetrics, testMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
 import { warmStart, weightsContentKey } from './warm-start.ts';
 
 export interface TrainOptions {
@@ -76,6 +76,9 @@ export interface StepReport extends StepCommit {
 export interface TrainSummary {
   readonly initial: Evaluation | null;
   readonly final: Evaluation | null;
+  /** The test (training.testEpisodes > 0) of the warm-started policy and of the final one; null when not run here. */
+  readonly initialTest: Evaluation | null;
+  readonly finalTest: Evaluation | null;
   readonly lastStep: number;
   readonly stopped: boolean;
 }
@@ -197,10 +200,11 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     const bases = await baseWeights(engine, exp, o);
     const policies = await createPolicies(engine, exp, bases);
     const ctx = routingContext(exp, policies);
-    const validate = () =>
+    if (exp.training.validationEpisodes > TEST_SEED_OFFSET) throw new Error(`training.validationEpisodes (${exp.training.validationEpisodes}) would reach the test seeds at validation index ${TEST_SEED_OFFSET}`);
+    const validate = (test = false) =>
       evaluate(exp.env.make, ctx, {
-        episodes: exp.training.validationEpisodes,
-        seedOffset: 0,
+        episodes: test ? exp.training.testEpisodes : exp.training.validationEpisodes,
+        seedOffset: test ? TEST_SEED_OFFSET : 0,
         temperature: exp.training.validationTemperature,
         maxNewTokens: a.maxNewTokens,
         teamRewardWeight: a.teamRewardWeight,
@@ -208,6 +212,8 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
 
     let startStep = 1;
     let initial: Evaluation | null = null;
+    let initialTest: Evaluation | null = null;
+    let finalTest: Evaluation | null = null;
     const resumeState = o.resume ? await readCheckpointState(resumeDir(o.runDir)) : null;
     if (resumeState) {
       await restorePolicies(resumeDir(o.runDir), policies);
@@ -218,8 +224,13 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       const t0 = performance.now();
       initial = await validate();
       const warmRows = [...exp.models.keys()].map((m) => ({ step: 0, kind: 'warmstart' as const, path: warmStartDir(o.runDir, m), meta: { model: m } }));
-      const timingsMs = { validation: performance.now() - t0 };
-      const metrics = validationMetrics(initial);
+      const tVal = performance.now();
+      if (exp.training.testEpisodes > 0) {
+        initialTest = await validate(true);
+        o.log(`step 0 (warm-started policy): test success ${pct(initialTest.success)} on ${initialTest.episodes} test seeds`);
+      }
+      const timingsMs = { validation: tVal - t0, ...(initialTest ? { test: performance.now() - tVal } : {}) };
+      const metrics = [...validationMetrics(initial), ...(initialTest ? testMetrics(initialTest) : [])];
       o.store.commitStep(o.runId, {
         step: 0,
         timingsMs,
@@ -264,9 +275,11 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       let val: Evaluation | null = null;
       if (step % exp.training.validateEvery === 0 || step === totalSteps) val = await validate();
       const tVal = performance.now();
+      if (step === totalSteps && exp.training.testEpisodes > 0) finalTest = await validate(true);
+      const tTest = performance.now();
       // 6. Log and commit the step in one transaction.
-      const metrics: Metric[] = [...rolloutMetrics(r), ...selection.metrics, ...upd.metrics, ...(val ? validationMetrics(val) : [])];
-      const timingsMs = { curriculum: selection.ms, rollout: tRollout - tStep - selection.ms, inference: r.inferenceMs, env: r.envMs, update: tUpdate - tRollout, validation: tVal - tUpdate, total: tVal - tStep };
+      const metrics: Metric[] = [...rolloutMetrics(r), ...selection.metrics, ...upd.metrics, ...(val ? validationMetrics(val) : []), ...(step === totalSteps && finalTest ? testMetrics(finalTest) : [])];
+      const timingsMs = { curriculum: selection.ms, rollout: tRollout - tStep - selection.ms, inference: r.inferenceMs, env: r.envMs, update: tUpdate - tRollout, validation: tVal - tUpdate, ...(tTest > tVal + 0.5 ? { test: tTest - tVal } : {}), total: tTest - tStep };
       metrics.push(...Object.entries(timingsMs).map(([k, v]) => ({ name: `time/${k}_ms`, value: v })));
       const firstOfGroup = new Map<string, { s: Sample; members: number }>();
       for (const s of r.samples) {
@@ -302,13 +315,21 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         meanReward: r.samples.filter((s) => s.kept).reduce((x, s) => x + s.reward, 0) / Math.max(1, r.trajectories.length),
         policyLoss: upd.loss,
       });
+      if (step === totalSteps && finalTest) {
+        const before = initialTest?.success ?? o.store.metricSeries({ runId: o.runId, name: 'test/success', toStep: 0 })[0]?.value;
+        const gain = before === undefined ? '' : ` (warm start ${pct(before)}, RL gain ${signed((finalTest.success - before) * 100)} points)`;
+        o.log(`step ${step} (after RL): test success ${pct(finalTest.success)} on ${finalTest.episodes} test seeds${gain}`);
+      }
       if (o.shouldStop?.() && step < totalSteps) stopped = true;
     }
-    return { initial, final, lastStep, stopped };
+    return { initial, final, initialTest, finalTest, lastStep, stopped };
   } finally {
     if (!o.engine) await engine.close();
   }
 }
+
+const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}`;
 
 /** The engine an experiment asks for (execution provider, threads). */
 export function startEngine(exp: ResolvedExperiment, log: (line: string) => void): Promise<Engine> {
