@@ -9,10 +9,14 @@
  * reports a median, and the figure is the median of the round medians. Both sides use the same
  * thread count (default 2). Results: a printed table and `bench/results/engine.json`.
  *
- * Options (env): BENCH_ROUNDS (3), BENCH_THREADS (2), BENCH_MODELS (default,medium).
+ * Then the real-vocabulary case (`bench-real-vocab.ts`): a random model at Qwen2.5-0.5B's shapes,
+ * its decode and LoRA PPO step against PyTorch's, and both processes' peak RSS.
+ *
+ * Options (env): BENCH_ROUNDS (3), BENCH_THREADS (2), BENCH_MODELS (default,medium,qwen2.5-0.5b).
+ * A run of some models only replaces their rows in `engine.json` and keeps the others.
  */
 import { cpus, platform, release } from 'node:os';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,11 +31,12 @@ import type { TrainSequence } from '../../server/models/train-batch.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 import { median } from './bench-util.ts';
 import { measureMatmulPeak } from './matmul-peak.ts';
+import { benchRealVocab, realVocabName } from './bench-real-vocab.ts';
 import { TorchServer } from './torch-server.ts';
 
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
 const THREADS = Number(process.env['BENCH_THREADS'] ?? 2);
-const MODELS = (process.env['BENCH_MODELS'] ?? 'default,medium').split(',');
+const MODELS = (process.env['BENCH_MODELS'] ?? `default,medium,${realVocabName}`).split(',');
 
 interface ModelCase {
   name: string;
@@ -150,6 +155,11 @@ async function main(): Promise<void> {
         shape: { batch: mc.decode.batch, promptLen: mc.decode.promptLen, newTokens: mc.decode.newTokens, sampling: 'temperature 1' },
       });
     }
+    if (MODELS.includes(realVocabName)) {
+      peak.troupe.push(await measureMatmulPeak(engine, 512, 20));
+      peak.pytorch.push((await torch.call<{ gflops: number }>({ cmd: 'matmulPeak', n: 512, reps: 20 })).gflops);
+      results.push(...(await benchRealVocab(engine, torch, THREADS)).rows);
+    }
   } finally {
     await torch.close();
     await engine.close();
@@ -168,7 +178,7 @@ async function main(): Promise<void> {
     rounds: ROUNDS,
     versions: { onnxruntimeNode: ortVersion, torch: info.torch, blas: info.blasLibrary },
     matmulPeakGflops: matmulPeak,
-    results,
+    results: await withEarlierRows(results),
   };
   const path = fileURLToPath(new URL('../results/engine.json', import.meta.url));
   await writeFile(path, `${JSON.stringify(out, null, 2)}\n`);
@@ -181,7 +191,33 @@ async function main(): Promise<void> {
   console.log('| model | figure | Troupe tok/s | PyTorch tok/s | speedup | Troupe GFLOP/s |');
   console.log('|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
+  for (const r of results) {
+    const rss = r['peakRssMB'] as { troupe: number; pytorch: number } | undefined;
+    if (rss) console.log(`${(r['model'] as { name: string }).name} ${String(r['figure'])}: peak RSS Troupe ${(rss.troupe / 1024).toFixed(2)} GiB, PyTorch ${(rss.pytorch / 1024).toFixed(2)} GiB`);
+  }
   console.log(`\nwrote ${path}`);
+}
+
+/**
+ * This run's rows, plus the rows of models it did not run from the previous `engine.json`, so a
+ * run of one model (BENCH_MODELS) does not drop the others' figures. Each kept row says the date
+ * of the run that measured it when it has one.
+ */
+async function withEarlierRows(rows: Array<Record<string, unknown>>): Promise<Array<Record<string, unknown>>> {
+  const ran = new Set(rows.map((r) => (r['model'] as { name: string }).name));
+  let earlier: Array<Record<string, unknown>> = [];
+  try {
+    const prev: unknown = JSON.parse(await readFile(fileURLToPath(new URL('../results/engine.json', import.meta.url)), 'utf8'));
+    if (prev && typeof prev === 'object' && 'results' in prev && Array.isArray(prev.results)) {
+      const date = 'date' in prev ? prev.date : undefined;
+      earlier = (prev.results as Array<Record<string, unknown>>)
+        .filter((r) => !ran.has((r['model'] as { name: string } | undefined)?.name ?? ''))
+        .map((r) => ({ ...r, date: r['date'] ?? date }));
+    }
+  } catch {
+    // No earlier results (first run): this run's rows are all there is.
+  }
+  return [...earlier, ...rows];
 }
 
 function shapeOf(c: ModelConfig, name: string): number[] {

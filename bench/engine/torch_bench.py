@@ -44,7 +44,7 @@ Commands
   {"cmd":"matmulPeak","n":512,"reps":r} -> {gflops, n, reps, ms}   (torch.mm of n x n float32)
   {"cmd":"quit"} -> {ok: true}, then exit.
 Every successful reply also carries wallSec, cpuSec (process user+system time) and pageFaults (minor
-faults) for the whole command: on a shared 2-vCPU VM, cpuSec far below wallSec * threads flags
+faults) for the whole command, and maxRssMB (the process's peak resident set so far): on a shared 2-vCPU VM, cpuSec far below wallSec * threads flags
 contention from other processes, and pageFaults should be ~0 in steady state (see MALLOC_TUNING).
 
 Variants (--variant, or "variant" in load): "fused" (default) concatenates q|k|v and gate|up weights
@@ -126,7 +126,7 @@ def fuse_params(params, cfg):
     return out
 
 
-def fused_forward(fp, cfg, input_ids, rope, cache=None, cat_cache=None, mulsum=False):
+def fused_forward(fp, cfg, input_ids, rope, cache=None, cat_cache=None, mulsum=False, last_only=False):
     """Logits for input_ids [B,t] at positions past..past+t-1 (no padding). cache: tm.KVCache (preallocated),
     cat_cache: dict {"k": [..], "v": [..], "length": n} grown with torch.cat. Neither: full causal forward.
     mulsum: for single-token steps, attention as broadcast multiply + sum instead of batched matmul
@@ -184,6 +184,10 @@ def fused_forward(fp, cfg, input_ids, rope, cache=None, cat_cache=None, mulsum=F
         cache.length = S
     if cat_cache is not None:
         cat_cache["length"] = S
+    if last_only:
+        # Sampling reads the last position only; at a 151936-token vocabulary the head over every
+        # prompt position would cost more than the prompt's whole transformer stack.
+        x = x[:, -1:]
     x = tm.rmsnorm(x, fp["norm.weight"], eps)
     return F.linear(x, fp["embed.weight"] if cfg["tieEmbeddings"] else fp["lm_head.weight"])
 
@@ -339,7 +343,9 @@ def cmd_train_step(c):
     B, T, ids, targets, adv = _batch(c)
     kind = c.get("loss", "ppo")
     steps, warmup = int(c.get("steps", 10)), int(c.get("warmup", 3))
-    params = {k: v.clone() for k, v in S.params.items()}
+    # With LoRA the base is frozen (never written), so it is not copied: a copy would double the
+    # resident weights of a 0.5B model and inflate the peak RSS the benchmark reports.
+    params = S.params if S.lora else {k: v.clone() for k, v in S.params.items()}
     lora = {k: v.clone() for k, v in S.lora.items()} if S.lora else None
     f, leaves = _make_forward(params, lora)
     for p in leaves:
@@ -437,7 +443,7 @@ def cmd_decode(c):
             else:
                 cc = {"k": [None] * cfg["numLayers"], "v": [None] * cfg["numLayers"], "length": 0}
             if fused:
-                logits = fused_forward(fp, cfg, prompt, rope, cache, cc)
+                logits = fused_forward(fp, cfg, prompt, rope, cache, cc, last_only=True)
             else:
                 if cc is not None:
                     raise ValueError('decode: cache "cat" needs the fused variant')
@@ -509,6 +515,7 @@ def main():
             reply["wallSec"] = round(w1 - w0, 4)
             reply["cpuSec"] = round(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime, 4)
             reply["pageFaults"] = ru1.ru_minflt - ru0.ru_minflt
+            reply["maxRssMB"] = round(ru1.ru_maxrss / 1024, 1)  # the process's peak so far (Linux: KiB)
         except Exception as e:  # noqa: BLE001 - every error goes back to the caller
             reply["error"] = f"{type(e).__name__}: {e}"
             traceback.print_exc(file=sys.stderr)

@@ -16,7 +16,7 @@
  * of ONNX Runtime arenas, whatever the number of agents.
  */
 import { createHash } from 'node:crypto';
-import { Engine } from '../runtime/engine.ts';
+import { Engine, type SessionOptions } from '../runtime/engine.ts';
 import type { GenerateResult } from '../runtime/generate.ts';
 import type { SamplingParams } from '../runtime/sampler.ts';
 import { f32, type HostTensor } from '../runtime/tensor.ts';
@@ -91,10 +91,17 @@ export class Policy {
   private readonly shapes = new Map<string, readonly number[]>();
   private readonly decoder: RolloutDecoder;
 
+  /** The options, without the host copy of the weights: the engine holds them once uploaded. */
+  readonly options: Omit<PolicyOptions, 'weights'>;
+
   private constructor(
     readonly engine: Engine,
-    readonly options: PolicyOptions,
+    options: PolicyOptions,
   ) {
+    // Keeping `weights` would pin a second copy of the base on the main thread for the policy's
+    // life (2 GB at Qwen2.5-0.5B's size).
+    const { weights: _uploaded, ...kept } = options;
+    this.options = kept;
     const base = parameterShapes(options.config);
     const adapter = options.lora ? loraShapes(options.config, options.lora) : [];
     for (const [n, s] of [...base, ...adapter]) this.shapes.set(n, s);
@@ -183,11 +190,11 @@ export class Policy {
    * sessions too (same base, same adapter layout and loss terms: the same graph), created by the
    * first and released by the last.
    */
-  private async artifact(key: string, build: () => Artifact): Promise<Artifact> {
-    return (await this.held(key, build)).artifact;
+  private async artifact(key: string, build: () => Artifact, sessionOptions: SessionOptions = {}): Promise<Artifact> {
+    return (await this.held(key, build, sessionOptions)).artifact;
   }
 
-  private async held(key: string, build: () => Artifact): Promise<{ artifact: Artifact; session: string; shared: boolean }> {
+  private async held(key: string, build: () => Artifact, sessionOptions: SessionOptions): Promise<{ artifact: Artifact; session: string; shared: boolean }> {
     let h = this.sessions.get(key);
     if (h) return h;
     const o = this.options;
@@ -201,7 +208,7 @@ export class Policy {
       await this.engine.acquireShared(
         session,
         session,
-        async () => void (await this.engine.createSession(session, a.bytes)),
+        async () => void (await this.engine.createSession(session, a.bytes, sessionOptions)),
         async () => {
           cache.delete(session);
           await this.engine.releaseSession(session);
@@ -211,7 +218,7 @@ export class Policy {
     } else {
       const artifact = build();
       const session = `${o.id}:${key}`;
-      await this.engine.createSession(session, artifact.bytes);
+      await this.engine.createSession(session, artifact.bytes, sessionOptions);
       h = { artifact, session, shared: false };
     }
     this.sessions.set(key, h);
@@ -268,7 +275,9 @@ export class Policy {
   async score(seqs: readonly TrainSequence[], temperature: number, reference = false): Promise<Float32Array[]> {
     const useBase = reference && this.options.lora !== null;
     const key = useBase ? 'score-base' : 'score';
-    const a = await this.artifact(key, () => buildScore(this.config, useBase ? null : this.options.lora, 'float32', loweringFor(this.engine.provider)));
+    // Scoring runs once or twice per step, between rollouts and updates: without an arena its
+    // [N,V] tensors go back to the system instead of staying reserved next to the train step's.
+    const a = await this.artifact(key, () => buildScore(this.config, useBase ? null : this.options.lora, 'float32', loweringFor(this.engine.provider)), { memoryArena: false });
     if (reference && !this.options.lora && !this.options.kl) throw new Error(`policy '${this.id}': reference log-probs need kl enabled (no reference copy was kept)`);
     const result: Float32Array[] = [];
     // Micro-batched like an update: a score pass holds the same forward activations.

@@ -72,6 +72,7 @@ async function createSession(req: Request & { kind: 'createSession' }): Promise<
     // (and arena blocks) per distinct input shape and grew a 15-minute run past 5 GB. Without it
     // the arena still reuses freed blocks.
     enableMemPattern: false,
+    enableCpuMemArena: req.options.memoryArena ?? true,
   };
   let s: ort.InferenceSession;
   try {

@@ -13,6 +13,12 @@ export type ExecutionProviderChoice = ExecutionProviderName | 'auto';
 export interface SessionOptions {
   /** ORT graph optimisation level; 'basic' keeps float64 numerics exact (see the probe). */
   readonly optimization?: 'disabled' | 'basic' | 'extended' | 'all';
+  /**
+   * Keep ONNX Runtime's CPU memory arena (default true). Each session's arena keeps its peak for
+   * the session's life; a graph run once per step with large transient tensors (scoring at a real
+   * vocabulary) gives its memory back between runs without one.
+   */
+  readonly memoryArena?: boolean;
 }
 
 export interface SessionInfo {

@@ -1,0 +1,238 @@
+/**
+ * The real-vocabulary case of `npm run bench:engine`: a random-weight model at Qwen2.5-0.5B's
+ * shapes (hidden 896, 24 layers, 14 heads, 2 KV heads, MLP 4864, vocabulary 151936, tied
+ * embeddings, RoPE θ 1e6, q/k/v bias; 494M parameters, 1.98 GB in float32) is loaded, generates,
+ * and takes LoRA PPO updates (old and reference log-probs scored first, as the trainer does),
+ * on the same thread count as PyTorch eager does the same on the same shapes. Reports decode
+ * and LoRA-train tokens/s and each process's peak RSS (the figure issue 12 bounds: 8 GB).
+ *
+ * One round only (a LoRA step is ~tens of seconds on 2 cores), Troupe then PyTorch. Weights are
+ * each side's own random initialisation (N(0, 0.02²), norms 1): a 2 GB safetensors file just to
+ * share random numbers would cost more than the timing it protects, and random weights give
+ * both sides the same FLOPs. Run alone: `BENCH_MODELS=qwen2.5-0.5b npm run bench:engine`.
+ *
+ * Troupe scores and trains in micro-batches of at most BENCH_QWEN_MICRO_TOKENS padded tokens
+ * (`training.microBatchTokens`; 256, so two passes per 512-token update); PyTorch takes the
+ * batch in one pass. On a shared machine the wall times move with other processes' load, so
+ * each row also records the CPU utilisation of each side (CPU seconds ÷ (wall seconds ×
+ * threads)) over its timed region.
+ *
+ * Options (env): BENCH_QWEN_TRAIN_STEPS (2), BENCH_QWEN_DECODE_RUNS (2), BENCH_QWEN_MICRO_TOKENS (256).
+ */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { initParameters } from '../../server/models/init.ts';
+import { initLoraParameters, parseLoraConfig } from '../../server/models/lora.ts';
+import { parameterShapes, parseModelConfig, type ModelConfig } from '../../server/models/model-config.ts';
+import { optimizerSchema } from '../../server/models/optimizer.ts';
+import { Policy } from '../../server/models/policy.ts';
+import type { TrainSequence } from '../../server/models/train-batch.ts';
+import type { Engine } from '../../server/runtime/engine.ts';
+import { median } from './bench-util.ts';
+import type { TorchServer } from './torch-server.ts';
+
+export const realVocabName = 'qwen2.5-0.5b';
+
+/** Qwen2.5-0.5B's architecture (config.json of Qwen/Qwen2.5-0.5B-Instruct). */
+export const qwen25HalfB: ModelConfig = parseModelConfig({
+  vocabSize: 151936,
+  hiddenSize: 896,
+  numLayers: 24,
+  numHeads: 14,
+  numKvHeads: 2,
+  intermediateSize: 4864,
+  tieEmbeddings: true,
+  attentionBias: true,
+  ropeTheta: 1_000_000,
+  rmsNormEps: 1e-6,
+  maxSequenceLength: 4096,
+});
+
+const TRAIN = { batch: 4, seqLen: 128, steps: Number(process.env['BENCH_QWEN_TRAIN_STEPS'] ?? 2), warmup: 1 };
+const DECODE = { batch: 16, promptLen: 32, newTokens: 32, runs: Number(process.env['BENCH_QWEN_DECODE_RUNS'] ?? 2), warmup: 1 };
+const MICRO_TOKENS = Number(process.env['BENCH_QWEN_MICRO_TOKENS'] ?? 256);
+const LORA = { rank: 8, alpha: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const };
+
+const mb = (kb: number) => kb / 1024;
+const rssMB = () => mb(process.resourceUsage().maxRSS);
+
+/**
+ * Runs V8's collector so the main thread's copy of the weights is freed once the engine worker
+ * holds its own, as in a trainer that drops its copy after creating the policies. (Without
+ * allocations on the main thread nothing else would trigger a collection.)
+ */
+function collectGarbage(): void {
+  setFlagsFromString('--expose-gc');
+  const gc: unknown = runInNewContext('gc');
+  if (typeof gc === 'function') gc();
+}
+
+/** CPU seconds of this process (every thread: ONNX Runtime's pool included) over `fn`, with its wall time. */
+async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number; cpuSec: number }> {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  const value = await fn();
+  const c = process.cpuUsage(c0);
+  return { value, ms: performance.now() - t0, cpuSec: (c.user + c.system) / 1e6 };
+}
+
+function randomBatch(c: ModelConfig, B: number, T: number): TrainSequence[] {
+  let s = 11;
+  const next = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s);
+  return Array.from({ length: B }, () => {
+    const tokens = Int32Array.from({ length: T + 1 }, () => next() % c.vocabSize);
+    const adv = Float32Array.from({ length: T }, () => ((next() % 2001) - 1000) / 1000);
+    return { tokens, promptLength: 1, advantages: adv };
+  });
+}
+
+/** FLOPs of one forward token (weight GEMMs incl. the LM head, plus attention over `ctx` keys). */
+function forwardTokenFlops(c: ModelConfig, ctx: number): number {
+  const D = c.hiddenSize / c.numHeads;
+  const kv = c.numKvHeads ?? c.numHeads;
+  const perLayer = c.hiddenSize * (c.numHeads * D + 2 * kv * D) + c.numHeads * D * c.hiddenSize + 3 * c.hiddenSize * c.intermediateSize;
+  return 2 * (c.numLayers * perLayer + c.vocabSize * c.hiddenSize) + 4 * c.numHeads * D * ctx * c.numLayers;
+}
+
+export interface RealVocabResult {
+  readonly rows: Array<Record<string, unknown>>;
+  readonly log: string[];
+}
+
+export async function benchRealVocab(engine: Engine, torch: TorchServer, threads: number): Promise<RealVocabResult> {
+  const c = qwen25HalfB;
+  const log: string[] = [];
+  const say = (line: string) => {
+    log.push(line);
+    process.stderr.write(`${realVocabName}: ${line}\n`);
+  };
+  const rssStart = rssMB();
+  let t = performance.now();
+  // Scoped so the main thread's copy can be collected once the engine holds its own.
+  const policy = await (async () => {
+    const weights = initParameters(c, 1);
+    const initMs = performance.now() - t;
+    t = performance.now();
+    const loraCfg = parseLoraConfig({ rank: LORA.rank, alpha: LORA.alpha, targets: [...LORA.targets] });
+    const p = await Policy.create(engine, {
+      id: realVocabName,
+      config: c,
+      weights,
+      lora: { rank: LORA.rank, alpha: LORA.alpha, targets: loraCfg.targets },
+      adapter: initLoraParameters(c, loraCfg, 1),
+      optimizer: optimizerSchema.parse({ lr: 1e-4, weightDecay: 0.01, maxGradNorm: 1 }),
+      kl: true,
+      entropy: true,
+      microBatch: { sequences: 64, tokens: MICRO_TOKENS },
+    });
+    say(`random init ${(initMs / 1000).toFixed(1)} s, upload ${((performance.now() - t) / 1000).toFixed(1)} s`);
+    return p;
+  })();
+  collectGarbage();
+  const params = (await engine.stats()).residentBytes;
+  say(`resident after load: ${(params / 2 ** 30).toFixed(2)} GiB; process peak RSS so far ${(rssMB() / 1024).toFixed(2)} GiB`);
+
+  // Decode: the first run also compiles the graph and creates the session.
+  const prompts = Array.from({ length: DECODE.batch }, (_, b) => Int32Array.from({ length: DECODE.promptLen }, (_, i) => (b * 7919 + i * 104729) % c.vocabSize));
+  const decMs: number[] = [];
+  const decCpu = { sec: 0, wallSec: 0 };
+  for (let i = 0; i < DECODE.warmup + DECODE.runs; i++) {
+    const { value: g, ms, cpuSec } = await timed(() => policy.generate(prompts, { maxNewTokens: DECODE.newTokens, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: i, stopTokens: [], padToken: 0 }));
+    if (g.tokens.some((x) => x.length !== DECODE.newTokens)) throw new Error('decode produced fewer tokens than asked');
+    say(`decode run ${i + 1}: ${(ms / 1000).toFixed(1)} s, ${cpuSec.toFixed(1)} CPU s${i < DECODE.warmup ? ' (warm-up, includes compiling)' : ''}`);
+    if (i >= DECODE.warmup) {
+      decMs.push(ms);
+      decCpu.sec += cpuSec;
+      decCpu.wallSec += ms / 1000;
+    }
+  }
+  const rssAfterDecode = rssMB();
+
+  // LoRA PPO: old and reference log-probs, then updates (the first compiles).
+  const raw = randomBatch(c, TRAIN.batch, TRAIN.seqLen);
+  let t0 = performance.now();
+  const old = await policy.score(raw, 1);
+  const scoreMs = performance.now() - t0;
+  t0 = performance.now();
+  const ref = await policy.score(raw, 1, true);
+  const refMs = performance.now() - t0;
+  say(`score ${(scoreMs / 1000).toFixed(1)} s, reference score ${(refMs / 1000).toFixed(1)} s (each includes compiling)`);
+  const seqs = raw.map((q, i) => ({ ...q, oldLogp: old[i]!, refLogp: ref[i]! }));
+  const hp = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };
+  const trainMs: number[] = [];
+  const trainCpu = { sec: 0, wallSec: 0 };
+  for (let i = 0; i < TRAIN.warmup + TRAIN.steps; i++) {
+    const { value: s, cpuSec } = await timed(() => policy.update('ppo', seqs, hp));
+    if (s.skipped) throw new Error(`LoRA update skipped: ${s.skipped}`);
+    say(`LoRA PPO step ${i + 1}: ${(s.ms / 1000).toFixed(1)} s, ${cpuSec.toFixed(1)} CPU s, loss ${s.loss.toFixed(4)}, grad norm ${s.gradNorm.toFixed(4)}${i < TRAIN.warmup ? ' (warm-up, includes compiling)' : ''}`);
+    if (i >= TRAIN.warmup) {
+      trainMs.push(s.ms);
+      trainCpu.sec += cpuSec;
+      trainCpu.wallSec += s.ms / 1000;
+    }
+  }
+  const troupePeak = rssMB();
+  say(`Troupe peak RSS ${(troupePeak / 1024).toFixed(2)} GiB (after decode ${(rssAfterDecode / 1024).toFixed(2)}, at start ${(rssStart / 1024).toFixed(2)})`);
+  await policy.dispose();
+
+  // PyTorch eager on the same shapes: base weights for decode, then LoRA for the train step.
+  await torch.call({ cmd: 'load', modelConfig: c, seed: 1 });
+  const { batch, promptLen, newTokens, runs, warmup } = DECODE;
+  const tDec = await torch.call<{ ms: number[]; maxRssMB: number; cpuSec: number; wallSec: number }>({ cmd: 'decode', batch, promptLen, newTokens, temperature: 1, topP: 1, steps: runs, warmup });
+  say(`PyTorch decode runs: ${tDec.ms.map((x) => (x / 1000).toFixed(1)).join(', ')} s`);
+  await torch.call({ cmd: 'load', modelConfig: c, seed: 1, lora: { rank: LORA.rank, alpha: LORA.alpha, targets: [...LORA.targets] } });
+  const tTrain = await torch.call<{ ms: number[]; maxRssMB: number; cpuSec: number; wallSec: number }>({ cmd: 'trainStep', batch: TRAIN.batch, seqLen: TRAIN.seqLen, steps: TRAIN.steps, warmup: TRAIN.warmup, loss: 'ppo' });
+  say(`PyTorch LoRA PPO steps: ${tTrain.ms.map((x) => (x / 1000).toFixed(1)).join(', ')} s`);
+  const torchPeak = tTrain.maxRssMB;
+
+  const trainTokens = TRAIN.batch * TRAIN.seqLen;
+  const decTokens = DECODE.batch * DECODE.newTokens;
+  const trainMed = { troupe: median(trainMs), pytorch: median(tTrain.ms) };
+  const decMed = { troupe: median(decMs), pytorch: median(tDec.ms) };
+  // LoRA step ≈ 2 forwards: the backward takes activation gradients through every frozen GEMM
+  // (one more forward's worth) and no weight gradients besides the adapters' (negligible).
+  const trainFlops = 2 * TRAIN.batch * Array.from({ length: TRAIN.seqLen }, (_, i) => forwardTokenFlops(c, i + 1)).reduce((a, b) => a + b, 0);
+  const decFlops = DECODE.batch * Array.from({ length: DECODE.newTokens }, (_, i) => forwardTokenFlops(c, DECODE.promptLen + i)).reduce((a, b) => a + b, 0);
+  const model = { name: realVocabName, parameters: parameterShapes(c).reduce((n, [, s]) => n + s.reduce((a, b) => a * b, 1), 0) };
+  const peakRssMB = { troupe: troupePeak, pytorch: torchPeak };
+  const date = new Date().toISOString();
+  // PyTorch's figures cover the whole command (its warm-up and, for training, the forward that
+  // computes the old log-probs too); Troupe's the timed runs only.
+  const use = (cpu: number, wall: number) => cpu / (wall * threads);
+  const trainUse = { troupe: use(trainCpu.sec, trainCpu.wallSec), pytorch: use(tTrain.cpuSec, tTrain.wallSec) };
+  const decUse = { troupe: use(decCpu.sec, decCpu.wallSec), pytorch: use(tDec.cpuSec, tDec.wallSec) };
+  say(`CPU utilisation: train Troupe ${trainUse.troupe.toFixed(2)}, PyTorch ${trainUse.pytorch.toFixed(2)}; decode Troupe ${decUse.troupe.toFixed(2)}, PyTorch ${decUse.pytorch.toFixed(2)}`);
+  return {
+    log,
+    rows: [
+      {
+        model,
+        figure: 'loraTrainStep',
+        troupe: (trainTokens / trainMed.troupe) * 1000,
+        pytorch: (trainTokens / trainMed.pytorch) * 1000,
+        speedup: trainMed.pytorch / trainMed.troupe,
+        ms: trainMed,
+        roundMs: { troupe: trainMs, pytorch: tTrain.ms },
+        gflops: { troupe: trainFlops / trainMed.troupe / 1e6, pytorch: trainFlops / trainMed.pytorch / 1e6 },
+        peakRssMB,
+        cpuUtilization: trainUse,
+        shape: { batch: TRAIN.batch, seqLen: TRAIN.seqLen, loss: 'ppo', lora: LORA, optimizer: 'adamw', troupeMicroBatchTokens: MICRO_TOKENS, scoredBefore: 'old and reference log-probs, not timed here' },
+        date,
+      },
+      {
+        model,
+        figure: 'decode',
+        troupe: (decTokens / decMed.troupe) * 1000,
+        pytorch: (decTokens / decMed.pytorch) * 1000,
+        speedup: decMed.pytorch / decMed.troupe,
+        ms: decMed,
+        roundMs: { troupe: decMs, pytorch: tDec.ms },
+        gflops: { troupe: decFlops / decMed.troupe / 1e6, pytorch: decFlops / decMed.pytorch / 1e6 },
+        peakRssMB: { troupe: rssAfterDecode, pytorch: tDec.maxRssMB },
+        cpuUtilization: decUse,
+        shape: { batch: DECODE.batch, promptLen: DECODE.promptLen, newTokens: DECODE.newTokens, sampling: 'temperature 1' },
+        date,
+      },
+    ],
+  };
+}
