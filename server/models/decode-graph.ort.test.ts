@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Engine } from '../runtime/engine.ts';
 import type { GenerateResult } from '../runtime/generate.ts';
+import { buildDecode } from './artifacts.ts';
 import { buildFusedDecode, quantizedWeightNames, type RolloutWeights } from './decode-graph.ts';
 import { initParameters } from './init.ts';
 import { initLoraParameters, parseLoraConfig } from './lora.ts';
@@ -187,6 +188,25 @@ describe('quantized decode', () => {
     assert.ok(maxDiff(teacher, fpFirst) < maxDiff(beforeFirst, fpFirst), 'the rollout still samples from the weights before the update');
   });
   }
+});
+
+test('finished rows leave the batch without changing any row\'s tokens or log-probs', async () => {
+  const host = await policy(untied);
+  const a = buildDecode(untied, null);
+  await engine.createSession('retire', a.bytes);
+  const params: Record<string, string> = {};
+  for (const n of a.tensorInputs) params[n] = `${host.id}:w:${n}`;
+  const { L, Hkv, D, V } = modelDims(untied);
+  const many = Array.from({ length: 12 }, (_, b) => Int32Array.from({ length: 1 + (b % 5) }, (_, t) => (b * 7 + t * 3) % 20 + 1));
+  const run = (retireFinished: boolean) =>
+    engine.generate({ session: 'retire', params, prompts: many, maxNewTokens: 16, sampling: sampled, seed: 4, stopTokens: [2, 5, 9, 13], padToken: 0, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V }, retireFinished });
+  const kept = await run(false);
+  const retired = await run(true);
+  const lengths = kept.tokens.map((t) => t.length);
+  assert.ok(new Set(lengths).size >= 4 && Math.min(...lengths) < 8, `rows finish at different times: ${lengths}`);
+  assert.deepEqual(retired.tokens.map((t) => [...t]), kept.tokens.map((t) => [...t]));
+  assert.deepEqual(retired.finish, kept.finish);
+  assert.ok(maxDiff(retired.logprobs, kept.logprobs) < 1e-5, `log-probs differ by ${maxDiff(retired.logprobs, kept.logprobs)}`);
 });
 
 test('mergeAdapter needs the adapter of a LoRA policy', () => {

@@ -44,6 +44,8 @@ export interface GenerateRequest {
   /** Ids never sampled: a model's padded vocabulary rows (`HfTokenizer.unusedIds`). */
   readonly maskedTokens?: ArrayLike<number>;
   readonly contract: DecoderContract;
+  /** Drop finished rows from the batch (default true; false keeps every row to the end, for tests). */
+  readonly retireFinished?: boolean;
 }
 
 export interface GenerateResult {
@@ -59,76 +61,129 @@ export interface GenerateResult {
 /** Additive attention bias: 0 where attending is allowed, a large negative number elsewhere. */
 const MASKED = -1e9;
 
-/** A decoder with its KV cache: runs the prompt block, then one token per row per step. */
-interface Decoder {
-  prefill(): Promise<void>;
-  /** Feeds `ids` [B] as the n-th generated token of each row (n = 0 is the first). */
-  step(ids: BigInt64Array, n: number): Promise<void>;
-}
+/**
+ * Rows leave the batch once at most this fraction of it is still generating: the cache is
+ * compacted (one pass over it) and later steps compute only the live rows instead of padding.
+ */
+const RETIRE_BELOW = 0.75;
 
-interface DecoderArgs {
-  readonly req: GenerateRequest;
-  readonly session: ort.InferenceSession;
-  readonly weights: Record<string, ort.Tensor>;
-  readonly logits: ort.Tensor;
-  readonly lens: readonly number[];
-  readonly Tp: number;
-}
+/**
+ * The KV cache and the decode graph's calls: the prompt block, then one token per live row per
+ * step. Time-major cache [P,B,Hkv,D]; left-padded prompts; positions and the padding bias are
+ * inputs. `retain` drops finished rows from the batch.
+ */
+class KvDecoder {
+  /** Original row index of each row of the current batch. */
+  rows: number[];
+  /** Logits of the last call, [rows, V]. */
+  logits: Float32Array;
+  private readonly keys: Float32Array[];
+  private readonly values: Float32Array[];
+  private readonly Hkv: number;
+  private readonly D: number;
+  /** Positions written into the cache so far. */
+  private filled = 0;
 
-/** Time-major cache [P,B,Hkv,D]; left-padded prompts; positions and the padding bias are inputs. */
-function timeMajorDecoder({ req, session, weights, logits, lens, Tp }: DecoderArgs): Decoder {
-  const { numLayers: L, numKvHeads: Hkv, headDim: D } = req.contract;
-  const B = lens.length;
-  const pads = lens.map((n) => Tp - n);
-  const capacity = Tp + req.maxNewTokens;
-  const slab = B * Hkv * D;
-  const keys = Array.from({ length: L }, () => new Float32Array(capacity * slab));
-  const values = Array.from({ length: L }, () => new Float32Array(capacity * slab));
-  const run = async (ids: BigInt64Array, pos: BigInt64Array, bias: Float32Array, P: number, T: number): Promise<void> => {
+  constructor(
+    private readonly req: GenerateRequest,
+    private readonly session: ort.InferenceSession,
+    private readonly weights: Record<string, ort.Tensor>,
+    private readonly lens: readonly number[],
+    private readonly Tp: number,
+  ) {
+    const { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V } = req.contract;
+    this.Hkv = Hkv;
+    this.D = D;
+    const B = lens.length;
+    this.rows = Array.from({ length: B }, (_, b) => b);
+    this.logits = new Float32Array(B * V);
+    const size = (Tp + req.maxNewTokens) * B * Hkv * D;
+    this.keys = Array.from({ length: L }, () => new Float32Array(size));
+    this.values = Array.from({ length: L }, () => new Float32Array(size));
+  }
+
+  private pad(row: number): number {
+    return this.Tp - this.lens[row]!;
+  }
+
+  private async run(ids: BigInt64Array, pos: BigInt64Array, bias: Float32Array, T: number): Promise<void> {
+    const B = this.rows.length;
+    const P = this.filled;
+    const { Hkv, D } = this;
+    const slab = B * Hkv * D;
     const feeds: Record<string, ort.Tensor> = {
-      ...weights,
+      ...this.weights,
       input_ids: new ort.Tensor('int64', ids, [B, T]),
       position_ids: new ort.Tensor('int64', pos, [B, T]),
       attention_bias: new ort.Tensor('float32', bias, [B, T, P + T]),
     };
-    const fetches: Record<string, ort.Tensor> = { logits };
-    for (let i = 0; i < L; i++) {
-      feeds[`past_key_values.${i}.key`] = new ort.Tensor('float32', keys[i]!.subarray(0, P * slab), [P, B, Hkv, D]);
-      feeds[`past_key_values.${i}.value`] = new ort.Tensor('float32', values[i]!.subarray(0, P * slab), [P, B, Hkv, D]);
-      fetches[`present.${i}.key`] = new ort.Tensor('float32', keys[i]!.subarray(P * slab, (P + T) * slab), [T, B, Hkv, D]);
-      fetches[`present.${i}.value`] = new ort.Tensor('float32', values[i]!.subarray(P * slab, (P + T) * slab), [T, B, Hkv, D]);
+    const fetches: Record<string, ort.Tensor> = { logits: new ort.Tensor('float32', this.logits, [B, this.req.contract.vocabSize]) };
+    this.keys.forEach((k, i) => {
+      const v = this.values[i]!;
+      feeds[`past_key_values.${i}.key`] = new ort.Tensor('float32', k.subarray(0, P * slab), [P, B, Hkv, D]);
+      feeds[`past_key_values.${i}.value`] = new ort.Tensor('float32', v.subarray(0, P * slab), [P, B, Hkv, D]);
+      fetches[`present.${i}.key`] = new ort.Tensor('float32', k.subarray(P * slab, (P + T) * slab), [T, B, Hkv, D]);
+      fetches[`present.${i}.value`] = new ort.Tensor('float32', v.subarray(P * slab, (P + T) * slab), [T, B, Hkv, D]);
+    });
+    await this.session.run(feeds, fetches);
+    this.filled += T;
+  }
+
+  async prefill(): Promise<void> {
+    const { Tp, req } = this;
+    const B = this.rows.length;
+    const ids = new BigInt64Array(B * Tp).fill(BigInt(req.padToken));
+    const pos = new BigInt64Array(B * Tp);
+    const bias = new Float32Array(B * Tp * Tp).fill(MASKED);
+    for (let b = 0; b < B; b++) {
+      const p = req.prompts[b]!;
+      const pad = this.pad(b);
+      for (let t = 0; t < Tp; t++) {
+        const real = t >= pad;
+        if (real) ids[b * Tp + t] = BigInt(p[t - pad]!);
+        pos[b * Tp + t] = BigInt(real ? t - pad : 0);
+        // Key s is visible from query t when it is real and not in the future. Padding queries
+        // see nothing real and get a uniform row; their outputs are never used.
+        for (let s = pad; s <= t; s++) bias[(b * Tp + t) * Tp + s] = 0;
+      }
     }
-    await session.run(feeds, fetches);
-  };
-  const pos = new BigInt64Array(B);
-  return {
-    prefill: async () => {
-      const ids = new BigInt64Array(B * Tp).fill(BigInt(req.padToken));
-      const ppos = new BigInt64Array(B * Tp);
-      const bias = new Float32Array(B * Tp * Tp).fill(MASKED);
-      for (let b = 0; b < B; b++) {
-        const p = req.prompts[b]!;
-        for (let t = 0; t < Tp; t++) {
-          const real = t >= pads[b]!;
-          if (real) ids[b * Tp + t] = BigInt(p[t - pads[b]!]!);
-          ppos[b * Tp + t] = BigInt(real ? t - pads[b]! : 0);
-          // Key s is visible from query t when it is real and not in the future. Padding queries
-          // see nothing real and get a uniform row; their outputs are never used.
-          for (let s = pads[b]!; s <= t; s++) bias[(b * Tp + t) * Tp + s] = 0;
-        }
+    await this.run(ids, pos, bias, Tp);
+  }
+
+  /** Feeds `ids` (one per current row) as the n-th generated token (n = 0 is the first). */
+  async step(ids: BigInt64Array, n: number): Promise<void> {
+    const B = this.rows.length;
+    const P = this.filled;
+    const pos = new BigInt64Array(B);
+    const bias = new Float32Array(B * (P + 1));
+    for (let k = 0; k < B; k++) {
+      const row = this.rows[k]!;
+      pos[k] = BigInt(this.lens[row]! + n);
+      for (let s = 0; s < this.pad(row); s++) bias[k * (P + 1) + s] = MASKED;
+    }
+    await this.run(ids, pos, bias, 1);
+  }
+
+  /**
+   * Keeps only the current rows at `keep` (ascending indices into the batch). The cache is
+   * compacted in place: row k of position t moves from (t·B + k) to (t·B' + k'), never forward,
+   * so one ascending pass of copyWithin is safe.
+   */
+  retain(keep: readonly number[]): void {
+    const B = this.rows.length;
+    const row = this.Hkv * this.D;
+    for (const buf of [...this.keys, ...this.values]) {
+      for (let t = 0; t < this.filled; t++) {
+        keep.forEach((k, j) => {
+          const src = (t * B + k) * row;
+          const dst = (t * keep.length + j) * row;
+          if (src !== dst) buf.copyWithin(dst, src, src + row);
+        });
       }
-      await run(ids, ppos, bias, 0, Tp);
-    },
-    step: async (ids, n) => {
-      const P = Tp + n;
-      const bias = new Float32Array(B * (P + 1));
-      for (let b = 0; b < B; b++) {
-        pos[b] = BigInt(lens[b]! + n);
-        for (let s = 0; s < pads[b]!; s++) bias[b * (P + 1) + s] = MASKED;
-      }
-      await run(ids, pos, bias, P, 1);
-    },
-  };
+    }
+    this.rows = keep.map((k) => this.rows[k]!);
+    this.logits = new Float32Array(keep.length * this.req.contract.vocabSize);
+  }
 }
 
 export async function generate(
@@ -141,21 +196,14 @@ export async function generate(
   const B = req.prompts.length;
   if (B === 0) return { tokens: [], logprobs: [], finish: [], prefillMs: 0, decodeMs: 0 };
   if (!(Number.isInteger(req.maxNewTokens) && req.maxNewTokens > 0)) throw new Error(`maxNewTokens must be a positive integer, got ${req.maxNewTokens}`);
-  const masked = req.maskedTokens ?? [];
-  for (let i = 0; i < masked.length; i++) {
-    const id = masked[i]!;
-    if (!(Number.isInteger(id) && id >= 0 && id < V)) throw new Error(`generate: masked token id ${id} (entry ${i}) is outside the vocabulary of ${V}`);
-  }
   const lens = req.prompts.map((p) => p.length);
   const Tp = Math.max(...lens);
   if (lens.some((n) => n === 0)) throw new Error('generate: every prompt needs at least one token');
-  const logits = new Float32Array(B * V);
-  const weights: Record<string, ort.Tensor> = {};
-  for (const [input, name] of Object.entries(req.params)) weights[input] = resident(name);
-  const args: DecoderArgs = { req, session, weights, logits: new ort.Tensor('float32', logits, [B, V]), lens, Tp };
   const limit = req.contract.maxPositions ?? Infinity;
   if (Tp + req.maxNewTokens > limit) throw new Error(`generate: prompt (${Tp}) + maxNewTokens (${req.maxNewTokens}) = ${Tp + req.maxNewTokens} positions exceed the decoder's ${limit}`);
-  const decoder = timeMajorDecoder(args);
+  const weights: Record<string, ort.Tensor> = {};
+  for (const [input, name] of Object.entries(req.params)) weights[input] = resident(name);
+  const decoder = new KvDecoder(req, session, weights, lens, Tp);
 
   const t0 = performance.now();
   await decoder.prefill();
@@ -170,25 +218,24 @@ export async function generate(
   const done = new Array<boolean>(B).fill(false);
   const finish = new Array<'stop' | 'length'>(B).fill('length');
   const stop = new Set(req.stopTokens);
-  const ids = new BigInt64Array(B);
   for (let n = 0; n < req.maxNewTokens; n++) {
-    for (let b = 0; b < B; b++) {
-      if (done[b]) {
-        ids[b] = BigInt(req.padToken);
-        continue;
-      }
-      if (masked.length > 0) maskLogits(logits, b * V, masked);
-      const { token, logprob } = sampleToken(logits, b * V, V, req.sampling, rngs[b]!, scratch, order);
+    // Each row samples from its own stream, so retiring rows changes no other row's draws.
+    decoder.rows.forEach((b, k) => {
+      if (done[b]) return;
+      const { token, logprob } = sampleToken(decoder.logits, k * V, V, req.sampling, rngs[b]!, scratch, order);
       outTokens[b]![n] = token;
       outLogp[b]![n] = logprob;
       produced[b] = n + 1;
-      ids[b] = BigInt(token);
       if (stop.has(token)) {
         done[b] = true;
         finish[b] = 'stop';
       }
-    }
+    });
     if (n === req.maxNewTokens - 1 || done.every(Boolean)) break;
+    const live = decoder.rows.flatMap((b, k) => (done[b] ? [] : [k]));
+    if (req.retireFinished !== false && live.length <= RETIRE_BELOW * decoder.rows.length) decoder.retain(live);
+    // A finished row still in the batch is fed padding; its outputs are never read.
+    const ids = BigInt64Array.from(decoder.rows, (b) => BigInt(done[b] ? req.padToken : outTokens[b]![n]!));
     await decoder.step(ids, n);
   }
   const t2 = performance.now();
