@@ -94,6 +94,7 @@ function expectedReward(g: Grid, letters: string, optimum: number): { reward: nu
     if (nr < 0 || nc < 0 || nr >= g.n || nc >= g.n || g.walls[nr * g.n + nc]) {
       reward += k.invalid;
       invalid++;
+      moved++; // the reference counts a bump as a step
     } else {
       [r, c] = [nr, nc];
       moved++;
@@ -147,7 +148,8 @@ test('rewards follow the reference formula: step, shaping, goal and optimality b
     const want = expectedReward(g, detour, bfs(g));
     close(slow.teamReward, want.reward, `seed ${i} detour`);
     assert.ok(slow.success);
-    if (open) close(slow.teamReward, expectedReward(g, detour, -1).reward, `seed ${i}: no bonus after a detour`);
+    // A wall bump counts as a step, as in the reference: no bonus after it either.
+    close(slow.teamReward, expectedReward(g, detour, -1).reward, `seed ${i}: no bonus after a ${open ? 'detour' : 'bump'}`);
     assert.equal(slow.info.includes(`${want.invalid} blocked`), true, slow.info);
   }
 });
@@ -211,6 +213,26 @@ test('team workflow: the tool is scored on a clone and its report reaches the pl
   // The next round starts with no report; a malformed proposal is reported as such.
   env.act('tool', 'go right');
   assert.match(env.observe('plan'), /\ntool: no valid proposal\n/);
+});
+
+test("verdictToPlanner: false shows the planner only the tool's proposal, as the reference does", () => {
+  const on = planPath.create(trainSeed(5));
+  const off = planPath.create(trainSeed(5), { verdictToPlanner: false });
+  const path = on.solution('tool');
+  const wrong = path.replace(/./g, (ch) => ({ U: 'D', D: 'U', L: 'R', R: 'L' })[ch] ?? ch);
+  for (const env of [on, off]) env.act('tool', wrong);
+  assert.match(on.observe('plan'), new RegExp(`\ntool: ${wrong}: \\d+ from G, \\d+ blocked, goal no\nplan: moves`));
+  assert.match(off.observe('plan'), new RegExp(`\ntool: ${wrong}\nplan: moves`), 'no verdict');
+  // Everything else is the same: rewards, and the tool's own report of its last proposal.
+  const [a, b] = [on.clone(), off.clone()];
+  const ra = a.act('plan', path);
+  const rb = b.act('plan', path);
+  assert.deepEqual(ra, rb);
+  for (const env of [on, off]) env.act('plan', 'U');
+  assert.equal(on.observe('tool'), off.observe('tool'));
+  assert.match(off.observe('tool'), /\nlast tool: .*goal no\n/);
+  assert.equal(off.clone().observe('tool'), off.observe('tool'));
+  assert.throws(() => planPath.create(1, { verdictToPlanner: 'no' }), /verdictToPlanner/);
 });
 
 test('episodes end unsolved after maxTurns rounds of malformed answers', () => {

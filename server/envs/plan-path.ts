@@ -16,7 +16,8 @@
  * Per-move reward (the reference's constants):
  *   -0.01 for a move, or -0.10 for a rejected move
  *   + (0.99 * phi(s') - phi(s)) with phi = -(shortest-path distance to the goal)  (shaping, lambda 1)
- *   + 1.0 on reaching the goal, + 0.5 more when the episode's moves so far equal the BFS optimum.
+ *   + 1.0 on reaching the goal, + 0.5 more when the episode's moves so far equal the BFS optimum
+ *     (a move into a wall counts as a move, as in the reference: one bump loses the bonus).
  * The reference's potential is the Manhattan distance. That is harmless for a return, but AT-GRPO
  * compares branches turn by turn, and a turn that starts a detour around a wall without finishing
  * it then scores below one that bumps into the wall (-1 per step away against -0.10 per bump):
@@ -130,7 +131,7 @@ class PlanPathState implements PuzzleState<Direction[]> {
     /** Walking distance from each cell to the goal (-1 when unreachable); shared by clones. */
     private readonly distance: Int32Array,
     public position: number,
-    /** Accepted moves so far this episode (for the optimality bonus). */
+    /** Moves so far this episode, wall bumps included (for the optimality bonus). */
     public moves: number,
     readonly optimalMoves: number,
   ) {}
@@ -196,6 +197,8 @@ class PlanPathState implements PuzzleState<Direction[]> {
       if (next === null || walls[next]) {
         invalid++;
         reward += k.invalid;
+        // As in the reference, a bump is a step: it spends the optimality bonus.
+        this.moves++;
       } else {
         this.position = next;
         this.moves++;

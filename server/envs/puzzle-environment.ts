@@ -5,6 +5,8 @@
  *    applies it to a CLONE of the real state and writes a one-line report (where it would end, what
  *    was blocked, whether it solves the task) into the planner's prompt; the plan agent then commits
  *    its own action to the real state. Rounds repeat until solved, unsolvable, or maxTurns.
+ *    The verdict in that report is a departure from the reference, whose planner sees only the
+ *    tool's output (its action list): `verdictToPlanner: false` shows the planner just the proposal.
  *  - 'single' (agents ['solo'], the L0 baseline): one agent sees the state and commits directly.
  *
  * Rewards (pettingllms.md section 2.3, "global + local"). Let R(a, s) be the puzzle's summed
@@ -80,7 +82,21 @@ export const workflowOptionsShape = {
   maxTurns: z.number().int().min(1).max(64).default(4).describe('Rounds before the episode ends unsolved.'),
   /** 'team': tool proposes, plan commits. 'single': one agent (L0 baseline). */
   variant: z.enum(puzzleVariants).default('team').describe("'team' (tool -> plan) or 'single' (one solo agent)."),
+  /** The planner's prompt carries the environment's verdict on the tool's proposal (a departure from the reference). */
+  verdictToPlanner: z
+    .boolean()
+    .default(true)
+    .describe(
+      "Team variant: the planner's prompt carries the environment's verdict on the tool's proposal ('tool: RRDD: 2 from G, 1 blocked, goal no'). The reference planner sees only the tool's output ('tool: RRDD'); false matches it, as the paper-comparable configs do.",
+    ),
 };
+
+export interface WorkflowOptions {
+  readonly maxTurns: number;
+  readonly variant: PuzzleVariant;
+  /** Default true. */
+  readonly verdictToPlanner?: boolean;
+}
 
 const teamAgents = ['tool', 'plan'] as const;
 const singleAgents = ['solo'] as const;
@@ -92,19 +108,22 @@ export class PuzzleEnvironment<A> implements Environment {
   readonly maxTurns: number;
   readonly optimalMoves: number;
   readonly variant: PuzzleVariant;
+  readonly verdictToPlanner: boolean;
   #state: PuzzleState<A>;
   #turn = 0;
   #next = 0; // index into agents
   #done = false;
   #success = false;
-  #report: string | null = null; // the tool's report line of this round, shown to the planner
+  #report: string | null = null; // the tool's report line of this round, with the verdict
+  #planReport: string | null = null; // what the planner is shown of it (verdictToPlanner)
   #lastReport: string | null = null; // the previous round's report, shown to the tool
   #stats: Record<string, AgentStats>;
 
-  constructor(name: string, seed: number, state: PuzzleState<A>, options: { maxTurns: number; variant: PuzzleVariant }) {
+  constructor(name: string, seed: number, state: PuzzleState<A>, options: WorkflowOptions) {
     this.name = name;
     this.seed = seed;
     this.variant = options.variant;
+    this.verdictToPlanner = options.verdictToPlanner ?? true;
     this.agents = options.variant === 'team' ? teamAgents : singleAgents;
     this.maxTurns = options.maxTurns;
     this.optimalMoves = state.optimalMoves;
@@ -113,7 +132,7 @@ export class PuzzleEnvironment<A> implements Environment {
   }
 
   /** A fresh episode on a generated puzzle. */
-  static start<A>(name: string, seed: number, state: PuzzleState<A>, options: { maxTurns: number; variant: PuzzleVariant }): PuzzleEnvironment<A> {
+  static start<A>(name: string, seed: number, state: PuzzleState<A>, options: WorkflowOptions): PuzzleEnvironment<A> {
     // A generator bug that produced a solved or dead puzzle must not pass silently as a free win.
     if (state.solved || state.stuck) throw new Error(`${name}: seed ${seed} generated a puzzle that is already over`);
     return new PuzzleEnvironment(name, seed, state, options);
@@ -139,7 +158,7 @@ export class PuzzleEnvironment<A> implements Environment {
   observe(agent: string): string {
     checkAgent(this, agent);
     const lines = [`${this.#state.title}, turn ${Math.min(this.#turn + 1, this.maxTurns)}/${this.maxTurns}`, this.#state.render()];
-    if (agent === 'plan') lines.push(this.#report ?? 'tool: no report');
+    if (agent === 'plan') lines.push(this.#planReport ?? 'tool: no report');
     // The tool sees how its previous proposal fared, so a greedy tool stuck behind a wall gets a
     // prompt that differs from the one that led it there.
     else if (agent === 'tool' && this.#lastReport !== null) lines.push(`last ${this.#lastReport}`);
@@ -164,11 +183,15 @@ export class PuzzleEnvironment<A> implements Environment {
         stats.invalidMoves += out.invalid;
         localReward = out.reward;
         info = `${this.#state.format(parsed.action)}: ${out.summary}`;
+        // The tool's own next prompt ("last tool: ...") keeps the verdict either way: the reference
+        // tool saw its code's execution output, which is what it learns from.
         this.#report = `tool: ${info}`;
+        this.#planReport = this.verdictToPlanner ? this.#report : `tool: ${this.#state.format(parsed.action)}`;
       } else {
         localReward = parsePenalty;
         info = `parse error: ${parsed.error}`;
         this.#report = 'tool: no valid proposal';
+        this.#planReport = this.#report;
       }
     } else if (parsed.ok) {
       const out = this.#state.apply(parsed.action);
@@ -198,6 +221,7 @@ export class PuzzleEnvironment<A> implements Environment {
     if (committed) {
       this.#lastReport = this.#report;
       this.#report = null;
+      this.#planReport = null;
       this.#turn++;
       this.#next = 0;
       if (this.#state.solved) {
@@ -215,12 +239,14 @@ export class PuzzleEnvironment<A> implements Environment {
     const copy = new PuzzleEnvironment<A>(this.name, this.seed, this.#state.clone(), {
       maxTurns: this.maxTurns,
       variant: this.variant,
+      verdictToPlanner: this.verdictToPlanner,
     });
     copy.#turn = this.#turn;
     copy.#next = this.#next;
     copy.#done = this.#done;
     copy.#success = this.#success;
     copy.#report = this.#report;
+    copy.#planReport = this.#planReport;
     copy.#lastReport = this.#lastReport;
     copy.#stats = copyStats(this.#stats);
     return copy;
