@@ -9,6 +9,11 @@
  * reports a median, and the figure is the median of the round medians. Both sides use the same
  * thread count (default 2). Results: a printed table and `bench/results/engine.json`.
  *
+ * Decode is also timed with the rollout variants (`rollout` in the experiment config): the fused
+ * fp32 graph and int8/int4 weights (MatMulNBits), each against the same PyTorch fp32 decode of
+ * the round; figures `decode-fused`, `decode-int8`, `decode-int4` (BENCH_DECODE_VARIANTS, default
+ * fused,int8,int4).
+ *
  * Then the real-vocabulary case (`bench-real-vocab.ts`): a random model at Qwen2.5-0.5B's shapes,
  * its decode and LoRA PPO step against PyTorch's, and both processes' peak RSS.
  *
@@ -26,6 +31,7 @@ import { initParameters } from '../../server/models/init.ts';
 import { parameterShapes as parameterShapesOf, type ModelConfig } from '../../server/models/model-config.ts';
 import { optimizerSchema } from '../../server/models/optimizer.ts';
 import { Policy } from '../../server/models/policy.ts';
+import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
 import { writeSafetensorsFile } from '../../server/models/safetensors.ts';
 import type { TrainSequence } from '../../server/models/train-batch.ts';
 import { Engine } from '../../server/runtime/engine.ts';
@@ -37,6 +43,9 @@ import { TorchServer } from './torch-server.ts';
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
 const THREADS = Number(process.env['BENCH_THREADS'] ?? 2);
 const MODELS = (process.env['BENCH_MODELS'] ?? `default,medium,${realVocabName}`).split(',');
+const decodeVariants = { fused: { weights: 'fp32', fused: true, blockSize: 32 }, int8: { weights: 'int8', fused: true, blockSize: 32 }, int4: { weights: 'int4', fused: true, blockSize: 32 } } as const satisfies Record<string, DecodeSettings>;
+type DecodeVariant = keyof typeof decodeVariants;
+const VARIANTS = (process.env['BENCH_DECODE_VARIANTS'] ?? 'fused,int8,int4').split(',').filter((v): v is DecodeVariant => v in decodeVariants);
 
 interface ModelCase {
   name: string;
@@ -104,6 +113,22 @@ async function main(): Promise<void> {
       const hp = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };
       const prompts = Array.from({ length: mc.decode.batch }, (_, b) => Int32Array.from({ length: mc.decode.promptLen }, (_, t) => (b * 31 + t * 17) % config.vocabSize));
       const rounds = { trainT: [] as number[], trainP: [] as number[], decT: [] as number[], decP: [] as number[] };
+      // The rollout variants decode the same weights (quantized once: nothing trains them here).
+      const variants = new Map<DecodeVariant, { policy: Policy; ms: number[] }>();
+      for (const v of VARIANTS) {
+        const vp = await Policy.create(engine, { id: `${mc.name}-${v}`, config, weights, lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false, decode: decodeVariants[v] });
+        variants.set(v, { policy: vp, ms: [] });
+      }
+      const timeDecode = async (p: Policy): Promise<number> => {
+        const dms: number[] = [];
+        for (let i = 0; i < mc.decode.warmup + mc.decode.runs; i++) {
+          const t0 = performance.now();
+          const g = await p.generate(prompts, { maxNewTokens: mc.decode.newTokens, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: i, stopTokens: [], padToken: 0, rollout: true });
+          if (g.tokens.some((t) => t.length !== mc.decode.newTokens)) throw new Error('decode produced fewer tokens than asked');
+          if (i >= mc.decode.warmup) dms.push(performance.now() - t0);
+        }
+        return median(dms);
+      };
       for (let r = 0; r < ROUNDS; r++) {
         peak.troupe.push(await measureMatmulPeak(engine, 512, 20));
         peak.pytorch.push((await torch.call<{ gflops: number }>({ cmd: 'matmulPeak', n: 512, reps: 20 })).gflops);
@@ -114,17 +139,12 @@ async function main(): Promise<void> {
         }
         rounds.trainT.push(median(ms));
         rounds.trainP.push(median((await torch.call<{ ms: number[] }>({ cmd: 'trainStep', batch: B, seqLen: T, steps: mc.train.steps, warmup: mc.train.warmup, loss: 'ppo' })).ms));
-        const dms: number[] = [];
-        for (let i = 0; i < mc.decode.warmup + mc.decode.runs; i++) {
-          const t0 = performance.now();
-          const g = await policy.generate(prompts, { maxNewTokens: mc.decode.newTokens, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: i, stopTokens: [], padToken: 0 });
-          if (g.tokens.some((t) => t.length !== mc.decode.newTokens)) throw new Error('decode produced fewer tokens than asked');
-          if (i >= mc.decode.warmup) dms.push(performance.now() - t0);
-        }
-        rounds.decT.push(median(dms));
+        rounds.decT.push(await timeDecode(policy));
+        for (const v of variants.values()) v.ms.push(await timeDecode(v.policy));
         const { batch, promptLen, newTokens, runs, warmup } = mc.decode;
         rounds.decP.push(median((await torch.call<{ ms: number[] }>({ cmd: 'decode', batch, promptLen, newTokens, temperature: 1, topP: 1, steps: runs, warmup })).ms));
-        process.stderr.write(`${mc.name} round ${r + 1}/${ROUNDS}: train ${rounds.trainT.at(-1)!.toFixed(1)} vs ${rounds.trainP.at(-1)!.toFixed(1)} ms, decode ${rounds.decT.at(-1)!.toFixed(0)} vs ${rounds.decP.at(-1)!.toFixed(0)} ms\n`);
+        const vs = [...variants].map(([v, x]) => `${v} ${x.ms.at(-1)!.toFixed(0)}`).join(', ');
+        process.stderr.write(`${mc.name} round ${r + 1}/${ROUNDS}: train ${rounds.trainT.at(-1)!.toFixed(1)} vs ${rounds.trainP.at(-1)!.toFixed(1)} ms, decode ${rounds.decT.at(-1)!.toFixed(0)} vs ${rounds.decP.at(-1)!.toFixed(0)} ms (${vs})\n`);
       }
       const f = flops(config, B, T);
       const trainTokens = B * T;
@@ -154,6 +174,21 @@ async function main(): Promise<void> {
         gflops: { troupe: decFlops / decMs.troupe / 1e6, pytorch: decFlops / decMs.pytorch / 1e6 },
         shape: { batch: mc.decode.batch, promptLen: mc.decode.promptLen, newTokens: mc.decode.newTokens, sampling: 'temperature 1' },
       });
+      for (const [v, x] of variants) {
+        const ms = { troupe: median(x.ms), pytorch: decMs.pytorch };
+        results.push({
+          model: { name: mc.name, parameters: params },
+          figure: `decode-${v}`,
+          troupe: (decTokens / ms.troupe) * 1000,
+          pytorch: (decTokens / ms.pytorch) * 1000,
+          speedup: ms.pytorch / ms.troupe,
+          ms,
+          roundMs: { troupe: x.ms, pytorch: rounds.decP },
+          gflops: { troupe: decFlops / ms.troupe / 1e6, pytorch: decFlops / ms.pytorch / 1e6 },
+          shape: { batch: mc.decode.batch, promptLen: mc.decode.promptLen, newTokens: mc.decode.newTokens, sampling: 'temperature 1', weights: decodeVariants[v].weights, graph: 'fused', blockSize: decodeVariants[v].blockSize, pytorch: 'fp32 eager' },
+        });
+        await x.policy.dispose();
+      }
     }
     if (MODELS.includes(realVocabName)) {
       peak.troupe.push(await measureMatmulPeak(engine, 512, 20));
