@@ -82,7 +82,7 @@ describe('completion: property names', () => {
 
   test('env.options complete from the chosen environment\'s options schema', () => {
     const { list } = completeAt(edit(flagship, '"size": 5,', '"size": 5, ¦'));
-    assert.deepEqual(labels(list), ['wallRatio']);
+    assert.deepEqual(labels(list), ['wallRatio', 'verdictToPlanner']);
     assert.match(item(list, 'wallRatio').documentation?.value ?? '', /Probability that a cell is a wall/);
     const tic = completeAt('{"env": {"name": "tic-tac-toe", "options": {¦}}}').list;
     assert.deepEqual(labels(tic), ['openingMoves', 'reward']);
@@ -130,12 +130,12 @@ describe('completion: values', () => {
   test('router values complete to the declared policies', () => {
     const { list, text } = completeAt(edit(flagship, '"plan": "plan-lora"', '"plan": "pl¦"'));
     assert.deepEqual(labels(list), ['"tool-lora"', '"plan-lora"']);
-    assert.equal(item(list, '"plan-lora"').detail, 'policy on model base, LoRA rank 8');
+    assert.equal(item(list, '"plan-lora"').detail, 'policy on model base, LoRA rank 16');
     assert.equal(replaced(text, item(list, '"plan-lora"')), '"pl"');
   });
 
   test('a policy\'s model completes to the declared models, or the default one', () => {
-    const { list } = completeAt(edit(flagship, '"model": "base",\n      "lora": {\n        "rank": 8\n      }\n    },\n    "plan', '"model": ¦,\n      "lora": {\n        "rank": 8\n      }\n    },\n    "plan'));
+    const { list } = completeAt(edit(flagship, '"model": "base",\n      "lora": {\n        "rank": 16,\n        "alpha": 32\n      }\n    },\n    "plan', '"model": ¦,\n      "lora": {\n        "rank": 16,\n        "alpha": 32\n      }\n    },\n    "plan'));
     assert.deepEqual(labels(list), ['"base"']);
     assert.equal(item(list, '"base"').detail, 'model, preset default');
     const implicit = completeAt('{"policies": {"p": {"model": "¦"}}}').list;

@@ -65,9 +65,9 @@ describe('diagnostics: syntax', () => {
   });
 
   test('a trailing comma, once, at the comma', () => {
-    const text = edit(flagship, '"rank": 8\n      }\n    },\n    "plan', '"rank": 8,\n      }\n    },\n    "plan');
+    const text = edit(flagship, '"alpha": 32\n      }\n    },\n    "plan', '"alpha": 32,\n      }\n    },\n    "plan');
     const d = only(text);
-    assert.deepEqual(at(text, d), { line: lineOf(flagship, '"rank": 8'), covered: ',' });
+    assert.deepEqual(at(text, d), { line: lineOf(flagship, '"alpha": 32'), covered: ',' });
     assert.equal(d.message, 'trailing comma before "}": JSON allows none');
   });
 
@@ -141,7 +141,7 @@ describe('diagnostics: schema and cross-field rules', () => {
   });
 
   test('a rule failing on a default, on the nearest key the file has', () => {
-    const text = edit(edit(flagship, '    "validateEvery": 10,\n', ''), '"steps": 60,\n    "validationEpisodes"', '"steps": 6,\n    "validationEpisodes"');
+    const text = edit(edit(flagship, '    "validateEvery": 20,\n', ''), '"steps": 60,\n    "validationEpisodes"', '"steps": 6,\n    "validationEpisodes"');
     const ds = service.diagnose(text);
     const d = ds.find((x) => x.message.startsWith('training.validateEvery'));
     assert.ok(d, JSON.stringify(ds));
@@ -218,12 +218,12 @@ describe('diagnostics: warnings and information', () => {
   test('warm-start settings while the warm start is off have no effect', () => {
     const text = edit(flagship, '"enabled": true', '"enabled": false');
     const ds = service.diagnose(text);
-    assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered]), [[3, '1500'], [3, '600'], [3, '32'], [3, '0.003'], [3, '"dagger"']]);
+    assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered]), [[3, '1500'], [3, '300'], [3, '32'], [3, '0.003']]);
     assert.equal(ds[0]!.message, 'warmStart.demonstrations: has no effect: warmStart.enabled is false');
   });
 
   test('DAgger episodes without rounds, and curriculum candidates of the uniform curriculum, have no effect', () => {
-    const text = edit(edit(flagship, '"rounds": 3', '"rounds": 0'), '"envsPerStep": 16,', '"envsPerStep": 16,\n    "curriculum": { "kind": "uniform", "candidates": 64 },');
+    const text = edit(edit(flagship, '"lr": 0.003', '"lr": 0.003,\n    "dagger": { "rounds": 0, "episodes": 500 }'), '"envsPerStep": 16,', '"envsPerStep": 16,\n    "curriculum": { "kind": "uniform", "candidates": 64 },');
     const ds = service.diagnose(text);
     assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered, d.message]), [
       [3, '64', "algorithm.curriculum.candidates: has no effect: only the 'greedy-failures' curriculum screens candidates"],
