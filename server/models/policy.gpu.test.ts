@@ -6,7 +6,11 @@
  * which `test/gpu/setup-webgpu.sh` installs — and skips, naming what is missing, elsewhere.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Engine } from '../runtime/engine.ts';
@@ -137,27 +141,39 @@ describe('WebGPU equals CPU', { skip }, () => {
 });
 
 /** Node placements from a WebGPU session's verbose log (see test/gpu/webgpu-placement.ts). */
-function placements(graph: string, lowering: 'fused' | 'primitives'): Promise<Map<string, string[]>> {
+async function placements(graph: string, lowering: 'fused' | 'primitives'): Promise<Map<string, string[]>> {
   const script = fileURLToPath(new URL('../../test/gpu/webgpu-placement.ts', import.meta.url));
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, ['--import', 'tsx', script, graph, lowering], { timeout: 120_000, maxBuffer: 64 << 20 }, (err, _stdout, stderr) => {
-      if (err) return reject(new Error(`${graph}: ${err.message}\n${stderr.slice(-2000)}`));
-      // "Node(s) placed on [CPUExecutionProvider]. Number of nodes: 3" then one "   Op (name)" per node.
-      const byProvider = new Map<string, string[]>();
-      let current: string[] | null = null;
-      for (const full of stderr.split('\n')) {
-        // Each log line starts with a timestamp and the source location; the message follows.
-        const line = full.replace(/^.*VerifyEachNodeIsAssignedToAnEp\]/, '');
-        const head = /placed on \[(\w+)\]/.exec(line);
-        const node = /^\s+(\w+) \(([^)]*)\)$/.exec(line);
-        if (head) byProvider.set(head[1]!, (current = []));
-        else if (node && current) current.push(node[1]!);
-        else current = null;
-      }
-      if (byProvider.size === 0) return reject(new Error(`${graph}: no node placements in ONNX Runtime's log`));
-      resolve(byProvider);
-    });
-  });
+  // The log goes to a file, not a pipe: native code writes it straight to fd 2, and Node makes
+  // its stdio pipes non-blocking, so under load a full pipe silently dropped the log's tail.
+  const dir = mkdtempSync(join(tmpdir(), 'troupe-placement-'));
+  const logPath = join(dir, 'stderr.log');
+  const fd = openSync(logPath, 'w');
+  let stderr: string;
+  try {
+    const child = spawn(process.execPath, ['--import', 'tsx', script, graph, lowering], { stdio: ['ignore', 'ignore', fd] });
+    const [code, signal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null];
+    stderr = readFileSync(logPath, 'utf8');
+    if (code !== 0) throw new Error(`${graph}: the placement child exited with ${code ?? signal}\n${stderr.slice(-2000)}`);
+  } finally {
+    closeSync(fd);
+    rmSync(dir, { recursive: true, force: true });
+  }
+  // "Node(s) placed on [CPUExecutionProvider]. Number of nodes: 3" then one "   Op (name)" per node.
+  const byProvider = new Map<string, string[]>();
+  let current: string[] | null = null;
+  for (const full of stderr.split('\n')) {
+    // Only the placement report's own lines (timestamp and source location, then the message)
+    // count: Dawn's warnings from other threads may land between them.
+    const at = full.indexOf('VerifyEachNodeIsAssignedToAnEp]');
+    if (at < 0) continue;
+    const line = full.slice(at + 'VerifyEachNodeIsAssignedToAnEp]'.length);
+    const head = /placed on \[(\w+)\]/.exec(line);
+    const node = /^\s+(\w+) \(([^)]*)\)$/.exec(line);
+    if (head) byProvider.set(head[1]!, (current = []));
+    else if (node && current) current.push(node[1]!);
+  }
+  if (byProvider.size === 0) throw new Error(`${graph}: no node placements in ONNX Runtime's log`);
+  return byProvider;
 }
 
 describe('WebGPU graphs stay on the GPU', { skip }, () => {
