@@ -1,23 +1,28 @@
 /**
- * `npm run bench:learning` — AT-GRPO vs GRPO vs a single agent, same model, budget and seeds.
+ * `npm run bench:learning` — AT-GRPO vs GRPO vs a single agent, same model, budget and tasks,
+ * each with several run seeds.
  *
  * For each environment (Plan-Path 5×5, Sokoban 6×6) three configs differ only in what is compared:
  *   at-grpo  configs/<env>/L2-lora.json   tool + plan, a LoRA adapter each, tree sampling
  *   grpo     configs/<env>/L2-grpo.json   same team, independent rollouts grouped per task
  *   single   configs/<env>/L0-single.json one solo agent (the puzzle's single variant)
- * Each runs its warm start (cached) and RL with validation on the same held-out seeds every few
- * steps. Writes bench/results/learning.json and one SVG chart per environment
- * (bench/results/learning-<env>.svg) of validation success against step.
+ * Each (method, seed) runs its warm start (cached per seed: the seed initialises the model and
+ * draws its demonstrations) and RL, with validation on the same held-out seeds every few steps and
+ * the test (training.testEpisodes, seeds apart from validation's) before and after RL. Per method
+ * it reports the mean and the spread over seeds of every validation and of the test; results in
+ * bench/results/learning.json and one SVG chart per environment (bench/results/learning-<env>.svg:
+ * the mean validation success per step, with a band from the lowest to the highest seed).
  *
- * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too), LEARNING_STEPS (override training.steps),
- * LEARNING_VARIANTS (at-grpo,grpo,single).
+ * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too), LEARNING_VARIANTS
+ * (at-grpo,grpo,single), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3"; default 3),
+ * LEARNING_STEPS (override training.steps).
  */
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadExperiment } from '../../server/rl/resolve-experiment.ts';
+import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-experiment.ts';
 import { train } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
 import { lineChart } from './svg-chart.ts';
@@ -26,17 +31,72 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sokoban').split(',');
 const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? 'at-grpo,grpo,single').split(',');
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
+const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
 const files: Record<string, string> = { 'at-grpo': 'L2-lora.json', grpo: 'L2-grpo.json', single: 'L0-single.json' };
 const VARIANT_ORDER = ['at-grpo', 'grpo', 'single'];
+
+function parseSeeds(text: string): number[] {
+  const list = text.includes(',') ? text.split(',').map(Number) : Array.from({ length: Number(text) }, (_, i) => i + 1);
+  if (list.length === 0 || list.some((s) => !Number.isSafeInteger(s) || s < 0)) throw new Error(`LEARNING_SEEDS must be a count or a list of non-negative integers, got ${JSON.stringify(text)}`);
+  return list;
+}
+
+interface SeedRun {
+  seed: number;
+  curve: Array<{ step: number; success: number; meanReward: number }>;
+  /** Test success (held-out seeds apart from validation's) of the warm start and after RL; null without testEpisodes. */
+  testBefore: number | null;
+  testAfter: number | null;
+  wallSeconds: number;
+}
+
+interface Spread {
+  mean: number;
+  /** Unbiased standard deviation over seeds (0 for one seed). */
+  std: number;
+  min: number;
+  max: number;
+}
 
 interface VariantResult {
   variant: string;
   config: string;
-  curve: Array<{ step: number; success: number; meanReward: number }>;
-  initial: number;
-  final: number;
-  delta: number;
+  seeds: number[];
+  runs: SeedRun[];
+  /** Validation success per validated step, over seeds. */
+  curve: Array<{ step: number } & Spread>;
+  testBefore: Spread | null;
+  testAfter: Spread | null;
+  /** Test after − before, per seed, over seeds. */
+  testGain: Spread | null;
   wallSeconds: number;
+}
+
+function spread(xs: readonly number[]): Spread {
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+  const std = xs.length > 1 ? Math.sqrt(xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (xs.length - 1)) : 0;
+  return { mean, std, min: Math.min(...xs), max: Math.max(...xs) };
+}
+
+function summarise(variant: string, config: string, runs: SeedRun[]): VariantResult {
+  const steps = [...new Set(runs.flatMap((r) => r.curve.map((p) => p.step)))].sort((a, b) => a - b);
+  const curve = steps.flatMap((step) => {
+    const xs = runs.flatMap((r) => r.curve.filter((p) => p.step === step).map((p) => p.success));
+    return xs.length === runs.length ? [{ step, ...spread(xs) }] : [];
+  });
+  const tested = runs.filter((r): r is SeedRun & { testBefore: number; testAfter: number } => r.testBefore !== null && r.testAfter !== null);
+  const all = tested.length === runs.length && runs.length > 0;
+  return {
+    variant,
+    config,
+    seeds: runs.map((r) => r.seed),
+    runs,
+    curve,
+    testBefore: all ? spread(tested.map((r) => r.testBefore)) : null,
+    testAfter: all ? spread(tested.map((r) => r.testAfter)) : null,
+    testGain: all ? spread(tested.map((r) => r.testAfter - r.testBefore)) : null,
+    wallSeconds: runs.reduce((a, r) => a + r.wallSeconds, 0),
+  };
 }
 
 async function main(): Promise<void> {
@@ -49,30 +109,35 @@ async function main(): Promise<void> {
       results[env] = [];
       for (const variant of VARIANTS) {
         const path = join(root, 'configs', env, files[variant]!);
-        const { config, experiment } = await loadExperiment(path);
-        const run = store.createRun({ name: `${env}/${variant}`, config, runDir: join(work, `${env}-${variant}`) });
-        const curve: VariantResult['curve'] = [];
-        const t0 = performance.now();
-        process.stderr.write(`\n== ${env} / ${variant} (${files[variant]})\n`);
-        const s = await train({
-          experiment,
-          store,
-          runId: run.id,
-          runDir: join(work, `${env}-${variant}`),
-          cacheRoot,
-          resume: false,
-          ...(STEPS ? { steps: STEPS } : {}),
-          log: (l) => process.stderr.write(`${l}\n`),
-          onStep: (r) => {
-            if (r.validation) curve.push({ step: r.step, success: r.validation.success, meanReward: r.validation.meanReward });
-            process.stderr.write(`  step ${r.step}/${r.steps} ${(r.ms / 1000).toFixed(1)}s train-success ${(r.trainSuccess * 100).toFixed(0)}%${r.validation ? ` val ${(r.validation.success * 100).toFixed(1)}%` : ''}\n`);
-          },
-        });
-        const initial = s.initial?.success ?? Number.NaN;
-        curve.unshift({ step: 0, success: initial, meanReward: s.initial?.meanReward ?? Number.NaN });
-        const final = s.final?.success ?? Number.NaN;
-        results[env].push({ variant, config: `configs/${env}/${files[variant]}`, curve, initial, final, delta: final - initial, wallSeconds: (performance.now() - t0) / 1000 });
-        store.setRunState(run.id, 'done');
+        const { config: base } = await loadExperiment(path);
+        const runs: SeedRun[] = [];
+        for (const seed of SEEDS) {
+          const config = { ...base, seed };
+          const experiment = await resolveExperiment(config, path);
+          const runDir = join(work, `${env}-${variant}-${seed}`);
+          const run = store.createRun({ name: `${env}/${variant}/seed ${seed}`, config, runDir });
+          const curve: SeedRun['curve'] = [];
+          const t0 = performance.now();
+          process.stderr.write(`\n== ${env} / ${variant} (${files[variant]}) seed ${seed}\n`);
+          const s = await train({
+            experiment,
+            store,
+            runId: run.id,
+            runDir,
+            cacheRoot,
+            resume: false,
+            ...(STEPS ? { steps: STEPS } : {}),
+            log: (l) => process.stderr.write(`${l}\n`),
+            onStep: (r) => {
+              if (r.validation) curve.push({ step: r.step, success: r.validation.success, meanReward: r.validation.meanReward });
+              process.stderr.write(`  step ${r.step}/${r.steps} ${(r.ms / 1000).toFixed(1)}s train-success ${(r.trainSuccess * 100).toFixed(0)}%${r.validation ? ` val ${(r.validation.success * 100).toFixed(1)}%` : ''}\n`);
+            },
+          });
+          curve.unshift({ step: 0, success: s.initial?.success ?? Number.NaN, meanReward: s.initial?.meanReward ?? Number.NaN });
+          runs.push({ seed, curve, testBefore: s.initialTest?.success ?? null, testAfter: s.finalTest?.success ?? null, wallSeconds: (performance.now() - t0) / 1000 });
+          store.setRunState(run.id, 'done');
+        }
+        results[env].push(summarise(variant, `configs/${env}/${files[variant]}`, runs));
       }
     }
   } finally {
@@ -81,24 +146,34 @@ async function main(): Promise<void> {
   }
   const outDir = join(root, 'bench', 'results');
   await mkdir(outDir, { recursive: true });
-  // Merge into earlier results, so one environment or variant can be re-run on its own.
+  // Merge into earlier results of this format, so one environment or variant can be re-run on its own.
   const file = join(outDir, 'learning.json');
   if (existsSync(file)) {
-    const old = JSON.parse(await readFile(file, 'utf8')) as { results?: Record<string, VariantResult[]> };
+    const old = JSON.parse(await readFile(file, 'utf8')) as { results?: Record<string, Array<Partial<VariantResult>>> };
     for (const [env, rs] of Object.entries(old.results ?? {})) {
       const fresh = results[env] ?? [];
-      results[env] = [...rs.filter((r) => !fresh.some((f) => f.variant === r.variant)), ...fresh].sort((a, b) => VARIANT_ORDER.indexOf(a.variant) - VARIANT_ORDER.indexOf(b.variant));
+      const kept = rs.filter((r): r is VariantResult => Array.isArray(r.runs) && !fresh.some((f) => f.variant === r.variant));
+      results[env] = [...kept, ...fresh].sort((a, b) => VARIANT_ORDER.indexOf(a.variant) - VARIANT_ORDER.indexOf(b.variant));
     }
   }
   await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), results }, null, 2)}\n`);
   for (const [env, rs] of Object.entries(results)) {
-    const svg = lineChart(`${env}: validation success on held-out seeds`, rs.map((r) => ({ name: r.variant, points: r.curve.map((p) => [p.step, p.success] as const) })));
+    const svg = lineChart(
+      `${env}: validation success, mean over seeds (band: lowest to highest)`,
+      rs.map((r) => ({ name: `${r.variant} (${r.seeds.length} seeds)`, points: r.curve.map((p) => [p.step, p.mean] as const), band: r.curve.map((p) => [p.step, p.min, p.max] as const) })),
+    );
     await writeFile(join(outDir, `learning-${env}.svg`), svg);
   }
-  console.log('| environment | method | before RL | after RL | Δ (points) | wall time |');
-  console.log('|---|---|---|---|---|---|');
+  const pct = (s: Spread | null) => (s ? `${(s.mean * 100).toFixed(1)}% ± ${(s.std * 100).toFixed(1)}` : 'n/a');
+  const pts = (s: Spread | null) => (s ? `${s.mean >= 0 ? '+' : ''}${(s.mean * 100).toFixed(1)} ± ${(s.std * 100).toFixed(1)} (${(s.min * 100).toFixed(1)} to ${(s.max * 100).toFixed(1)})` : 'n/a');
+  console.log('| environment | method | seeds | test: warm start | test: after RL | RL gain (points) | validation: step 0 → last | wall time |');
+  console.log('|---|---|---|---|---|---|---|---|');
   for (const [env, rs] of Object.entries(results)) {
-    for (const r of rs) console.log(`| ${env} | ${r.variant} | ${(r.initial * 100).toFixed(1)}% | ${(r.final * 100).toFixed(1)}% | ${(r.delta * 100).toFixed(1)} | ${(r.wallSeconds / 60).toFixed(1)} min |`);
+    for (const r of rs) {
+      const first = r.curve[0] ?? null;
+      const last = r.curve.at(-1) ?? null;
+      console.log(`| ${env} | ${r.variant} | ${r.seeds.join(',')} | ${pct(r.testBefore)} | ${pct(r.testAfter)} | ${pts(r.testGain)} | ${pct(first)} → ${pct(last)} | ${(r.wallSeconds / 60).toFixed(1)} min |`);
+    }
   }
 }
 

@@ -1,7 +1,12 @@
-/** A small dependency-free SVG line chart: validation success (0..1) against step, one line per series. */
+/**
+ * A small dependency-free SVG line chart: validation success (0..1) against step, one line per
+ * series, each with an optional shaded band (e.g. the lowest to the highest of several seeds).
+ */
 export interface Series {
   readonly name: string;
   readonly points: ReadonlyArray<readonly [step: number, value: number]>;
+  /** Lower and upper edge of a band around the line, per step. */
+  readonly band?: ReadonlyArray<readonly [step: number, low: number, high: number]>;
 }
 
 const palette = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
@@ -32,6 +37,14 @@ export function lineChart(title: string, series: readonly Series[], opts: { widt
   out.push(`<text x="${(m.left + W - m.right) / 2}" y="${H - 8}" text-anchor="middle">RL step</text>`);
   out.push(`<text transform="translate(14 ${(m.top + H - m.bottom) / 2}) rotate(-90)" text-anchor="middle">${esc(opts.yLabel ?? 'validation success')}</text>`);
   out.push(`<line x1="${m.left}" x2="${m.left}" y1="${m.top}" y2="${H - m.bottom}" stroke="#333"/><line x1="${m.left}" x2="${W - m.right}" y1="${H - m.bottom}" y2="${H - m.bottom}" stroke="#333"/>`);
+  // Bands first, so every line is drawn over them.
+  series.forEach((s, i) => {
+    if (!s.band || s.band.length === 0) return;
+    const color = palette[i % palette.length]!;
+    const upper = s.band.map(([a, , hi]) => `${x(a).toFixed(1)},${y(hi).toFixed(1)}`);
+    const lower = [...s.band].reverse().map(([a, lo]) => `${x(a).toFixed(1)},${y(lo).toFixed(1)}`);
+    out.push(`<polygon fill="${color}" fill-opacity="0.15" stroke="none" points="${[...upper, ...lower].join(' ')}"/>`);
+  });
   series.forEach((s, i) => {
     const color = palette[i % palette.length]!;
     const pts = s.points.map(([a, b]) => `${x(a).toFixed(1)},${y(b).toFixed(1)}`).join(' ');
