@@ -209,6 +209,24 @@ test('finished rows leave the batch without changing any row\'s tokens or log-pr
   assert.ok(maxDiff(retired.logprobs, kept.logprobs) < 1e-5, `log-probs differ by ${maxDiff(retired.logprobs, kept.logprobs)}`);
 });
 
+test('identical prompts are prefilled once: the same tokens and log-probs as prefilling each', async () => {
+  const host = await policy(untied);
+  const a = buildDecode(untied, null);
+  await engine.createSession('share', a.bytes);
+  const params: Record<string, string> = {};
+  for (const n of a.tensorInputs) params[n] = `${host.id}:w:${n}`;
+  const { L, Hkv, D, V } = modelDims(untied);
+  // Three tree nodes with K = 3 branches each, ragged, plus a lone prompt in the middle.
+  const nodes = [Int32Array.from([1, 5, 7]), Int32Array.from([2, 3, 4, 9, 11, 6]), Int32Array.from([8])];
+  const batch = [...nodes.flatMap((p) => [p, p, p]).slice(0, 6), Int32Array.from([4, 4]), nodes[2]!, nodes[2]!, nodes[2]!];
+  const run = (sharePrompts: boolean) =>
+    engine.generate({ session: 'share', params, prompts: batch, maxNewTokens: 8, sampling: sampled, seed: 6, stopTokens: [], padToken: 0, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V }, sharePrompts });
+  const each = await run(false);
+  const shared = await run(true);
+  assert.deepEqual(shared.tokens.map((t) => [...t]), each.tokens.map((t) => [...t]));
+  assert.ok(maxDiff(shared.logprobs, each.logprobs) < 1e-5, `log-probs differ by ${maxDiff(shared.logprobs, each.logprobs)}`);
+});
+
 test('mergeAdapter needs the adapter of a LoRA policy', () => {
   assert.throws(() => mergeAdapter(untied, lora, initParameters(untied, 1), null), /LoRA layout but no adapter tensors/);
 });

@@ -46,6 +46,8 @@ export interface GenerateRequest {
   readonly contract: DecoderContract;
   /** Drop finished rows from the batch (default true; false keeps every row to the end, for tests). */
   readonly retireFinished?: boolean;
+  /** Prefill identical prompts once and copy their cache (default true; false for tests). */
+  readonly sharePrompts?: boolean;
 }
 
 export interface GenerateResult {
@@ -129,15 +131,52 @@ class KvDecoder {
     this.filled += T;
   }
 
+  /**
+   * Runs the prompts. Identical prompts (the K branches of a tree node) are prefilled once and
+   * their cache rows and logits copied to every row that shares them.
+   */
   async prefill(): Promise<void> {
+    const all = this.rows;
+    const first = new Map<string, number>();
+    // u[b]: the index among the distinct prompts of row b's prompt (numbered by first occurrence,
+    // so u[b] ≤ b, which the in-place expansion below relies on).
+    const u = all.map((b) => {
+      const key = this.req.sharePrompts === false ? String(b) : this.req.prompts[b]!.join(',');
+      let i = first.get(key);
+      if (i === undefined) first.set(key, (i = first.size));
+      return i;
+    });
+    const distinct = [...first.values()].map((i) => u.indexOf(i));
+    this.rows = distinct;
+    await this.prefillRows();
+    this.rows = all;
+    if (distinct.length === all.length) return;
+    const U = distinct.length;
+    const B = all.length;
+    const row = this.Hkv * this.D;
+    // Expand [t, U] to [t, B] in place, from the end: every source lies at or before its target,
+    // so before every target already written, and nothing is read after being overwritten.
+    for (const buf of [...this.keys, ...this.values]) {
+      for (let t = this.filled - 1; t >= 0; t--) {
+        for (let b = B - 1; b >= 0; b--) buf.copyWithin((t * B + b) * row, (t * U + u[b]!) * row, (t * U + u[b]! + 1) * row);
+      }
+    }
+    const V = this.req.contract.vocabSize;
+    const logits = new Float32Array(B * V);
+    for (let b = 0; b < B; b++) logits.set(this.logits.subarray(u[b]! * V, (u[b]! + 1) * V), b * V);
+    this.logits = logits;
+  }
+
+  private async prefillRows(): Promise<void> {
     const { Tp, req } = this;
     const B = this.rows.length;
+    this.logits = new Float32Array(B * req.contract.vocabSize);
     const ids = new BigInt64Array(B * Tp).fill(BigInt(req.padToken));
     const pos = new BigInt64Array(B * Tp);
     const bias = new Float32Array(B * Tp * Tp).fill(MASKED);
     for (let b = 0; b < B; b++) {
-      const p = req.prompts[b]!;
-      const pad = this.pad(b);
+      const p = req.prompts[this.rows[b]!]!;
+      const pad = this.pad(this.rows[b]!);
       for (let t = 0; t < Tp; t++) {
         const real = t >= pad;
         if (real) ids[b * Tp + t] = BigInt(p[t - pad]!);
