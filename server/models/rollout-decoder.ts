@@ -6,8 +6,8 @@
  * weights at session creation; a non-constant MatMulNBits weight is dequantized on every call),
  * so a fused session is rebuilt lazily after the policy's weights change: the LoRA adapter is
  * merged into a copy of the base, for int8/int4 every projection and the LM head quantized, the
- * graph emitted and the session replaced. An fp32 model too large to bake (over 1 GiB) keeps its
- * weights and adapter as inputs instead. PPO's old log-probs stay those of the fp32 policy (the score graph); the trainer
+ * graph emitted and the session replaced. A model over 1 GiB in fp32 bakes only quantized codes:
+ * in fp32 its weights and adapter stay inputs, quantized its embedding, norms and biases do. PPO's old log-probs stay those of the fp32 policy (the score graph); the trainer
  * reports how far the quantized sampler is from it (`rollout/mismatch_kl`).
  */
 import type { Engine } from '../runtime/engine.ts';
@@ -109,7 +109,10 @@ export class RolloutDecoder {
         quantized.set(name, quantizeBlockwise(merged.get(name)!, rows, cols, bits, this.settings.blockSize));
       }
     }
-    const graph = buildFusedDecode(c, { weights: kind, lora: null, baked: merged, ...(quantized ? { quantized } : {}) });
+    // A large model bakes only its quantized codes; embedding, norms and biases (which LoRA does
+    // not touch) stay inputs fed from the residents.
+    const bake = fp32Bytes <= MAX_BAKED_BYTES ? { baked: merged } : {};
+    const graph = buildFusedDecode(c, { weights: kind, lora: null, ...bake, ...(quantized ? { quantized } : {}) });
     return { ...graph, baked: true };
   }
 
