@@ -197,8 +197,9 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
   const totalSteps = o.steps ?? exp.training.steps;
   const engine = o.engine ?? (await startEngine(exp, o.log));
   try {
-    const bases = await baseWeights(engine, exp, o);
-    const policies = await createPolicies(engine, exp, bases);
+    // The base weights are not kept in a variable: once uploaded the engine holds them, and a
+    // host copy alive for the whole run would cost as much again (2 GB for a 0.5B model).
+    const policies = await createPolicies(engine, exp, await baseWeights(engine, exp, o));
     const ctx = routingContext(exp, policies);
     if (exp.training.validationEpisodes > TEST_SEED_OFFSET) throw new Error(`training.validationEpisodes (${exp.training.validationEpisodes}) would reach the test seeds at validation index ${TEST_SEED_OFFSET}`);
     const validate = (test = false) =>
