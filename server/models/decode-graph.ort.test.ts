@@ -40,7 +40,7 @@ after(async () => {
 });
 
 let ids = 0;
-async function policy(c: ModelConfig, o: { weights?: Map<string, Float32Array>; lora?: boolean; fused?: boolean; rollout?: RolloutWeights } = {}): Promise<Policy> {
+async function policy(c: ModelConfig, o: { weights?: Map<string, Float32Array>; lora?: boolean; fused?: boolean; rollout?: RolloutWeights; maxBakedBytes?: number } = {}): Promise<Policy> {
   const withLora = o.lora ?? false;
   const adapter = withLora ? initLoraParameters(c, loraConfig, 3) : undefined;
   // Non-zero B, so the adapter changes the outputs the fused graph must reproduce.
@@ -54,7 +54,7 @@ async function policy(c: ModelConfig, o: { weights?: Map<string, Float32Array>; 
     optimizer,
     kl: false,
     entropy: false,
-    decode: { weights: o.rollout ?? 'fp32', fused: o.fused ?? false, blockSize: 16 },
+    decode: { weights: o.rollout ?? 'fp32', fused: o.fused ?? false, blockSize: 16, ...(o.maxBakedBytes === undefined ? {} : { maxBakedBytes: o.maxBakedBytes }) },
   });
 }
 
@@ -187,6 +187,18 @@ describe('quantized decode', () => {
     const beforeFirst = before.logprobs.map((l) => l.slice(0, 1));
     assert.ok(maxDiff(teacher, fpFirst) < maxDiff(beforeFirst, fpFirst), 'the rollout still samples from the weights before the update');
   });
+  }
+});
+
+test('a model too large to bake decodes the same with its weights as inputs (fused fp32, int8)', async () => {
+  for (const o of [{ fused: true }, { rollout: 'int8' as const }]) {
+    const baked = await policy(untied, { lora: true, ...o });
+    const fed = await policy(untied, { lora: true, ...o, maxBakedBytes: 0 });
+    const rollout = 'rollout' in o;
+    const a = await gen(baked, sampled, rollout, 2);
+    const b = await gen(fed, sampled, rollout, 2);
+    assert.deepEqual(b.tokens.map((t) => [...t]), a.tokens.map((t) => [...t]), JSON.stringify(o));
+    assert.ok(maxDiff(a.logprobs, b.logprobs) < 1e-4, `${JSON.stringify(o)}: log-probs differ by ${maxDiff(a.logprobs, b.logprobs)}`);
   }
 });
 

@@ -25,6 +25,8 @@ export interface DecodeSettings {
   readonly fused: boolean;
   /** Values per quantization block along each weight row. */
   readonly blockSize: number;
+  /** Largest fp32 model (bytes) whose weights are baked in; default 1 GiB (protobuf's limit is 2). */
+  readonly maxBakedBytes?: number;
 }
 
 export const plainDecode: DecodeSettings = { weights: 'fp32', fused: false, blockSize: 32 };
@@ -94,7 +96,8 @@ export class RolloutDecoder {
     const c = this.src.config;
     const bits = quantBits(kind);
     const fp32Bytes = parameterShapes(c).reduce((n, [, s]) => n + s.reduce((a, x) => a * x, 1) * 4, 0);
-    if (!bits && fp32Bytes > MAX_BAKED_BYTES) {
+    const maxBaked = this.settings.maxBakedBytes ?? MAX_BAKED_BYTES;
+    if (!bits && fp32Bytes > maxBaked) {
       // Too large to bake: weights (and the adapter) stay inputs, fed from the residents.
       return { ...buildFusedDecode(c, { weights: 'fp32', lora: this.src.lora }), baked: false };
     }
@@ -111,7 +114,7 @@ export class RolloutDecoder {
     }
     // A large model bakes only its quantized codes; embedding, norms and biases (which LoRA does
     // not touch) stay inputs fed from the residents.
-    const bake = fp32Bytes <= MAX_BAKED_BYTES ? { baked: merged } : {};
+    const bake = fp32Bytes <= maxBaked ? { baked: merged } : {};
     const graph = buildFusedDecode(c, { weights: kind, lora: null, ...bake, ...(quantized ? { quantized } : {}) });
     return { ...graph, baked: true };
   }
