@@ -113,6 +113,8 @@ describe('troupe CLI', () => {
     assert.match(r.stdout, /^step 1\/2 .*train .*reward .*loss .*val .*ETA/m);
     assert.match(r.stdout, /before RL \(step 0, warm-started policy\)\s+\d+\.\d%/);
     assert.match(r.stdout, /after RL {2}\(step 2\)\s+\d+\.\d%\s+\([+-]\d+\.\d points\)/);
+    // The test seeds (training.testEpisodes), apart from validation's: the RL gain next to the warm start.
+    assert.match(r.stdout, /test success on 2 test seeds \(apart from the validation seeds\):\n {2}warm start \d+\.\d%, after RL \(step 2\) \d+\.\d%: RL gain [+-]\d+\.\d points/);
 
     const runId = runIdOf('run-a');
     assert.equal(readFileSync(join(ws, 'run-a', 'config.json'), 'utf8'), readFileSync(join(ws, 'tiny.json'), 'utf8'));
