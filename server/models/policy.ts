@@ -51,6 +51,12 @@ export interface PolicyOptions {
   readonly baseKey?: string;
   /** Bounds on one forward/backward pass of score and update (default: 64 sequences). */
   readonly microBatch?: MicroBatchLimits;
+  /**
+   * Ids `generate` never samples: the embedding rows the tokenizer has no token for
+   * (`TextTokenizer.unusedIds`; Qwen2.5 pads 151665 tokens to 151936 rows). Such a row was never
+   * trained, and an id with no text would decode to nothing and poison the stored tokens.
+   */
+  readonly maskedTokens?: readonly number[];
 }
 
 export interface PpoHyperparams {
@@ -248,7 +254,8 @@ export class Policy {
     prompts: readonly Int32Array[],
     o: { maxNewTokens: number; sampling: SamplingParams; seed: number; stopTokens: readonly number[]; padToken: number; rollout?: boolean },
   ): Promise<GenerateResult> {
-    const run = { prompts, maxNewTokens: o.maxNewTokens, sampling: o.sampling, seed: o.seed, stopTokens: o.stopTokens, padToken: o.padToken };
+    const masked = this.options.maskedTokens ?? [];
+    const run = { prompts, maxNewTokens: o.maxNewTokens, sampling: o.sampling, seed: o.seed, stopTokens: o.stopTokens, padToken: o.padToken, ...(masked.length > 0 ? { maskedTokens: masked } : {}) };
     const chosen = await this.decoder.choose(o.rollout ?? false);
     if (chosen) return this.engine.generate({ ...chosen, ...run });
     const a = await this.artifact('decode', () => buildDecode(this.config, this.options.lora));
@@ -264,6 +271,7 @@ export class Policy {
       seed: o.seed,
       stopTokens: o.stopTokens,
       padToken: o.padToken,
+      ...(masked.length > 0 ? { maskedTokens: masked } : {}),
       contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V },
     });
   }

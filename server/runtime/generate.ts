@@ -235,6 +235,11 @@ export async function generate(
   const B = req.prompts.length;
   if (B === 0) return { tokens: [], logprobs: [], finish: [], prefillMs: 0, decodeMs: 0 };
   if (!(Number.isInteger(req.maxNewTokens) && req.maxNewTokens > 0)) throw new Error(`maxNewTokens must be a positive integer, got ${req.maxNewTokens}`);
+  const masked = req.maskedTokens ?? [];
+  for (let i = 0; i < masked.length; i++) {
+    const id = masked[i]!;
+    if (!(Number.isInteger(id) && id >= 0 && id < V)) throw new Error(`generate: masked token id ${id} (entry ${i}) is outside the vocabulary of ${V}`);
+  }
   const lens = req.prompts.map((p) => p.length);
   const Tp = Math.max(...lens);
   if (lens.some((n) => n === 0)) throw new Error('generate: every prompt needs at least one token');
@@ -261,6 +266,7 @@ export async function generate(
     // Each row samples from its own stream, so retiring rows changes no other row's draws.
     decoder.rows.forEach((b, k) => {
       if (done[b]) return;
+      if (masked.length > 0) maskLogits(decoder.logits, k * V, masked);
       const { token, logprob } = sampleToken(decoder.logits, k * V, V, req.sampling, rngs[b]!, scratch, order);
       outTokens[b]![n] = token;
       outLogp[b]![n] = logprob;
