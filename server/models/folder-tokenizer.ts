@@ -27,6 +27,8 @@ export interface TextTokenizer {
   encodePrompt(turns: readonly ChatTurn[], options?: PromptOptions): Int32Array;
   /** Response text followed by the stop token. */
   encodeResponse(text: string): Int32Array;
+  /** Ids below `modelVocabSize` with no token, never to be sampled; throws when the model's vocabulary is too small. */
+  unusedIds(modelVocabSize: number): number[];
 }
 
 // Compile-time checks that both tokenizers satisfy the interface.

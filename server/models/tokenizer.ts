@@ -169,6 +169,17 @@ export class CharTokenizer {
     return new CharTokenizer(parseWithSchema(tokenizerSpecSchema, spec, source));
   }
 
+  /**
+   * Ids below the model's vocabulary size that have no token (none when the model was made for
+   * this tokenizer), as `HfTokenizer.unusedIds`. Throws when the model cannot produce every id.
+   */
+  unusedIds(modelVocabSize: number): number[] {
+    if (!Number.isInteger(modelVocabSize) || modelVocabSize < this.vocabSize) {
+      throw new RangeError(`the model's vocabulary (${modelVocabSize}) is smaller than the character tokenizer's (${this.vocabSize} ids)`);
+    }
+    return Array.from({ length: modelVocabSize - this.vocabSize }, (_, i) => this.vocabSize + i);
+  }
+
   /** The serialisable spec (a copy). */
   toSpec(): TokenizerSpec {
     return { ...this.#spec, vocab: [...this.#spec.vocab], specials: [...this.#spec.specials] };

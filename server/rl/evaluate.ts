@@ -62,8 +62,8 @@ function greedyTextPolicy(ctx: RolloutContext, maxNewTokens: number): TextPolicy
       maxNewTokens,
       sampling: { temperature: 0, topP: 1, topK: 0 },
       seed: 0,
-      stopTokens: [tok.stopTokenId],
-      padToken: tok.specialIds.pad,
+      stopTokens: tok.stopTokenIds,
+      padToken: tok.padTokenId,
     });
     return tok.decode(g.tokens[0]!, { specials: 'skip' });
   };

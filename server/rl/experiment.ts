@@ -7,7 +7,7 @@ import type { Environment } from '../envs/environment.ts';
 import type { ModelConfig } from '../models/model-config.ts';
 import type { OptimizerConfig } from '../models/optimizer.ts';
 import type { DecodeSettings } from '../models/rollout-decoder.ts';
-import type { CharTokenizer } from '../models/tokenizer.ts';
+import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import type { LoraSpec } from '../models/transformer-graph.ts';
 import type { ExecutionProviderChoice } from '../runtime/engine.ts';
 import type { GroupFilter } from './advantages.ts';
@@ -20,7 +20,8 @@ export interface ResolvedExperiment {
   readonly specialization: 'L0' | 'L1' | 'L2' | 'L3';
   readonly env: { readonly name: string; readonly options: unknown; readonly make: (seed: number) => Environment };
   readonly agents: readonly string[];
-  readonly tokenizer: CharTokenizer;
+  /** The experiment's one tokenizer: the character tokenizer, or a Hugging Face model folder's. */
+  readonly tokenizer: TextTokenizer;
   readonly models: ReadonlyMap<string, { readonly config: ModelConfig; readonly source: ModelSource }>;
   readonly policies: ReadonlyMap<string, { readonly model: string; readonly lora: LoraSpec | null }>;
   readonly router: ReadonlyMap<string, string>;

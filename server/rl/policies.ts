@@ -38,6 +38,8 @@ export async function createPolicies(engine: Engine, exp: ResolvedExperiment, ba
         kl: exp.algorithm.klCoef > 0,
         entropy: exp.algorithm.entropyCoef > 0,
         decode: exp.rollout,
+        // Padded vocabulary rows (a Hugging Face model's embedding is larger than its tokenizer).
+        maskedTokens: exp.tokenizer.unusedIds(model.config.vocabSize),
       }),
     );
   }

@@ -3,9 +3,11 @@
  * the rules in words and run to a thousand characters or more; through the embedded model's
  * character tokenizer that is past its 512-position context: positions the model never trained
  * on, beyond the fused decoder's RoPE tables (sized to maxSequenceLength), and `troupe models
- * inspect`'s greedy generation refuses them. Measured up front instead, on a
- * solver episode of the first training seed (later rounds add report lines, so every round's
- * prompt counts), and reported as a config error on `env.promptStyle`.
+ * inspect`'s greedy generation refuses them. A pretrained model's BPE tokenizer and chat template
+ * make them a few hundred tokens, which can still pass a `maxSequenceLength` set low. Measured up
+ * front instead, with the experiment's own tokenizer, on a solver episode of the first training
+ * seed (later rounds add report lines, so every round's prompt counts), and reported as a config
+ * error on `env.promptStyle`.
  */
 import type { Environment } from '../envs/environment.ts';
 import { rolloutSolver } from '../envs/solver-rollout.ts';
@@ -19,9 +21,9 @@ interface PromptEncoder {
 /**
  * Issues for each model whose agents' longest prompt plus `algorithm.maxNewTokens` exceeds the context of
  * the model its policy uses. `contexts` maps model ids to their `maxSequenceLength` for the models
- * `tok` tokenizes for (others are left out).
+ * `tok` tokenizes for (others are left out); `kind` says which tokenizer that is, for the advice.
  */
-export function chatPromptFitIssues(c: ExperimentConfig, env: Environment, contexts: ReadonlyMap<string, number>, tok: PromptEncoder): ConfigIssue[] {
+export function chatPromptFitIssues(c: ExperimentConfig, env: Environment, contexts: ReadonlyMap<string, number>, tok: PromptEncoder, kind: 'character' | 'pretrained' = 'character'): ConfigIssue[] {
   if (c.env.promptStyle !== 'chat') return [];
   const longest = new Map<string, number>();
   for (const d of rolloutSolver(env).demonstrations) {
@@ -40,9 +42,13 @@ export function chatPromptFitIssues(c: ExperimentConfig, env: Environment, conte
   for (const [modelId, { agent, tokens }] of worst) {
     const context = contexts.get(modelId)!;
     if (tokens + c.algorithm.maxNewTokens <= context) continue;
+    const past = `with algorithm.maxNewTokens ${c.algorithm.maxNewTokens} that is past model "${modelId}"'s context of ${context} tokens`;
     issues.push({
       path: ['env', 'promptStyle'],
-      message: `agent "${agent}"'s chat prompts run to ${tokens} tokens with the character tokenizer; with algorithm.maxNewTokens ${c.algorithm.maxNewTokens} that is past model "${modelId}"'s context of ${context} tokens. Chat prompts are for pretrained instruction-tuned models; the embedded model is trained on the terse ones (promptStyle "terse")`,
+      message:
+        kind === 'character'
+          ? `agent "${agent}"'s chat prompts run to ${tokens} tokens with the character tokenizer; ${past}. Chat prompts are for pretrained instruction-tuned models; the embedded model is trained on the terse ones (promptStyle "terse")`
+          : `agent "${agent}"'s chat prompts run to ${tokens} tokens with the model's tokenizer and chat template; ${past}. Raise models.${modelId}.maxSequenceLength or lower algorithm.maxNewTokens`,
     });
   }
   return issues;

@@ -1,19 +1,23 @@
 /**
  * Model folders in experiment configs: a missing folder, a folder without config.json and a bad
  * Hugging Face config are config errors at `models.<id>.checkpoint` that say what is wrong; a
- * Troupe checkpoint resolves to its config.
+ * Troupe checkpoint resolves to its config; a Hugging Face folder brings its own tokenizer (and
+ * one without a tokenizer, or with a vocabulary its embedding cannot hold, is refused).
  */
 import assert from 'node:assert/strict';
-import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { saveCheckpoint } from '../models/checkpoint.ts';
 import { defaultModelConfig } from '../models/default-model.ts';
+import { HfTokenizer } from '../models/hf-tokenizer.ts';
 import { initParameters } from '../models/init.ts';
+import { packagedTokenizerPath } from '../models/packaged-tokenizers.ts';
 import { fixturePath } from '../models/torch-fixture.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
 import { parseExperimentConfig } from '../protocol/experiment-config.ts';
+import { QWEN3_IM_END, writeQwen3VocabModel } from '../../test/fixtures/qwen3-vocab-model.ts';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
 import { resolveExperiment } from './resolve-experiment.ts';
 
@@ -51,8 +55,8 @@ test('a missing model folder is named, relative paths resolved against the confi
 test('a folder without config.json, and a Hugging Face config.json with a bad field, are named', async () => {
   assert.match((await configIssue({ checkpoint: dir })).message, /^no checkpoint at .* \(config\.json missing\)$/);
   const r = await configIssue({ checkpoint: fixturePath('hf/qwen3-f32') });
-  // The tiny fixture is a valid qwen3 model: what stops it is the tokenizer, named as such.
-  assert.match(r.message, /is a Hugging Face qwen3 checkpoint; training one needs its tokenizer/);
+  // The tiny fixture is a valid qwen3 model: what stops it is the missing tokenizer, named as such.
+  assert.equal(r.message, `${fixturePath('hf/qwen3-f32')}: no tokenizer.json (a Hugging Face tokenizer needs one)`);
   const bad = join(dir, 'bad-hf');
   await cp(fixturePath('hf/llama-f32'), bad, { recursive: true });
   const config = JSON.parse(await readFile(join(bad, 'config.json'), 'utf8')) as Record<string, unknown>;
@@ -84,4 +88,44 @@ test('chat prompts that do not fit the model\'s context are a config error on en
   const r = await configIssue({ preset: 'default' }, { ...tinyConfig.env, promptStyle: 'chat' });
   assert.equal(r.path, 'env.promptStyle');
   assert.match(r.message, /^agent "plan"'s chat prompts run to \d{4} tokens with the character tokenizer; with algorithm.maxNewTokens 12 that is past model "base"'s context of 512 tokens\. Chat prompts are for pretrained instruction-tuned models/);
+});
+
+test('a Hugging Face folder resolves with its own tokenizer: chat template, stop and padding ids, padded rows', async () => {
+  const q = join(dir, 'qwen3-vocab');
+  await writeQwen3VocabModel(q);
+  const exp = await resolveExperiment(withModel({ checkpoint: q }, { ...tinyConfig.env, promptStyle: 'chat' }), join(dir, 'experiment.json'));
+  assert.ok(exp.tokenizer instanceof HfTokenizer);
+  assert.deepEqual(exp.tokenizer.stopTokenIds, [QWEN3_IM_END]);
+  assert.equal(exp.tokenizer.unusedIds(exp.models.get('base')!.config.vocabSize).length, 151936 - 151669);
+  // Thinking off by default: Qwen3's template then closes an empty think block itself.
+  const env = exp.env.make(0);
+  const prompt = exp.tokenizer.decode(exp.tokenizer.encodePrompt([{ role: 'user', text: env.observe(env.currentAgent()) }]));
+  assert.match(prompt, /^<\|im_start\|>user\nYou are the tool agent[^]*<\|im_end\|>\n<\|im_start\|>assistant\n<think>\n\n<\/think>\n\n$/);
+
+  // The prompt-fit check measures with the folder's tokenizer: a few hundred tokens, not thousands.
+  const tight = await configIssue({ checkpoint: q, maxSequenceLength: 200 }, { ...tinyConfig.env, promptStyle: 'chat' });
+  assert.equal(tight.path, 'env.promptStyle');
+  assert.match(tight.message, /^agent "(tool|plan)"'s chat prompts run to [1-9]\d{2} tokens with the model's tokenizer and chat template; with algorithm.maxNewTokens 12 that is past model "base"'s context of 200 tokens\. Raise models.base.maxSequenceLength or lower algorithm.maxNewTokens$/);
+});
+
+test('models with different tokenizers, and a vocabulary larger than the embedding, are config errors', async () => {
+  const q = join(dir, 'qwen3-vocab-2');
+  await writeQwen3VocabModel(q);
+  const policies = { 'tool-lora': { model: 'pretrained' }, 'plan-lora': { model: 'embedded' } };
+  try {
+    await resolveExperiment(parseExperimentConfig({ ...tinyConfig, specialization: 'L3', models: { pretrained: { checkpoint: q }, embedded: { preset: 'default' } }, policies }, 'test config'), join(dir, 'experiment.json'));
+    assert.fail('expected a config error');
+  } catch (e) {
+    assert.ok(e instanceof ConfigError, String(e));
+    assert.deepEqual(e.issues.map((i) => i.path.join('.')), ['models.embedded']);
+    assert.equal(e.issues[0]!.message, `model "embedded" uses the character tokenizer and model "pretrained" the tokenizer of ${q}; an experiment's models must share one tokenizer`);
+  }
+  // The tiny qwen3 fixture has 64 embedding rows; Qwen3's tokenizer has 151669 ids.
+  const small = join(dir, 'small-vocab');
+  await cp(fixturePath('hf/qwen3-f32'), small, { recursive: true });
+  await copyFile(packagedTokenizerPath('qwen3', 'tokenizer.json'), join(small, 'tokenizer.json'));
+  await copyFile(packagedTokenizerPath('qwen3', 'tokenizer_config.json'), join(small, 'tokenizer_config.json'));
+  const r = await configIssue({ checkpoint: small });
+  assert.equal(r.path, 'models.base.checkpoint');
+  assert.match(r.message, /the model's vocabulary \(\d+\) is smaller than the tokenizer's \(151669 ids\): token ids \d+\.\. have no embedding row$/);
 });

@@ -4,14 +4,17 @@
  * schema, check the router against the environment's agents, and turn model references into
  * model configs with the source of their initial weights.
  */
-import { readFile } from 'node:fs/promises';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createEnvironment, environments, type EnvironmentName } from '../envs/environments.ts';
 import { withPromptStyle } from '../envs/chat-prompts/prompt-styles.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
 import { defaultModelConfig, mediumModelConfig } from '../models/default-model.ts';
 import { loraTargets, parseModelConfig, type ModelConfig } from '../models/model-config.ts';
-import { readModelFolderConfig, type ModelFolderConfig } from '../models/model-folder.ts';
+import type { TextTokenizer } from '../models/folder-tokenizer.ts';
+import { HfTokenizer } from '../models/hf-tokenizer.ts';
+import { HF_TOKENIZER_FILES, readModelFolderConfig, type ModelFolderConfig } from '../models/model-folder.ts';
 import { optimizerSchema } from '../models/optimizer.ts';
 import { defaultTokenizer } from '../models/tokenizer.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
@@ -53,15 +56,20 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
   if (agentIssues.length) throw new ConfigError(source, agentIssues);
 
   const models = new Map<string, { config: ModelConfig; source: ModelSource }>();
+  // Each model's tokenizer, and what identifies it (one experiment, one tokenizer: see below).
+  const tokenizers = new Map<string, { tokenizer: TextTokenizer; key: string; what: string }>();
+  const charTokenizer = { tokenizer: defaultTokenizer, key: 'char', what: 'the character tokenizer' };
   for (const [id, m] of Object.entries(c.models)) {
     if (m.preset) {
       models.set(id, { config: m.preset === 'medium' ? mediumModelConfig : defaultModelConfig, source: { kind: 'init', seed: c.seed } });
+      tokenizers.set(id, charTokenizer);
     } else if (m.config) {
       const config = parseModelConfig(m.config, `${source}: models.${id}.config`);
       if (config.vocabSize !== defaultTokenizer.vocabSize) {
         throw new ConfigError(source, [{ path: ['models', id, 'config', 'vocabSize'], message: `must be ${defaultTokenizer.vocabSize} (the character tokenizer's vocabulary), got ${config.vocabSize}` }]);
       }
       models.set(id, { config, source: { kind: 'init', seed: c.seed } });
+      tokenizers.set(id, charTokenizer);
     } else if (m.checkpoint) {
       const dir = isAbsolute(m.checkpoint) ? m.checkpoint : resolve(dirname(source), m.checkpoint);
       let folder: ModelFolderConfig;
@@ -71,15 +79,41 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
         throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: e instanceof Error ? e.message : String(e) }]);
       }
       if (folder.format === 'hugging-face') {
-        throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: `${dir} is a Hugging Face ${folder.modelType} checkpoint; training one needs its tokenizer, which Troupe does not load yet (only the character tokenizer)` }]);
+        // The folder's own tokenizer and chat template. Qwen3's thinking stays off (its template
+        // then writes an empty <think></think>): answers are short and maxNewTokens bounds them.
+        try {
+          const tokenizer = await HfTokenizer.load(dir, { enableThinking: false });
+          tokenizer.unusedIds(folder.config.vocabSize);
+          tokenizers.set(id, { tokenizer, key: await tokenizerFilesKey(dir), what: `the tokenizer of ${dir}` });
+        } catch (e) {
+          throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: e instanceof Error ? e.message : String(e) }]);
+        }
+      } else {
+        tokenizers.set(id, charTokenizer);
       }
       models.set(id, { config: folder.config, source: { kind: 'checkpoint', path: dir } });
     }
   }
 
-  // The models of the character tokenizer (its vocabulary size; a Hugging Face model's is far larger).
-  const charContexts = new Map([...models].filter(([, m]) => m.config.vocabSize === defaultTokenizer.vocabSize).map(([id, m]) => [id, m.config.maxSequenceLength]));
-  const fitIssues = chatPromptFitIssues(c, withPromptStyle(createEnvironment(envName, trainSeed(0), options), c.env.promptStyle), charContexts, defaultTokenizer);
+  // Rollouts, warm start, validation and the store encode every agent's text with one tokenizer.
+  // Models that tokenize differently (the embedded model beside a Hugging Face one, or two
+  // families) would each need their own, through all of them; refused until then.
+  const used = [...tokenizers];
+  const [firstId, first] = used[0] ?? ['', charTokenizer];
+  const other = used.find(([, t]) => t.key !== first.key);
+  if (other) {
+    const [otherId, t] = other;
+    throw new ConfigError(source, [{ path: ['models', otherId], message: `model "${otherId}" uses ${t.what} and model "${firstId}" ${first.what}; an experiment's models must share one tokenizer` }]);
+  }
+  const tokenizer = first.tokenizer;
+
+  const fitIssues = chatPromptFitIssues(
+    c,
+    withPromptStyle(createEnvironment(envName, trainSeed(0), options), c.env.promptStyle),
+    new Map([...models].map(([id, m]) => [id, m.config.maxSequenceLength])),
+    tokenizer,
+    first.key === charTokenizer.key ? 'character' : 'pretrained',
+  );
   if (fitIssues.length) throw new ConfigError(source, fitIssues);
 
   const policies = new Map<string, { model: string; lora: { rank: number; alpha: number; targets: Array<(typeof loraTargets)[number]> } | null }>();
@@ -94,7 +128,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     specialization: c.specialization,
     env: { name: envName, options, make: (seed: number) => withPromptStyle(createEnvironment(envName, seed, options), c.env.promptStyle) },
     agents: probe.agents,
-    tokenizer: defaultTokenizer,
+    tokenizer,
     models,
     policies,
     router: new Map(Object.entries(c.router)),
@@ -105,4 +139,15 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     training: c.training,
     engine: c.engine.threads === undefined ? { executionProvider: c.engine.executionProvider } : { executionProvider: c.engine.executionProvider, threads: c.engine.threads },
   };
+}
+
+/**
+ * What identifies a Hugging Face folder's tokenizer: a hash of its tokenizer files' bytes, so two
+ * folders of one family (a model and its fine-tune) share it and a different vocabulary does not.
+ */
+async function tokenizerFilesKey(dir: string): Promise<string> {
+  const present = new Set(await readdir(dir));
+  const h = createHash('sha256');
+  for (const f of HF_TOKENIZER_FILES) if (present.has(f)) h.update(`${f}\0`).update(await readFile(join(dir, f))).update('\0');
+  return `hf:${h.digest('hex')}`;
 }

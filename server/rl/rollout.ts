@@ -16,7 +16,7 @@
  */
 import type { Environment } from '../envs/environment.ts';
 import type { Policy } from '../models/policy.ts';
-import type { CharTokenizer } from '../models/tokenizer.ts';
+import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import { taskGroupId, treeGroupId } from './advantages.ts';
 
 export interface RolloutOptions {
@@ -91,7 +91,7 @@ export interface RolloutResult {
 export type RolloutPolicy = Pick<Policy, 'generate'>;
 
 export interface RolloutContext {
-  readonly tokenizer: CharTokenizer;
+  readonly tokenizer: TextTokenizer;
   /** The policy acting for an agent, and its id. */
   readonly route: (agent: string) => { policyId: string; policy: RolloutPolicy };
 }
@@ -183,8 +183,8 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
         maxNewTokens: o.maxNewTokens,
         sampling: { temperature: o.temperature, topP: o.topP, topK: o.topK },
         seed: samplingSeed(o.seed, call, policyId),
-        stopTokens: [tok.stopTokenId],
-        padToken: tok.specialIds.pad,
+        stopTokens: tok.stopTokenIds,
+        padToken: tok.padTokenId,
         rollout: o.training ?? false,
       });
       inferenceMs += performance.now() - t0;

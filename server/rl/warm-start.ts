@@ -17,7 +17,8 @@ import type { ModelConfig } from '../models/model-config.ts';
 import { optimizerSchema } from '../models/optimizer.ts';
 import { Policy } from '../models/policy.ts';
 import { createPrng } from '../models/prng.ts';
-import type { CharTokenizer } from '../models/tokenizer.ts';
+import type { TextTokenizer } from '../models/folder-tokenizer.ts';
+import { CharTokenizer } from '../models/tokenizer.ts';
 import type { TrainSequence } from '../models/train-batch.ts';
 import type { Engine } from '../runtime/engine.ts';
 
@@ -80,7 +81,7 @@ export interface WarmStartResult {
 const NOISY_EVERY = 3;
 
 /** (prompt, response) sequences from solver rollouts on training seeds, for the given agents. */
-export function solverDemonstrations(make: (seed: number) => Environment, count: number, agents: readonly string[], tok: CharTokenizer): TrainSequence[] {
+export function solverDemonstrations(make: (seed: number) => Environment, count: number, agents: readonly string[], tok: TextTokenizer): TrainSequence[] {
   const wanted = new Set(agents);
   const out: TrainSequence[] = [];
   const push = (observation: string, response: string) => {
@@ -114,7 +115,7 @@ export async function learnerDemonstrations(
   make: (seed: number) => Environment,
   seeds: readonly number[],
   agents: readonly string[],
-  tok: CharTokenizer,
+  tok: TextTokenizer,
   maxNewTokens: number,
 ): Promise<{ sequences: TrainSequence[]; solved: number }> {
   const wanted = new Set(agents);
@@ -139,7 +140,7 @@ export async function learnerDemonstrations(
         prompts.push(prompt);
       }
       if (mine.length === 0) continue;
-      const gen = await policy.generate(prompts, { maxNewTokens, sampling: { temperature: 0, topP: 1, topK: 0 }, seed: call, stopTokens: [tok.stopTokenId], padToken: tok.specialIds.pad });
+      const gen = await policy.generate(prompts, { maxNewTokens, sampling: { temperature: 0, topP: 1, topK: 0 }, seed: call, stopTokens: tok.stopTokenIds, padToken: tok.padTokenId });
       mine.forEach((e, i) => e.act(e.currentAgent(), tok.decode(gen.tokens[i]!, { specials: 'skip' })));
     }
     solved += envs.filter((e) => e.success).length;
@@ -161,11 +162,12 @@ export function weightsContentKey(weights: ReadonlyMap<string, Float32Array>): s
   return h.digest('hex');
 }
 
-export function warmStartKey(job: WarmStartJob, env: { name: string; options: unknown; make: (seed: number) => Environment }, budget: WarmStartBudget, tok: CharTokenizer): string {
+export function warmStartKey(job: WarmStartJob, env: { name: string; options: unknown; make: (seed: number) => Environment }, budget: WarmStartBudget, tok: TextTokenizer): string {
   const h = createHash('sha256');
   // A few demonstrations' text stands in for the environment's code: a change to its rendering
   // or its solver changes the key, so a stale warm start is never reused.
-  const sample = solverDemonstrations(env.make, 3, job.agents, tok).map((s) => tok.decode(s.tokens));
+  const demos = solverDemonstrations(env.make, 3, job.agents, tok);
+  const sample = demos.map((s) => tok.decode(s.tokens));
   h.update(
     JSON.stringify({
       version: WARM_START_VERSION,
@@ -176,7 +178,10 @@ export function warmStartKey(job: WarmStartJob, env: { name: string; options: un
       agents: [...job.agents].sort(),
       // Without DAgger rounds the budget keys as it did before DAgger existed, so caches stay valid.
       budget: (budget.dagger?.rounds ?? 0) > 0 ? { ...budget, maxNewTokens: job.maxNewTokens } : { demonstrations: budget.demonstrations, steps: budget.steps, batchSize: budget.batchSize, lr: budget.lr },
-      tokenizer: tok.toSpec(),
+      // The character tokenizer keys by its spec (as before Hugging Face tokenizers, so caches stay
+      // valid). A Hugging Face tokenizer keys by what it makes of the sample — the chat template,
+      // merges and special ids behind these prompts and answers — and its stop and padding ids.
+      tokenizer: tok instanceof CharTokenizer ? tok.toSpec() : { vocabSize: tok.vocabSize, stopTokenIds: tok.stopTokenIds, padTokenId: tok.padTokenId, sampleIds: demos.map((s) => Array.from(s.tokens)) },
     }),
   );
   return h.digest('hex').slice(0, 24);
@@ -191,7 +196,7 @@ export async function warmStart(
   job: WarmStartJob,
   env: { name: string; options: unknown; make: (seed: number) => Environment },
   budget: WarmStartBudget,
-  tok: CharTokenizer,
+  tok: TextTokenizer,
   cacheRoot: string,
   log: (line: string) => void,
 ): Promise<WarmStartResult> {
@@ -217,6 +222,8 @@ export async function warmStart(
     }),
     kl: false,
     entropy: false,
+    // DAgger rounds sample from it: never the embedding rows the tokenizer has no token for.
+    maskedTokens: tok.unusedIds(job.config.vocabSize),
   });
   const rng = createPrng(Number.parseInt(key.slice(0, 8), 16));
   let firstLoss = Number.NaN;

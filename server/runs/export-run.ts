@@ -18,7 +18,8 @@ import { writeJsonFile } from '../models/json-file.ts';
 import { HF_CONFIG_FILE, HF_WEIGHTS_FILE, saveHfCheckpoint } from '../models/hf-checkpoint.ts';
 import { exportPeftAdapter, PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE } from '../models/lora.ts';
 import { copyHfTokenizerFiles, readHfSource, type HfSource } from '../models/model-folder.ts';
-import { saveTokenizer, TOKENIZER_FILE } from '../models/tokenizer.ts';
+import { CharTokenizer, saveTokenizer, TOKENIZER_FILE } from '../models/tokenizer.ts';
+import type { ResolvedExperiment } from '../rl/experiment.ts';
 import { findRunCheckpoint, policyTensors, runBaseWeights, type CheckpointChoice } from './checkpoint-weights.ts';
 import { loadRunExperiment, readRunFolder } from './run-folder.ts';
 
@@ -71,6 +72,15 @@ export async function exportRun(runDir: string, choice: CheckpointChoice, out: s
   }
 }
 
+/**
+ * A Troupe-format model folder gets the character tokenizer. An experiment has one tokenizer
+ * (resolveExperiment refuses a mix), so a Hugging Face tokenizer here means a wiring mistake.
+ */
+async function saveCharTokenizer(dir: string, exp: ResolvedExperiment): Promise<void> {
+  if (!(exp.tokenizer instanceof CharTokenizer)) throw new Error(`${dir}: a Troupe-format model, but the experiment's tokenizer is a Hugging Face one`);
+  await saveTokenizer(dir, exp.tokenizer);
+}
+
 async function writeExport(runDir: string, choice: CheckpointChoice, out: string, signal: AbortSignal | undefined): Promise<ExportedRun> {
   const folder = await readRunFolder(runDir);
   const { experiment: exp } = await loadRunExperiment(folder);
@@ -111,7 +121,7 @@ async function writeExport(runDir: string, choice: CheckpointChoice, out: string
         written.push({ dir, files: await saveHf(dir, source, model.config, tensors.get(policyId)!, { ...meta, policy: policyId }) });
       } else {
         await saveCheckpoint(dir, model.config, tensors.get(policyId)!, { metadata: { ...meta, policy: policyId } });
-        await saveTokenizer(dir, exp.tokenizer);
+        await saveCharTokenizer(dir, exp);
         written.push({ dir, files: [CHECKPOINT_CONFIG_FILE, CHECKPOINT_WEIGHTS_FILE, TOKENIZER_FILE] });
       }
       manifest[policyId] = { kind: 'full', agents, dir: policyId };
@@ -126,7 +136,7 @@ async function writeExport(runDir: string, choice: CheckpointChoice, out: string
       continue;
     }
     await saveCheckpoint(dir, exp.models.get(modelId)!.config, bases.get(modelId)!, { metadata: { ...meta, model: modelId } });
-    await saveTokenizer(dir, exp.tokenizer);
+    await saveCharTokenizer(dir, exp);
     written.push({ dir, files: [CHECKPOINT_CONFIG_FILE, CHECKPOINT_WEIGHTS_FILE, TOKENIZER_FILE] });
   }
   await writeJsonFile(join(out, 'export.json'), { runId: folder.runId, name: exp.name, checkpoint: ck.label, step: ck.step, policies: manifest });
