@@ -236,7 +236,7 @@ async function main(): Promise<void> {
 /**
  * This run's rows, plus the rows of models it did not run from the previous `engine.json`, so a
  * run of one model (BENCH_MODELS) does not drop the others' figures. Each kept row says the date
- * of the run that measured it when it has one.
+ * and MatMul peak of the run that measured it.
  */
 async function withEarlierRows(rows: Array<Record<string, unknown>>): Promise<Array<Record<string, unknown>>> {
   const ran = new Set(rows.map((r) => (r['model'] as { name: string }).name));
@@ -245,9 +245,11 @@ async function withEarlierRows(rows: Array<Record<string, unknown>>): Promise<Ar
     const prev: unknown = JSON.parse(await readFile(fileURLToPath(new URL('../results/engine.json', import.meta.url)), 'utf8'));
     if (prev && typeof prev === 'object' && 'results' in prev && Array.isArray(prev.results)) {
       const date = 'date' in prev ? prev.date : undefined;
+      const peak = 'matmulPeakGflops' in prev ? prev.matmulPeakGflops : undefined;
+      // A kept row carries its own run's date and MatMul peak: the top level describes this run.
       earlier = (prev.results as Array<Record<string, unknown>>)
         .filter((r) => !ran.has((r['model'] as { name: string } | undefined)?.name ?? ''))
-        .map((r) => ({ ...r, date: r['date'] ?? date }));
+        .map((r) => ({ ...r, date: r['date'] ?? date, matmulPeakGflops: r['matmulPeakGflops'] ?? peak }));
     }
   } catch {
     // No earlier results (first run): this run's rows are all there is.
