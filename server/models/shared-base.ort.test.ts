@@ -65,6 +65,8 @@ describe('one frozen base under every agent adapter (L2)', () => {
     assert.equal(afterA.residentBytes - empty.residentBytes, baseBytes + 3 * adapterBytes, 'the first policy uploads the base');
     assert.equal(afterB.residentBytes - afterA.residentBytes, 3 * adapterBytes, 'the second policy adds only its adapter state');
     assert.equal(engine.sharedUsers('base:shared-model'), 2);
+    // Nor does a policy keep the host copy it uploaded (2 GB at Qwen2.5-0.5B's size).
+    assert.equal('weights' in a.options, false);
 
     await ppoBatch(a);
     const sessionsA = (await engine.stats()).sessions;
