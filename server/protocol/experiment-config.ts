@@ -200,6 +200,11 @@ export const modelSourceSchema = z
       .positive()
       .optional()
       .describe("Only with checkpoint: the longest prompt + response the model is used with (sizes RoPE tables and KV caches). Default: a Hugging Face model's max_position_embeddings capped at 4096; a Troupe checkpoint's own value."),
+    /** Qwen3's `enable_thinking` in every prompt the folder's chat template renders. */
+    enableThinking: z
+      .boolean()
+      .optional()
+      .describe("Only with a Hugging Face checkpoint: the chat template's enable_thinking (Qwen3) for every prompt. Default false: the template closes an empty <think></think> and the model answers directly, as the reference's Qwen3 runs did; true lets it reason in a <think> block first (set algorithm.maxNewTokens to leave room). Templates without the switch ignore it."),
   })
   .strict()
   .superRefine((m, ctx) => {
@@ -210,6 +215,9 @@ export const modelSourceSchema = z
     }
     if (m.maxSequenceLength !== undefined && m.checkpoint === undefined) {
       ctx.addIssue({ code: 'custom', path: ['maxSequenceLength'], message: 'maxSequenceLength applies to a checkpoint; a preset or config sets its own' });
+    }
+    if (m.enableThinking !== undefined && m.checkpoint === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['enableThinking'], message: "enableThinking applies to a Hugging Face checkpoint's chat template; a preset or config uses the character tokenizer" });
     }
   })
   // The same rule for editors; zod's check above gives the message.

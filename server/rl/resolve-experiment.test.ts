@@ -102,6 +102,12 @@ test('a Hugging Face folder resolves with its own tokenizer: chat template, stop
   const prompt = exp.tokenizer.decode(exp.tokenizer.encodePrompt([{ role: 'user', text: env.observe(env.currentAgent()) }]));
   assert.match(prompt, /^<\|im_start\|>user\nYou are the tool agent[^]*<\|im_end\|>\n<\|im_start\|>assistant\n<think>\n\n<\/think>\n\n$/);
 
+  // models.<id>.enableThinking: true leaves the think block to the model.
+  const thinking = await resolveExperiment(withModel({ checkpoint: q, enableThinking: true }, { ...tinyConfig.env, promptStyle: 'chat' }), join(dir, 'experiment.json'));
+  const open = thinking.tokenizer.decode(thinking.tokenizer.encodePrompt([{ role: 'user', text: env.observe(env.currentAgent()) }]));
+  assert.match(open, /<\|im_start\|>assistant\n$/);
+  assert.throws(() => withModel({ preset: 'default', enableThinking: true }), /models\.base\.enableThinking: enableThinking applies to a Hugging Face checkpoint's chat template/);
+
   // The prompt-fit check measures with the folder's tokenizer: a few hundred tokens, not thousands.
   const tight = await configIssue({ checkpoint: q, maxSequenceLength: 200 }, { ...tinyConfig.env, promptStyle: 'chat' });
   assert.equal(tight.path, 'env.promptStyle');

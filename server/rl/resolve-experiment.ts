@@ -79,16 +79,19 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
         throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: e instanceof Error ? e.message : String(e) }]);
       }
       if (folder.format === 'hugging-face') {
-        // The folder's own tokenizer and chat template. Qwen3's thinking stays off (its template
-        // then writes an empty <think></think>): answers are short and maxNewTokens bounds them.
+        // The folder's own tokenizer and chat template. Qwen3's thinking is off unless asked for
+        // (its template then writes an empty <think></think>): answers are short and
+        // maxNewTokens bounds them. The switch changes every prompt, so it is part of the key.
+        const enableThinking = m.enableThinking ?? false;
         try {
-          const tokenizer = await HfTokenizer.load(dir, { enableThinking: false });
+          const tokenizer = await HfTokenizer.load(dir, { enableThinking });
           tokenizer.unusedIds(folder.config.vocabSize);
-          tokenizers.set(id, { tokenizer, key: await tokenizerFilesKey(dir), what: `the tokenizer of ${dir}` });
+          tokenizers.set(id, { tokenizer, key: `${await tokenizerFilesKey(dir)}:thinking=${enableThinking}`, what: `the tokenizer of ${dir}${enableThinking ? ' with thinking on' : ''}` });
         } catch (e) {
           throw new ConfigError(source, [{ path: ['models', id, 'checkpoint'], message: e instanceof Error ? e.message : String(e) }]);
         }
       } else {
+        if (m.enableThinking !== undefined) throw new ConfigError(source, [{ path: ['models', id, 'enableThinking'], message: `${dir} is a Troupe checkpoint (character tokenizer, no chat template); enableThinking applies to a Hugging Face folder` }]);
         tokenizers.set(id, charTokenizer);
       }
       models.set(id, { config: folder.config, source: { kind: 'checkpoint', path: dir } });
