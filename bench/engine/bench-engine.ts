@@ -11,8 +11,8 @@
  *
  * Decode is also timed with the rollout variants (`rollout` in the experiment config): the fused
  * fp32 graph and int8/int4 weights (MatMulNBits), each against the same PyTorch fp32 decode of
- * the round; figures `decode-fused`, `decode-int8`, `decode-int4` (BENCH_DECODE_VARIANTS, default
- * fused,int8,int4).
+ * the round; figures `decode-fused`, `decode-int8`, `decode-int4` (blocks of 32) and
+ * `decode-int4-b128` (blocks of 128) (BENCH_DECODE_VARIANTS, default all four).
  *
  * Then the real-vocabulary case (`bench-real-vocab.ts`): a random model at Qwen2.5-0.5B's shapes,
  * its decode and LoRA PPO step against PyTorch's, and both processes' peak RSS.
@@ -43,9 +43,9 @@ import { TorchServer } from './torch-server.ts';
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
 const THREADS = Number(process.env['BENCH_THREADS'] ?? 2);
 const MODELS = (process.env['BENCH_MODELS'] ?? `default,medium,${realVocabName}`).split(',');
-const decodeVariants = { fused: { weights: 'fp32', fused: true, blockSize: 32 }, int8: { weights: 'int8', fused: true, blockSize: 32 }, int4: { weights: 'int4', fused: true, blockSize: 32 } } as const satisfies Record<string, DecodeSettings>;
+const decodeVariants = { fused: { weights: 'fp32', fused: true, blockSize: 32 }, int8: { weights: 'int8', fused: true, blockSize: 32 }, int4: { weights: 'int4', fused: true, blockSize: 32 }, 'int4-b128': { weights: 'int4', fused: true, blockSize: 128 } } as const satisfies Record<string, DecodeSettings>;
 type DecodeVariant = keyof typeof decodeVariants;
-const VARIANTS = (process.env['BENCH_DECODE_VARIANTS'] ?? 'fused,int8,int4').split(',').filter((v): v is DecodeVariant => v in decodeVariants);
+const VARIANTS = (process.env['BENCH_DECODE_VARIANTS'] ?? 'fused,int8,int4,int4-b128').split(',').filter((v): v is DecodeVariant => v in decodeVariants);
 
 interface ModelCase {
   name: string;
