@@ -181,7 +181,16 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     const checkpoint = (await vscode.window.showQuickPick(checkpoints, { title: `Export Adapters of ${runName}`, placeHolder: 'Checkpoint' }))?.value;
     if (checkpoint === undefined) return;
     const [folder] =
-      (await vscode.window.showOpenDialog({ canSelectFolders: true, canSelectFiles: false, canSelectMany: false, openLabel: 'Export Here', title: 'Folder to export into' })) ?? [];
+      (await vscode.window.showOpenDialog({
+        canSelectFolders: true,
+        canSelectFiles: false,
+        canSelectMany: false,
+        openLabel: 'Export Here',
+        title: 'Folder to export into',
+        // The server writes only inside its workspace (or folders it was started with --allow-path),
+        // so the dialog opens there.
+        ...(vscode.workspace.workspaceFolders?.[0] ? { defaultUri: vscode.workspace.workspaceFolders[0].uri } : {}),
+      })) ?? [];
     if (!folder) return;
     // The server writes only into a new or empty folder; a non-empty choice gets a subfolder.
     const empty = (await readdir(folder.fsPath).catch(() => [])).length === 0;
