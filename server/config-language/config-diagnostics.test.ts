@@ -141,7 +141,7 @@ describe('diagnostics: schema and cross-field rules', () => {
   });
 
   test('a rule failing on a default, on the nearest key the file has', () => {
-    const text = edit(edit(flagship, '    "validateEvery": 20,\n', ''), '"steps": 60,\n    "validationEpisodes"', '"steps": 6,\n    "validationEpisodes"');
+    const text = edit(edit(flagship, '    "validateEvery": 20,\n', ''), '"steps": 40,\n    "validationEpisodes"', '"steps": 6,\n    "validationEpisodes"');
     const ds = service.diagnose(text);
     const d = ds.find((x) => x.message.startsWith('training.validateEvery'));
     assert.ok(d, JSON.stringify(ds));
@@ -199,7 +199,7 @@ describe('diagnostics: the environment', () => {
 
 describe('diagnostics: warnings and information', () => {
   test('a duplicate key warns at the occurrence JSON.parse ignores', () => {
-    const text = edit(flagship, '"lr": 0.001,', '"lr": 0.01,\n    "lr": 0.001,');
+    const text = edit(flagship, '"lr": 0.0003,', '"lr": 0.01,\n    "lr": 0.0003,');
     const d = only(text);
     assert.equal(d.severity, 2);
     assert.equal(d.code, 'duplicate-key');
