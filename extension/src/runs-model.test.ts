@@ -5,11 +5,14 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
+import { z } from 'zod';
 import { RpcClient } from '../../server/protocol/rpc-client.ts';
 import type { RunSummary } from '../../server/protocol/trajectory.ts';
 import { mergeSuccess, pickActiveRun, RunsModel, type RunView } from './runs-model.ts';
 
 const config: unknown = JSON.parse(readFileSync(new URL('../../configs/plan-path/L2-lora.json', import.meta.url), 'utf8'));
+// The model reads a run's target step from its stored config: the flagship's own value, read the same way.
+const configSteps = z.object({ training: z.object({ steps: z.number() }) }).parse(config).training.steps;
 
 const run = (id: string, o: Partial<RunSummary> = {}): RunSummary => ({
   id,
@@ -74,7 +77,7 @@ test('runs load with their target step, agents and latest success, newest first'
   assert.deepEqual(model.runs.map((r) => r.summary.id), ['new', 'old']);
   const v = model.get('new')!;
   assert.equal(v.step, 12);
-  assert.equal(v.steps, 60);
+  assert.equal(v.steps, configSteps);
   assert.deepEqual(v.agents, ['tool', 'plan']);
   assert.deepEqual(v.success, { value: 0.78, source: 'val', step: 10 });
   assert.equal(model.get('old')!.success, null);
@@ -115,7 +118,7 @@ test('notifications keep the runs live', async () => {
   assert.deepEqual(model.runs.map((r) => r.summary.id), ['r2', 'r1']);
   assert.equal(changes.at(-1), undefined, 'a new run changes the list');
   await detailed;
-  assert.equal(model.get('r2')!.steps, 60);
+  assert.equal(model.get('r2')!.steps, configSteps);
 });
 
 test('a dropped connection empties the model; a failed list is reported, not thrown', async () => {
