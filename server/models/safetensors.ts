@@ -263,31 +263,18 @@ export interface SafetensorsTensorInfo {
  * multi-gigabyte checkpoint can be described without loading it.
  */
 export async function readSafetensorsHeaderFile(path: string): Promise<{ tensors: Map<string, SafetensorsTensorInfo>; metadata: Record<string, string>; bytes: number }> {
-  let fh: FileHandle;
-  try {
-    fh = await open(path, 'r');
-  } catch (e) {
-    throw new Error(`cannot open ${path}: ${(e as Error).message}`, { cause: e });
-  }
-  try {
-    const { size } = await fh.stat();
-    const prefix = new Uint8Array(8);
-    if (size >= 8) await readExactly(fh, prefix, 0, path);
-    const n = headerLength(prefix, size, path);
-    const headerBytes = new Uint8Array(n);
-    await readExactly(fh, headerBytes, 8, path);
-    const { entries, metadata } = parseHeader(headerBytes, size - 8 - n, path);
-    return { tensors: new Map(entries.map((e) => [e.name, { dtype: e.dtype, shape: e.shape }])), metadata, bytes: size };
-  } finally {
-    await fh.close();
-  }
+  return withHeader(path, ({ entries, metadata, size }) => ({
+    tensors: new Map(entries.map((e) => [e.name, { dtype: e.dtype, shape: e.shape }])),
+    metadata,
+    bytes: size,
+  }));
 }
 
-/**
- * Reads a safetensors file tensor by tensor, so files larger than one Node buffer (2 GiB) load and
- * float32 data is read straight into its destination array without an intermediate copy.
- */
-export async function readSafetensorsFile(path: string, options?: SafetensorsReadOptions): Promise<SafetensorsContents> {
+/** Opens a safetensors file, reads and validates its header, and hands both to `body`; the file is closed after. */
+async function withHeader<R>(
+  path: string,
+  body: (h: { fh: FileHandle; size: number; dataStart: number } & ParsedHeader) => Promise<R> | R,
+): Promise<R> {
   let fh: FileHandle;
   try {
     fh = await open(path, 'r');
@@ -302,7 +289,18 @@ export async function readSafetensorsFile(path: string, options?: SafetensorsRea
     const headerBytes = new Uint8Array(n);
     await readExactly(fh, headerBytes, 8, path);
     const dataStart = 8 + n;
-    const { entries, metadata } = parseHeader(headerBytes, size - dataStart, path);
+    return await body({ fh, size, dataStart, ...parseHeader(headerBytes, size - dataStart, path) });
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * Reads a safetensors file tensor by tensor, so files larger than one Node buffer (2 GiB) load and
+ * float32 data is read straight into its destination array without an intermediate copy.
+ */
+export async function readSafetensorsFile(path: string, options?: SafetensorsReadOptions): Promise<SafetensorsContents> {
+  return withHeader(path, async ({ fh, dataStart, entries, metadata }) => {
     let scratch = new Uint8Array(0);
     const tensors = new Map<string, SafetensorsTensor>();
     for (const e of entries) {
@@ -319,9 +317,7 @@ export async function readSafetensorsFile(path: string, options?: SafetensorsRea
       tensors.set(e.name, { dtype: e.dtype, shape: e.shape, data });
     }
     return { tensors, metadata };
-  } finally {
-    await fh.close();
-  }
+  });
 }
 
 interface Layout {
