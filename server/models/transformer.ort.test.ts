@@ -6,93 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { Graph } from '../compiler/ir.ts';
 import { emitOnnx } from '../compiler/onnx-emit.ts';
 import { Engine } from '../runtime/engine.ts';
-import { f32, i64, type HostTensor } from '../runtime/tensor.ts';
+import type { HostTensor } from '../runtime/tensor.ts';
 import { buildTrainStep } from './artifacts.ts';
-import { causalBias } from './attention-bias.ts';
-import { parseModelConfig, type ModelConfig } from './model-config.ts';
-import { readSafetensorsFile } from './safetensors.ts';
-import { declareModelInputs, forward, type LoraSpec } from './transformer-graph.ts';
-import { realRows } from './torch-fixture.ts';
-
-interface Fixture {
-  config: ModelConfig;
-  loss: 'ppo' | 'ce';
-  lora: LoraSpec | null;
-  scalars: { temperature: number; clipEps?: number; klCoef?: number; entCoef?: number; tokenWeight: number };
-  B: number;
-  T: number;
-  t: (name: string) => { shape: number[]; data: Float32Array };
-  names: (prefix: string) => string[];
-}
-
-async function loadFixture(name: string): Promise<Fixture> {
-  const path = fileURLToPath(new URL(`./fixtures/${name}.safetensors`, import.meta.url));
-  const { tensors, metadata } = await readSafetensorsFile(path);
-  const meta = JSON.parse(metadata['case'] ?? 'null') as {
-    modelConfig: unknown;
-    loss: 'ppo' | 'ce';
-    lora: { rank: number; alpha: number; targets: LoraSpec['targets'] } | null;
-    scalars: Fixture['scalars'];
-    batch: number;
-    seqLen: number;
-  };
-  return {
-    config: parseModelConfig(meta.modelConfig),
-    loss: meta.loss,
-    lora: meta.lora ? { rank: meta.lora.rank, alpha: meta.lora.alpha, targets: meta.lora.targets } : null,
-    scalars: meta.scalars,
-    B: meta.batch,
-    T: meta.seqLen,
-    t: (n) => {
-      const x = tensors.get(n);
-      if (!x) throw new Error(`fixture ${name} has no tensor '${n}'`);
-      return x;
-    },
-    names: (prefix) => [...tensors.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length)),
-  };
-}
-
-/** max |a−b| / max(|b|) over the entries where keep(i). */
-function relErr(a: ArrayLike<number>, b: ArrayLike<number>, keep: (i: number) => boolean = () => true): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < b.length; i++) {
-    if (!keep(i)) continue;
-    num = Math.max(num, Math.abs(a[i]! - b[i]!));
-    den = Math.max(den, Math.abs(b[i]!));
-  }
-  return num / Math.max(den, 1e-12);
-}
-
-function feedsOf(fx: Fixture): Record<string, HostTensor> {
-  const { B, T } = fx;
-  const mask = fx.t('input.attention_mask').data;
-  const feeds: Record<string, HostTensor> = {
-    input_ids: i64([B, T], fx.t('input.input_ids').data),
-    position_ids: i64([B, T], fx.t('input.position_ids').data),
-    targets: i64([B, T], fx.t('input.targets').data),
-    attention_bias: f32([B, T, T], causalBias(mask, B, T)),
-    loss_mask: f32([B, T], fx.t('input.loss_mask').data),
-    // Score every real position (the graphs compute logits only at loss_rows).
-    loss_rows: i64([realRows(mask).length], realRows(mask)),
-    token_weight: f32([], [fx.scalars.tokenWeight]),
-  };
-  for (const name of fx.names('param.')) feeds[name] = f32(fx.t(`param.${name}`).shape, fx.t(`param.${name}`).data);
-  if (fx.loss === 'ppo') {
-    feeds['temperature'] = f32([], [fx.scalars.temperature]);
-    feeds['advantages'] = f32([B, T], fx.t('input.advantages').data);
-    feeds['old_logp'] = f32([B, T], fx.t('input.old_logp').data);
-    feeds['ref_logp'] = f32([B, T], fx.t('input.ref_logp').data);
-    feeds['clip_eps'] = f32([], [fx.scalars.clipEps!]);
-    feeds['kl_coef'] = f32([], [fx.scalars.klCoef!]);
-    feeds['ent_coef'] = f32([], [fx.scalars.entCoef!]);
-  }
-  return feeds;
-}
+import { declareModelInputs, forward } from './transformer-graph.ts';
+import { fixtureFeeds, loadTorchFixture, relErr, type TorchFixture } from './torch-fixture.ts';
 
 let engine: Engine;
 before(async () => {
@@ -104,9 +24,9 @@ after(async () => {
 
 for (const name of ['tiny-full-ppo', 'tiny-lora-ppo', 'tiny-full-ce']) {
   describe(`PyTorch fixture ${name}`, () => {
-    let fx: Fixture;
+    let fx: TorchFixture;
     before(async () => {
-      fx = await loadFixture(name);
+      fx = await loadTorchFixture(name);
     });
 
     test('logits match at real positions', async () => {
@@ -117,7 +37,7 @@ for (const name of ['tiny-full-ppo', 'tiny-lora-ppo', 'tiny-full-ce']) {
       const bias = b.input('attention_bias', 'float32', ['B', 'T', 'T']);
       const { logits } = forward(b, fx.config, m, { ids, positions, bias });
       await engine.createSession(`logits-${name}`, emitOnnx([['logits', logits]], { name: 'logits' }));
-      const all = feedsOf(fx);
+      const all = fixtureFeeds(fx);
       const feeds: Record<string, HostTensor> = {};
       for (const k of [...m.weights.keys(), ...(m.lora?.keys() ?? []), 'input_ids', 'position_ids', 'attention_bias']) feeds[k] = all[k]!;
       const out = await engine.run(`logits-${name}`, feeds, { logits: 'return' });
@@ -129,23 +49,23 @@ for (const name of ['tiny-full-ppo', 'tiny-lora-ppo', 'tiny-full-ce']) {
 
     test('loss, log-probs, diagnostics and gradients match', async () => {
       const art = buildTrainStep(fx.config, {
-        loss: fx.loss,
+        loss: fx.meta.loss,
         trainable: fx.lora ? 'lora' : 'full',
         lora: fx.lora,
-        kl: fx.loss === 'ppo',
-        entropy: fx.loss === 'ppo',
+        kl: fx.meta.loss === 'ppo',
+        entropy: fx.meta.loss === 'ppo',
         perSequenceMask: true,
       });
       await engine.createSession(`train-${name}`, art.bytes);
       const fetches = Object.fromEntries(art.outputs.map((o) => [o, 'return' as const]));
-      const out = await engine.run(`train-${name}`, feedsOf(fx), fetches);
+      const out = await engine.run(`train-${name}`, fixtureFeeds(fx), fetches);
       const scalar = (k: string) => (out[k]!.data as Float32Array)[0]!;
       const expectScalar = (k: string) => fx.t(`expect.${k}`).data[0]!;
       assert.ok(Math.abs(scalar('loss') - expectScalar('loss')) <= 1e-5 * Math.max(1, Math.abs(expectScalar('loss'))), `loss ${scalar('loss')} vs ${expectScalar('loss')}`);
       const mask = fx.t('input.attention_mask').data;
       const lerr = relErr(out['logp']!.data as Float32Array, fx.t('expect.logp').data, (i) => mask[i] === 1);
       assert.ok(lerr < 1e-5, `logp relative error ${lerr}`);
-      if (fx.loss === 'ppo') {
+      if (fx.meta.loss === 'ppo') {
         for (const k of ['clip_frac', 'approx_kl', 'entropy']) {
           assert.ok(Math.abs(scalar(k) - expectScalar(k)) <= 1e-5 * Math.max(1, Math.abs(expectScalar(k))), `${k} ${scalar(k)} vs ${expectScalar(k)}`);
         }
