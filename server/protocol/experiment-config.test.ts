@@ -196,6 +196,7 @@ describe('defaults', () => {
       topP: 1,
       topK: 0,
       maxNewTokens: 24,
+      advantageNorm: 'std',
       clipEps: 0.2,
       klCoef: 0,
       entropyCoef: 0,

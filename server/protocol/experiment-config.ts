@@ -262,6 +262,13 @@ export const algorithmSchema = z
     topK: z.int().min(0).default(0).describe('Sample only from the topK most likely tokens; 0 disables.'),
     /** Longest response in tokens. */
     maxNewTokens: z.int().min(1).max(4096).default(24).describe('Longest response, in tokens; a longer one is cut off and marked truncated.'),
+    /** Whether a group's advantages are divided by its reward spread. */
+    advantageNorm: z
+      .enum(['std', 'none'])
+      .default('std')
+      .describe(
+        "std: A = (r - mean) / std within each group (GRPO as in the paper). none: A = r - mean (Dr. GRPO; verl's norm_adv_by_std_in_grpo=false): a group whose rewards barely differ then weighs little, one whose branches succeed and fail weighs a lot.",
+      ),
     /** PPO clip range ε. */
     clipEps: z.number().positive().lt(1).default(0.2).describe('PPO clip range epsilon: the probability ratio is clipped to [1 - eps, 1 + eps].'),
     /** Weight of the KL penalty to the reference policy. */

@@ -101,3 +101,26 @@ test('GRPO baseline: one member per trajectory, grouped by task; a long trajecto
   assert.equal(perSample.get('task/0')!.mean, 0.75);
   assert.throws(() => assignAdvantages([{ samples: [{ groupId: 'task/0', score: 1, advantage: 0 }, { groupId: 'task/0', score: 2, advantage: 0 }] }], 'trajectory'), /different groups or scores/);
 });
+
+test("advantageNorm 'none' (Dr. GRPO): A = r − mean, so a group's weight is its reward gap, not 1", () => {
+  const samples = [
+    { groupId: 'near', reward: 1.0 },
+    { groupId: 'near', reward: 1.01 },
+    { groupId: 'far', reward: 0 },
+    { groupId: 'far', reward: 2 },
+    { groupId: 'flat', reward: 3 },
+    { groupId: 'flat', reward: 3 },
+  ];
+  const byStd = computeAdvantages(samples, 'std').advantages;
+  const raw = computeAdvantages(samples, 'none').advantages;
+  // With std, both groups get ±0.7071 whatever their gap.
+  assert.ok(Math.abs(Math.abs(byStd[0]!) - Math.abs(byStd[2]!)) < 1e-3);
+  assert.deepEqual(
+    [...raw].map((x) => Math.round(x * 1e6) / 1e6),
+    [-0.005, 0.005, -1, 1, 0, 0],
+  );
+  // The tree path passes the choice through.
+  const t = { samples: [{ groupId: 'g', score: 0, advantage: NaN }, { groupId: 'g', score: 4, advantage: NaN }] };
+  assignAdvantages([t], 'sample', 'none');
+  assert.deepEqual(t.samples.map((s) => s.advantage), [-2, 2]);
+});

@@ -11,6 +11,14 @@
  */
 export const ADVANTAGE_EPS = 1e-6;
 
+/**
+ * `std`: A = (r − mean) / (std + ε), the paper's GRPO. `none`: A = r − mean (Dr. GRPO, Liu et al.
+ * 2025; verl's norm_adv_by_std_in_grpo = false). Dividing by the spread gives a group whose
+ * rewards differ by a step penalty the same weight as one whose branches succeed and fail; without
+ * it a group's weight is its reward gap.
+ */
+export type AdvantageNorm = 'std' | 'none';
+
 export interface Scored {
   readonly groupId: string;
   readonly reward: number;
@@ -42,7 +50,7 @@ export function groupAdvantages(rewards: readonly number[]): number[] {
  * accumulate sums per group, one to normalise. Equal to `groupAdvantages` applied group by group
  * (tested), in O(n).
  */
-export function computeAdvantages(samples: readonly Scored[]): { advantages: Float64Array; groups: Map<string, GroupStats> } {
+export function computeAdvantages(samples: readonly Scored[], norm: AdvantageNorm = 'std'): { advantages: Float64Array; groups: Map<string, GroupStats> } {
   const index = new Map<string, number>();
   const count: number[] = [];
   const sum: number[] = [];
@@ -75,7 +83,7 @@ export function computeAdvantages(samples: readonly Scored[]): { advantages: Flo
   const advantages = new Float64Array(samples.length);
   samples.forEach((s, i) => {
     const g = gid[i]!;
-    advantages[i] = count[g]! < 2 || allEqual[g] ? 0 : (s.reward - mean[g]!) / (std[g]! + ADVANTAGE_EPS);
+    advantages[i] = count[g]! < 2 || allEqual[g] ? 0 : norm === 'std' ? (s.reward - mean[g]!) / (std[g]! + ADVANTAGE_EPS) : s.reward - mean[g]!;
   });
   const groups = new Map<string, GroupStats>();
   for (const [groupId, g] of index) groups.set(groupId, { groupId, size: count[g]!, mean: mean[g]!, std: std[g]! });
@@ -127,10 +135,10 @@ export interface AdvantageTarget {
  * more turns does not weigh more in its group's mean and spread; its advantage goes to every
  * sample. Returns the groups' statistics (sizes count members).
  */
-export function assignAdvantages(trajectories: readonly AdvantageTarget[], unit: 'sample' | 'trajectory'): Map<string, GroupStats> {
+export function assignAdvantages(trajectories: readonly AdvantageTarget[], unit: 'sample' | 'trajectory', norm: AdvantageNorm = 'std'): Map<string, GroupStats> {
   if (unit === 'sample') {
     const samples = trajectories.flatMap((t) => t.samples);
-    const { advantages, groups } = computeAdvantages(samples.map((s) => ({ groupId: s.groupId, reward: s.score })));
+    const { advantages, groups } = computeAdvantages(samples.map((s) => ({ groupId: s.groupId, reward: s.score })), norm);
     samples.forEach((s, i) => (s.advantage = advantages[i]!));
     return groups;
   }
@@ -139,7 +147,7 @@ export function assignAdvantages(trajectories: readonly AdvantageTarget[], unit:
     const { groupId, score } = t.samples[0]!;
     if (t.samples.some((s) => s.groupId !== groupId || s.score !== score)) throw new Error(`assignAdvantages: a trajectory of group ${groupId} has samples with different groups or scores`);
   }
-  const { advantages, groups } = computeAdvantages(members.map((t) => ({ groupId: t.samples[0]!.groupId, reward: t.samples[0]!.score })));
+  const { advantages, groups } = computeAdvantages(members.map((t) => ({ groupId: t.samples[0]!.groupId, reward: t.samples[0]!.score })), norm);
   members.forEach((t, i) => {
     for (const s of t.samples) s.advantage = advantages[i]!;
   });

@@ -10,7 +10,7 @@ import type { DecodeSettings } from '../models/rollout-decoder.ts';
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import type { LoraSpec } from '../models/transformer-graph.ts';
 import type { ExecutionProviderChoice } from '../runtime/engine.ts';
-import type { GroupFilter } from './advantages.ts';
+import type { AdvantageNorm, GroupFilter } from './advantages.ts';
 
 export type ModelSource = { readonly kind: 'init'; readonly seed: number } | { readonly kind: 'checkpoint'; readonly path: string };
 
@@ -34,6 +34,7 @@ export interface ResolvedExperiment {
     readonly topP: number;
     readonly topK: number;
     readonly maxNewTokens: number;
+    readonly advantageNorm: AdvantageNorm;
     readonly clipEps: number;
     readonly klCoef: number;
     readonly entropyCoef: number;

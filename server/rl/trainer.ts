@@ -267,7 +267,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       });
       const tRollout = performance.now();
       // 2–3. Score and group: advantages within (instance, agent, turn) — or per task's K returns for GRPO.
-      const groups = assignAdvantages(r.trajectories, a.name === 'at-grpo' ? 'sample' : 'trajectory');
+      const groups = assignAdvantages(r.trajectories, a.name === 'at-grpo' ? 'sample' : 'trajectory', a.advantageNorm);
       const trained = filterGroups(groups, a.filters);
       // 4. Per-policy update on the samples routed to each policy.
       const upd = await updatePolicies(exp, policies, r.samples, trained, step);
