@@ -301,13 +301,13 @@ export const algorithmSchema = z
       .object({
         /** uniform: fresh seeds; greedy-failures: fresh candidates, those the greedy policy fails first. */
         kind: z
-          .enum(['uniform', 'greedy-failures'])
+          .enum(['uniform', 'greedy-failures', 'failure-restarts'])
           .default('uniform')
           .describe(
-            "uniform: each step rolls out envsPerStep fresh training tasks. greedy-failures: each step draws 'candidates' fresh training tasks, plays them once greedily (as validation does) and rolls out the ones the policy fails first, filling up with solved ones; RL then spends its samples where the policy is wrong.",
+            "uniform: each step rolls out envsPerStep fresh training tasks. greedy-failures: each step draws 'candidates' fresh training tasks, plays them once greedily (as validation does) and rolls out the ones the policy fails first, filling up with solved ones; RL then spends its samples where the policy is wrong. failure-restarts: as greedy-failures, but each failed task restarts mid-episode, at the start of a round of its greedy play (drawn per step), so RL sees the states greedy play gets stuck in.",
           ),
         /** Candidate tasks screened per step (greedy-failures). */
-        candidates: z.int().min(1).max(4096).default(64).describe("Candidate tasks played greedily per step to find failures (greedy-failures only; at least envsPerStep)."),
+        candidates: z.int().min(1).max(4096).default(64).describe("Candidate tasks played greedily per step to find failures (greedy-failures and failure-restarts; at least envsPerStep)."),
       })
       .strict()
       .prefault({})
@@ -416,22 +416,22 @@ export const engineSchema = z
 export type EngineConfig = z.output<typeof engineSchema>;
 
 /** Weights training rollouts sample with. */
-export const rolloutWeightKinds = ['fp32', 'int8', 'int4'] as const;
+export const rolloutWeightKinds = ['fp32', 'fp16', 'int8', 'int4'] as const;
 
 export const rolloutSchema = z
   .object({
-    /** fp32, or int8/int4 weight-only quantized rollouts. */
+    /** fp32; fp16 on GPU providers; or int8/int4 weight-only quantized rollouts. */
     weights: z
       .enum(rolloutWeightKinds)
       .default('fp32')
       .describe(
-        'Weights training rollouts sample with. int8/int4: every projection and the LM head quantized block-wise (ONNX Runtime MatMulNBits, LoRA merged in first), re-quantized after each update; faster decoding of a slightly different policy. PPO old log-probs stay those of the fp32 policy; the gap is reported as rollout/mismatch_kl. Validation always decodes the fp32 policy.',
+        'Weights training rollouts sample with. fp16 (GPU execution providers only: webgpu, cuda, or auto on a GPU): the fused decode graph in float16 with float16 copies of the fp32 weights (LoRA merged), remade after each update; training and the optimizer stay fp32. int8/int4: every projection and the LM head quantized block-wise (ONNX Runtime MatMulNBits, LoRA merged in first), re-quantized after each update; faster decoding of a slightly different policy. PPO old log-probs stay those of the fp32 policy; the gap is reported as rollout/mismatch_kl. Validation always decodes the fp32 policy.',
       ),
     /** Fused decode graph for fp32 decoding. */
     fusedDecode: z
       .boolean()
       .default(false)
-      .describe('Decode fp32 (validation, warm-start play, fp32 rollouts) with the fused graph: ONNX Runtime RotaryEmbedding and SkipSimplifiedLayerNormalization kernels and the weights (LoRA merged) baked in so ONNX Runtime prepacks them, rebuilt after each update; fewer kernels per token, the same numbers to ~1e-5. int8/int4 rollouts always use it.'),
+      .describe('Decode fp32 (validation, warm-start play, fp32 rollouts) with the fused graph: ONNX Runtime RotaryEmbedding and SkipSimplifiedLayerNormalization kernels and the weights (LoRA merged) baked in so ONNX Runtime prepacks them, rebuilt after each update; fewer kernels per token, the same numbers to ~1e-5. fp16, int8 and int4 rollouts always use it.'),
     /** Values per quantization block. */
     blockSize: z
       .union([z.literal(16), z.literal(32), z.literal(64), z.literal(128)])
@@ -580,9 +580,14 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
     }
   }
 
+  // ONNX Runtime's CPU provider has few float16 kernels on x86 (MatMul among the missing).
+  if (c.rollout.weights === 'fp16' && c.engine.executionProvider === 'cpu') {
+    add(['rollout', 'weights'], 'fp16 rollout weights need a GPU execution provider, but engine.executionProvider is "cpu"; set it to "webgpu", "cuda" or "auto", or use rollout.weights "fp32", "int8" or "int4" on the CPU');
+  }
+
   const cur = c.algorithm.curriculum;
-  if (cur.kind === 'greedy-failures' && cur.candidates < c.algorithm.envsPerStep) {
-    add(['algorithm', 'curriculum', 'candidates'], `must be at least algorithm.envsPerStep (${c.algorithm.envsPerStep}) for greedy-failures, got ${cur.candidates}`);
+  if (cur.kind !== 'uniform' && cur.candidates < c.algorithm.envsPerStep) {
+    add(['algorithm', 'curriculum', 'candidates'], `must be at least algorithm.envsPerStep (${c.algorithm.envsPerStep}) for ${cur.kind}, got ${cur.candidates}`);
   }
 
   // Lengths and intervals.

@@ -11,6 +11,13 @@
  *   did worse than uniform — on hard tasks turn-level rewards favour one safe move per round —
  *   so it is off by default.
  *
+ * - failure-restarts: as greedy-failures, but a failed task is not rolled out from its start: it
+ *   restarts where the greedy team went wrong. Its greedy acts are replayed on a fresh copy of the
+ *   task up to one of its rounds, and the tree rollout continues from that state. The round is
+ *   drawn uniformly from the failed episode's rounds (a pure function of seed, step and task), so
+ *   over the steps RL sees the mid-episode states greedy play actually reaches — the loops and
+ *   dead ends that tree rollouts, which always continue from the best branch, rarely visit.
+ *
  * Either way the tasks are a pure function of (seed, step, the policy's weights at the step), so a
  * step re-run after a crash, from the same checkpoint, rolls out the same tasks.
  */
@@ -18,7 +25,7 @@ import type { Environment } from '../envs/environment.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
 import type { Metric } from '../protocol/trajectory.ts';
 import type { ResolvedExperiment } from './experiment.ts';
-import { rollout, type RolloutContext } from './rollout.ts';
+import { rollout, type RolloutContext, type Trajectory } from './rollout.ts';
 
 export interface TaskSelection {
   readonly tasks: Environment[];
@@ -29,6 +36,32 @@ export interface TaskSelection {
 }
 
 /** Training seeds of a step: `count` seeds in a block of its own, from (experiment seed, step). */
+/**
+ * `env` (fresh) after replaying the greedy trajectory `t`'s kept acts of the rounds before one
+ * drawn from (seed, step, task) among the rounds it played. Greedy decoding and the environments
+ * are deterministic, so the replay reaches the states the screen saw.
+ */
+export function restartTask(env: Environment, t: Trajectory, seed: number, step: number): Environment {
+  const rounds = Math.max(1, t.turns);
+  const round = hashInts(seed, step, t.envSeed) % rounds;
+  for (const s of t.samples) {
+    if (!s.kept) continue;
+    if (s.turn >= round || env.done) break;
+    env.act(s.agent, s.response);
+  }
+  if (env.done) throw new Error(`curriculum: replaying task ${t.envSeed} to round ${round} ended the episode; the environment is not deterministic`);
+  return env;
+}
+
+function hashInts(...xs: number[]): number {
+  let h = 0x811c9dc5;
+  for (const x of xs) {
+    h = Math.imul(h ^ (x >>> 0), 0x01000193) >>> 0;
+    h ^= h >>> 13;
+  }
+  return h >>> 0;
+}
+
 function stepSeeds(exp: ResolvedExperiment, step: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => trainSeed((exp.seed * 1_000_003 + step) * count + i));
 }
@@ -52,8 +85,10 @@ export async function selectTasks(exp: ResolvedExperiment, ctx: RolloutContext, 
   const failed = seeds.filter((s) => !solved.has(s));
   const chosen = [...failed, ...seeds.filter((s) => solved.has(s))].slice(0, a.envsPerStep);
   const failedChosen = Math.min(failed.length, a.envsPerStep);
+  const greedy = new Map(screen.trajectories.map((t) => [t.envSeed, t]));
+  const restart = a.curriculum.kind === 'failure-restarts';
   return {
-    tasks: chosen.map(exp.env.make),
+    tasks: chosen.map((s) => (restart && !solved.has(s) ? restartTask(exp.env.make(s), greedy.get(s)!, exp.seed, step) : exp.env.make(s))),
     metrics: [
       { name: 'curriculum/candidate_success', value: solved.size / seeds.length },
       { name: 'curriculum/failed_fraction', value: failedChosen / a.envsPerStep },

@@ -42,7 +42,7 @@ export interface ResolvedExperiment {
     readonly miniBatches: number;
     readonly microBatch: number;
     readonly filters: GroupFilter;
-    readonly curriculum: { readonly kind: 'uniform' | 'greedy-failures'; readonly candidates: number };
+    readonly curriculum: { readonly kind: 'uniform' | 'greedy-failures' | 'failure-restarts'; readonly candidates: number };
   };
   readonly optimizer: OptimizerConfig;
   readonly warmStart: {
