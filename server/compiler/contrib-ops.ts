@@ -34,6 +34,14 @@ function f32(x: Operand, what: string): void {
   if (x.dtype !== 'float32') fail(`${what} must be float32, got ${x.dtype}${formatShape(x.shape)}`);
 }
 
+/** The kernels' type T: float32 or float16, one for every operand given. */
+function halfOrFloat(operands: ReadonlyArray<readonly [Operand, string]>): 'float32' | 'float16' {
+  const [first, what] = operands[0]!;
+  if (first.dtype !== 'float32' && first.dtype !== 'float16') fail(`${what} must be float32 or float16, got ${first.dtype}${formatShape(first.shape)}`);
+  for (const [x, w] of operands) if (x.dtype !== first.dtype) fail(`${w} must be ${first.dtype} like the ${what}, got ${x.dtype}${formatShape(x.shape)}`);
+  return first.dtype as 'float32' | 'float16';
+}
+
 /** Bytes of one quantized block of `blockSize` values at `bits` bits. */
 export function blobSize(blockSize: number, bits: number): number {
   return (blockSize * bits) / 8;
@@ -72,25 +80,27 @@ export const contribOpDefs = {
   },
   /**
    * com.microsoft SkipSimplifiedLayerNormalization: the residual add and the RMSNorm after it in
-   * one kernel. Inputs x, skip [..., C] (same shape), w [C]; attrs eps. A tuple:
-   * (RMSNorm(x + skip)·w, x + skip).
+   * one kernel. Inputs x, skip [..., C] (same shape), w [C], all float32 or all float16; attrs
+   * eps. A tuple: (RMSNorm(x + skip)·w, x + skip). ONNX Runtime's kernels (CPU, CUDA, WebGPU)
+   * accumulate the mean square in float32 for float16 inputs.
    */
   skipRmsNorm: {
     arity: 3,
     infer: (inputs, attrs): Inferred => {
       const [x, skip, w] = inputs as [Operand, Operand, Operand];
       num(attrs, 'eps');
-      for (const [t, what] of [[x, 'input'], [skip, 'skip'], [w, 'weight']] as const) f32(t, `skipRmsNorm ${what}`);
+      const dtype = halfOrFloat([[x, 'skipRmsNorm input'], [skip, 'skipRmsNorm skip'], [w, 'skipRmsNorm weight']]);
       if (formatShape(x.shape) !== formatShape(skip.shape)) fail(`skipRmsNorm: input ${formatShape(x.shape)} and skip ${formatShape(skip.shape)} differ`);
       const C = x.shape[x.shape.length - 1];
       if (w.shape.length !== 1 || w.shape[0] !== C) fail(`skipRmsNorm weight must be [${String(C)}], got ${formatShape(w.shape)}`);
-      const out = { shape: x.shape, dtype: 'float32' as const };
+      const out = { shape: x.shape, dtype };
       return { ...out, outputs: [out, out] };
     },
   },
   /**
    * com.microsoft RotaryEmbedding (rotate-half, not interleaved): x [B,T,h·D] rotated per head by
-   * the angles of positions [B,T] (int64), read from cos/sin caches [maxPositions, D/2] — one
+   * the angles of positions [B,T] (int64), read from cos/sin caches [maxPositions, D/2] of x's
+   * dtype (float32 or float16) — one
    * kernel where the primitive form (composite.ts applyRope) takes seven. attrs numHeads (h).
    */
   rotaryEmbedding: {
@@ -98,9 +108,7 @@ export const contribOpDefs = {
     infer: (inputs, attrs): Inferred => {
       const [x, pos, cos, sin] = inputs as [Operand, Operand, Operand, Operand];
       const h = num(attrs, 'numHeads');
-      f32(x, 'rotaryEmbedding input');
-      f32(cos, 'rotaryEmbedding cos cache');
-      f32(sin, 'rotaryEmbedding sin cache');
+      const dtype = halfOrFloat([[x, 'rotaryEmbedding input'], [cos, 'rotaryEmbedding cos cache'], [sin, 'rotaryEmbedding sin cache']]);
       const W = x.shape[2];
       if (x.shape.length !== 3 || typeof W !== 'number' || W % h !== 0) return fail(`rotaryEmbedding input must be [B,T,${h}·D], got ${formatShape(x.shape)}`);
       if (pos.dtype !== 'int64' || pos.shape.length !== 2 || pos.shape[0] !== x.shape[0] || pos.shape[1] !== x.shape[1]) {
@@ -108,7 +116,7 @@ export const contribOpDefs = {
       }
       const D = W / h;
       if (cos.shape.length !== 2 || cos.shape[1] !== D / 2 || formatShape(cos.shape) !== formatShape(sin.shape)) fail(`rotaryEmbedding caches must be [maxPositions, ${D / 2}], got ${formatShape(cos.shape)}, ${formatShape(sin.shape)}`);
-      return { shape: x.shape, dtype: 'float32' };
+      return { shape: x.shape, dtype };
     },
   },
   /** Output `index` of a multi-output node. */

@@ -9,7 +9,7 @@
  */
 import { dimMul as mulDim, formatShape, type Shape } from './dims.ts';
 import { GraphError, describe, type Graph, type Node } from './ir.ts';
-import { attrInts, normAxis, type Op } from './ops.ts';
+import { attrInts, floatTypes, normAxis, type Op } from './ops.ts';
 
 export interface GradContext {
   readonly node: Node;
@@ -217,8 +217,7 @@ export const gradRules = {
   and: () => [null, null],
   cast: ({ node, g, b }) => {
     const x = node.inputs[0]!;
-    const float = (d: string) => d === 'float32' || d === 'float64';
-    return [float(x.dtype) && float(node.dtype) ? b.cast(g, x.dtype) : null];
+    return [floatTypes.has(x.dtype) && floatTypes.has(node.dtype) ? b.cast(g, x.dtype) : null];
   },
   stopGradient: () => [null],
   // Decode-time contrib kernels: nothing trains through them, so differentiating one is a bug.

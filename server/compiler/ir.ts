@@ -11,6 +11,7 @@
  */
 import { formatShape, type Dim, type Shape } from './dims.ts';
 import { tupleOps } from './contrib-ops.ts';
+import { roundFloat16 } from './float16.ts';
 import { opDefs, ShapeError, type AttrValue, type Attrs, type DType, type Inferred, type Op } from './ops.ts';
 
 export interface Node {
@@ -107,7 +108,8 @@ export class Graph {
   constant(values: readonly number[] | Float32Array | Float64Array, shape: readonly number[], dtype: DType): Node {
     const count = shape.reduce((a, b) => a * b, 1);
     if (values.length !== count) throw new GraphError(`constant of shape ${formatShape(shape)} needs ${count} values, got ${values.length}`, 'constant', null);
-    const arr = Array.from(values, (v) => (dtype === 'float32' ? Math.fround(v) : v));
+    // Values are stored as the dtype holds them, so interning sees equal constants as equal.
+    const arr = Array.from(values, (v) => (dtype === 'float32' ? Math.fround(v) : dtype === 'float16' ? roundFloat16(v) : v));
     const key = `constant:${dtype}:${shape.join('x')}:${arr.join(',')}`;
     const hit = this.nodes.get(key);
     if (hit) return hit;

@@ -7,6 +7,7 @@
  * therefore always gives the same bytes, and a diff of two emissions is a diff of two graphs.
  */
 import { formatShape, type Dim, type Shape } from './dims.ts';
+import { float16Bytes } from './float16.ts';
 import { GraphError, describe, topoSort, type Node } from './ir.ts';
 import { attrInts, normAxis, type DType, type Op } from './ops.ts';
 import { ProtoWriter } from './protobuf-writer.ts';
@@ -15,8 +16,8 @@ import { verify } from './verify.ts';
 export const OPSET = 17;
 const IR_VERSION = 8;
 
-const onnxType: Record<DType, number> = { float32: 1, uint8: 2, int32: 6, int64: 7, bool: 9, float64: 11 };
-const bytesPer: Record<DType, number> = { float32: 4, uint8: 1, int32: 4, int64: 8, bool: 1, float64: 8 };
+const onnxType: Record<DType, number> = { float32: 1, uint8: 2, int32: 6, int64: 7, bool: 9, float16: 10, float64: 11 };
+const bytesPer: Record<DType, number> = { float16: 2, float32: 4, uint8: 1, int32: 4, int64: 8, bool: 1, float64: 8 };
 /** ONNX Runtime's contrib-op domain (`contrib-ops.ts`), imported at version 1 when used. */
 const MS_DOMAIN = 'com.microsoft';
 
@@ -149,6 +150,8 @@ const lowerings = {
 function encodeTensorData(dtype: DType, values: readonly number[]): Uint8Array {
   const n = values.length;
   switch (dtype) {
+    case 'float16':
+      return float16Bytes(values);
     case 'float32':
       return new Uint8Array(Float32Array.from(values).buffer);
     case 'float64':
@@ -192,7 +195,8 @@ export interface EmitOptions {
   /**
    * Raw little-endian data of graph inputs to bake in as initializers instead (by input name).
    * ONNX Runtime prepacks constant weights at session creation, which some kernels need for
-   * their fast path (MatMulNBits dequantizes a non-constant B on every call).
+   * their fast path (MatMulNBits dequantizes a non-constant B on every call). A float16 input
+   * takes binary16 bytes (`float16Bytes` in float16.ts).
    */
   readonly initializers?: ReadonlyMap<string, Uint8Array>;
   /**

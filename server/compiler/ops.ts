@@ -13,8 +13,9 @@ import { contribOpDefs } from './contrib-ops.ts';
 import { ShapeError } from './shape-error.ts';
 import { broadcastShapes, dimAdd, dimProduct, formatShape, type Dim, type Shape } from './dims.ts';
 
-export type DType = 'float32' | 'float64' | 'int64' | 'int32' | 'uint8' | 'bool';
-export const floatTypes: ReadonlySet<DType> = new Set(['float32', 'float64']);
+export type DType = 'float16' | 'float32' | 'float64' | 'int64' | 'int32' | 'uint8' | 'bool';
+/** float16 serves inference graphs only (fp16 rollout decode); nothing trains in it. */
+export const floatTypes: ReadonlySet<DType> = new Set(['float16', 'float32', 'float64']);
 
 export type AttrValue = number | string | readonly number[] | readonly Dim[] | null;
 export type Attrs = Readonly<Record<string, AttrValue>>;
@@ -345,7 +346,7 @@ export const opDefs = {
     arity: 1,
     infer: (inputs, attrs) => {
       const to = attrs['to'];
-      if (to !== 'float32' && to !== 'float64' && to !== 'int64' && to !== 'int32' && to !== 'bool') return fail(`cast target ${String(to)} unknown`);
+      if (to !== 'float16' && to !== 'float32' && to !== 'float64' && to !== 'int64' && to !== 'int32' && to !== 'bool') return fail(`cast target ${String(to)} unknown`);
       return { shape: inputs[0]!.shape, dtype: to };
     },
   },
