@@ -81,9 +81,10 @@ describe('fused fp32 decode equals the plain decoder', () => {
     test(name, async () => {
       const plain = await policy(c, { lora: withLora });
       const fused = await policy(c, { lora: withLora, fused: true });
-      for (const [sampling, seed] of [[greedy, 0], [sampled, 11]] as const) {
-        const a = await gen(plain, sampling, false, seed);
-        const b = await gen(fused, sampling, false, seed);
+      // 40 new tokens: the fused graph's batch-major cache grows its capacity twice (generate.ts).
+      for (const [sampling, seed, n] of [[greedy, 0, 10], [sampled, 11, 10], [sampled, 12, 40]] as const) {
+        const a = await gen(plain, sampling, false, seed, n);
+        const b = await gen(fused, sampling, false, seed, n);
         assert.deepEqual(b.tokens.map((t) => [...t]), a.tokens.map((t) => [...t]), `tokens at temperature ${sampling.temperature}`);
         assert.ok(maxDiff(a.logprobs, b.logprobs) < 1e-4, `log-probs differ by ${maxDiff(a.logprobs, b.logprobs)}`);
       }
@@ -126,7 +127,7 @@ describe('quantized decode', () => {
         seed: 3,
         stopTokens: [],
         padToken: 0,
-        contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, maxPositions: graph.maxPositions },
+        contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, maxPositions: graph.maxPositions, cacheLayout: graph.cacheLayout },
       });
       const r = await gen(reference, sampled, false, 3);
       assert.deepEqual(q.tokens.map((t) => [...t]), r.tokens.map((t) => [...t]), `int${bits} tokens`);
@@ -202,16 +203,26 @@ test('a model too large to bake decodes the same with its weights as inputs (fus
   }
 });
 
-test('finished rows leave the batch without changing any row\'s tokens or log-probs', async () => {
+/** The plain graph (time-major cache) and the fused one (batch-major cache), weights as inputs. */
+const layouts = [
+  ['time-major (plain graph)', () => buildDecode(untied, null), undefined],
+  ['batch-major (fused graph)', () => buildFusedDecode(untied, { weights: 'fp32', lora: null }), 'batch-major'],
+] as const;
+
+for (const [layout, build, cacheLayout] of layouts) {
+test(`finished rows leave the batch without changing any row's tokens or log-probs (${layout})`, async () => {
   const host = await policy(untied);
-  const a = buildDecode(untied, null);
-  await engine.createSession('retire', a.bytes);
+  const a = build();
+  const session = `retire-${layout}`;
+  await engine.createSession(session, a.bytes);
   const params: Record<string, string> = {};
   for (const n of a.tensorInputs) params[n] = `${host.id}:w:${n}`;
   const { L, Hkv, D, V } = modelDims(untied);
   const many = Array.from({ length: 12 }, (_, b) => Int32Array.from({ length: 1 + (b % 5) }, (_, t) => (b * 7 + t * 3) % 20 + 1));
+  const contract = { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, ...(cacheLayout ? { cacheLayout } : {}) };
+  // 30 new tokens: rows retire before and after the batch-major cache grows its capacity.
   const run = (retireFinished: boolean) =>
-    engine.generate({ session: 'retire', params, prompts: many, maxNewTokens: 16, sampling: sampled, seed: 4, stopTokens: [2, 5, 9, 13], padToken: 0, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V }, retireFinished });
+    engine.generate({ session, params, prompts: many, maxNewTokens: 30, sampling: sampled, seed: 4, stopTokens: [2, 5, 9, 13], padToken: 0, contract, retireFinished });
   const kept = await run(false);
   const retired = await run(true);
   const lengths = kept.tokens.map((t) => t.length);
@@ -221,22 +232,54 @@ test('finished rows leave the batch without changing any row\'s tokens or log-pr
   assert.ok(maxDiff(retired.logprobs, kept.logprobs) < 1e-5, `log-probs differ by ${maxDiff(retired.logprobs, kept.logprobs)}`);
 });
 
-test('identical prompts are prefilled once: the same tokens and log-probs as prefilling each', async () => {
+test(`identical prompts are prefilled once: the same tokens and log-probs as prefilling each (${layout})`, async () => {
   const host = await policy(untied);
-  const a = buildDecode(untied, null);
-  await engine.createSession('share', a.bytes);
+  const a = build();
+  const session = `share-${layout}`;
+  await engine.createSession(session, a.bytes);
   const params: Record<string, string> = {};
   for (const n of a.tensorInputs) params[n] = `${host.id}:w:${n}`;
   const { L, Hkv, D, V } = modelDims(untied);
   // Three tree nodes with K = 3 branches each, ragged, plus a lone prompt in the middle.
   const nodes = [Int32Array.from([1, 5, 7]), Int32Array.from([2, 3, 4, 9, 11, 6]), Int32Array.from([8])];
   const batch = [...nodes.flatMap((p) => [p, p, p]).slice(0, 6), Int32Array.from([4, 4]), nodes[2]!, nodes[2]!, nodes[2]!];
+  const contract = { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, ...(cacheLayout ? { cacheLayout } : {}) };
   const run = (sharePrompts: boolean) =>
-    engine.generate({ session: 'share', params, prompts: batch, maxNewTokens: 8, sampling: sampled, seed: 6, stopTokens: [], padToken: 0, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V }, sharePrompts });
+    engine.generate({ session, params, prompts: batch, maxNewTokens: 8, sampling: sampled, seed: 6, stopTokens: [], padToken: 0, contract, sharePrompts });
   const each = await run(false);
   const shared = await run(true);
   assert.deepEqual(shared.tokens.map((t) => [...t]), each.tokens.map((t) => [...t]));
   assert.ok(maxDiff(shared.logprobs, each.logprobs) < 1e-5, `log-probs differ by ${maxDiff(shared.logprobs, each.logprobs)}`);
+});
+}
+
+test('joined q/k/v and gate/up projections decode as the separate ones (fp32 baked, int8, int4)', async () => {
+  const weights = initParameters(untied, 6, { std: 0.2 });
+  const shapes = new Map(parameterShapes(untied));
+  const { L, Hkv, D, V } = modelDims(untied);
+  for (const kind of ['fp32', 'int8', 'int4'] as const) {
+    const quantized = new Map<string, QuantizedMatrix>();
+    if (kind !== 'fp32') {
+      for (const name of quantizedWeightNames(untied)) {
+        const [rows, cols] = shapes.get(name) as [number, number];
+        quantized.set(name, quantizeBlockwise(weights.get(name)!, rows, cols, kind === 'int8' ? 8 : 4, 16));
+      }
+    }
+    const results: GenerateResult[] = [];
+    for (const joinProjections of [false, true]) {
+      const graph = buildFusedDecode(untied, { weights: kind, lora: null, baked: weights, ...(kind === 'fp32' ? {} : { quantized }), joinProjections });
+      assert.deepEqual(graph.tensorInputs, [], 'every weight is baked');
+      const names = new TextDecoder('latin1').decode(graph.bytes);
+      assert.equal(names.includes('layers.1.attn.qkv') && names.includes('layers.1.mlp.gate_up'), joinProjections, `${kind}: joined initializers present iff joining`);
+      const session = `join-${kind}-${joinProjections}`;
+      await engine.createSession(session, graph.bytes);
+      results.push(await engine.generate({ session, params: {}, prompts, maxNewTokens: 12, sampling: sampled, seed: 8, stopTokens: [], padToken: 0, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, maxPositions: graph.maxPositions, cacheLayout: graph.cacheLayout } }));
+      await engine.releaseSession(session);
+    }
+    const [separate, joined] = results as [GenerateResult, GenerateResult];
+    assert.deepEqual(joined.tokens.map((t) => [...t]), separate.tokens.map((t) => [...t]), kind);
+    assert.ok(maxDiff(joined.logprobs, separate.logprobs) < 1e-5, `${kind}: log-probs differ by ${maxDiff(joined.logprobs, separate.logprobs)}`);
+  }
 });
 
 test('mergeAdapter needs the adapter of a LoRA policy', () => {

@@ -13,7 +13,8 @@
  * Quantized: each projection W [out,in] (and the LM head) is replaced by block-wise codes and
  * scales (quantize.ts), a LoRA adapter merged in first; the graph then has no LoRA inputs.
  */
-import { attention, linear, rmsNorm, silu, type LoraPair } from '../compiler/composite.ts';
+import { linear, rmsNorm, silu, type LoraPair } from '../compiler/composite.ts';
+import { dimMul, type Dim } from '../compiler/dims.ts';
 import { Graph, type Node } from '../compiler/ir.ts';
 import { emitOnnx } from '../compiler/onnx-emit.ts';
 import { type ModelConfig, modelDims, parameterShapes, ropeInverseFrequencies } from './model-config.ts';
@@ -37,6 +38,13 @@ export interface FusedDecodeOptions {
    * as an input at decode shapes (64 rows). Weights not given stay inputs.
    */
   readonly baked?: ReadonlyMap<string, Float32Array>;
+  /**
+   * Join projections that read the same input into one GEMM when their weights are baked or
+   * quantized (default true): q/k/v into one [(H+2·Hkv)·D, C] matrix, gate/up into one [2F, C],
+   * the product sliced back. The same dot products as separate MatMuls (a quantized row's blocks
+   * do not change when rows are stacked), with fewer, larger kernels.
+   */
+  readonly joinProjections?: boolean;
 }
 
 export interface FusedDecode {
@@ -46,6 +54,8 @@ export interface FusedDecode {
   readonly outputs: readonly string[];
   /** RoPE positions the cos/sin tables cover: a cache may not grow past it. */
   readonly maxPositions: number;
+  /** The KV-cache contract (generate.ts): past [B,Hkv,S,D] of capacity S, present the new [B,Hkv,T,D]. */
+  readonly cacheLayout: 'batch-major';
 }
 
 export function quantBits(w: RolloutWeights): QuantBits | null {
@@ -106,9 +116,48 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
     return y;
   };
 
+  /**
+   * The projections of `parts` from the same x, joined into one MatMul(NBits) over their stacked
+   * weights when every weight is baked or quantized (no adapter inputs), else one each.
+   */
+  const projectAll = (x: Node, joined: string, parts: ReadonlyArray<{ weight: string; bias: string | null; lora: string }>): Node[] => {
+    const canJoin = (o.joinProjections ?? true) && !m.lora && parts.every((q) => (bits ? o.quantized?.has(q.weight) : o.baked?.has(q.weight)));
+    if (!canJoin) return parts.map((q) => project(x, q.weight, q.bias, q.lora));
+    let y: Node;
+    const sizes: number[] = [];
+    if (bits) {
+      const qs = parts.map((q) => o.quantized!.get(q.weight)!);
+      const { blockSize, cols } = qs[0]!;
+      if (qs.some((q) => q.bits !== bits || q.blockSize !== blockSize || q.cols !== cols)) throw new Error(`fused decode graph: '${joined}' joins projections quantized differently`);
+      qs.forEach((q) => sizes.push(q.rows));
+      const rows = sizes.reduce((a, n) => a + n, 0);
+      const blocks = Math.ceil(cols / blockSize);
+      const packed = b.input(`${joined}.packed`, 'uint8', [rows, blocks, (blockSize * bits) / 8]);
+      const scales = b.input(`${joined}.scales`, 'float32', [rows * blocks]);
+      const scaleData = concatFloats(qs.map((q) => q.scales));
+      inits.set(`${joined}.packed`, concatBytes(qs.map((q) => q.packed))).set(`${joined}.scales`, new Uint8Array(scaleData.buffer));
+      y = b.matMulNBits(x, packed, scales, bits, blockSize, o.accuracyLevel ?? 4);
+    } else {
+      // The separate weights are not used: only the stacked initializer is.
+      const ws = parts.map((q) => m.weights.get(q.weight)!);
+      ws.forEach((n) => sizes.push(n.shape[0] as number));
+      const stacked = concatFloats(parts.map((q) => o.baked!.get(q.weight)!));
+      const wj = b.input(`${joined}.weight`, 'float32', [sizes.reduce((a, n) => a + n, 0), ws[0]!.shape[1]!]);
+      inits.set(`${joined}.weight`, new Uint8Array(stacked.buffer));
+      y = b.matmul(x, b.transpose(wj, [1, 0]));
+    }
+    const axis = y.shape.length - 1;
+    let at = 0;
+    return parts.map((q, j) => {
+      const part = b.slice(y, axis, at, (at += sizes[j]!));
+      return q.bias ? b.add(part, w(q.bias)) : part;
+    });
+  };
+
   const ids = b.input('input_ids', 'int64', ['B', 'T']);
   const positions = b.input('position_ids', 'int64', ['B', 'T']);
-  const attnBias = b.input('attention_bias', 'float32', ['B', 'T', '(P+T)']);
+  const pastBias = b.input('attention_bias_past', 'float32', ['B', 'T', 'S']);
+  const newBias = b.input('attention_bias', 'float32', ['B', 'T', 'T']);
   const maxPositions = c.maxSequenceLength;
   const invFreq = ropeInverseFrequencies(c);
   const table = (f: (a: number) => number) => Float32Array.from({ length: maxPositions * (D / 2) }, (_, i) => f(Math.floor(i / (D / 2)) * invFreq[i % (D / 2)]!));
@@ -123,9 +172,10 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
   for (let i = 0; i < L; i++) {
     const p = `layers.${i}`;
     const bias = (t: string) => (c.attentionBias ? `${p}.attn.${t}.bias` : null);
-    let q = project(h, `${p}.attn.q.weight`, bias('q'), `${p}.attn.q`); // [B,T,H·D]
-    let k = project(h, `${p}.attn.k.weight`, bias('k'), `${p}.attn.k`); // [B,T,Hkv·D]
-    const v = b.reshape(project(h, `${p}.attn.v.weight`, bias('v'), `${p}.attn.v`), ['B', 'T', Hkv, D]); // [B,T,Hkv,D]
+    const qkv = projectAll(h, `${p}.attn.qkv`, ['q', 'k', 'v'].map((t) => ({ weight: `${p}.attn.${t}.weight`, bias: bias(t), lora: `${p}.attn.${t}` })));
+    let q = qkv[0]!; // [B,T,H·D]
+    let k = qkv[1]!; // [B,T,Hkv·D]
+    const v = b.reshape(qkv[2]!, ['B', 'T', Hkv, D]); // [B,T,Hkv,D]
     if (c.qkNorm) {
       // Qwen3's per-head RMSNorm before RoPE.
       q = b.reshape(rmsNorm(b, b.reshape(q, ['B', 'T', H, D]), w(`${p}.attn.q_norm.weight`), c.rmsNormEps), ['B', 'T', H * D]);
@@ -133,17 +183,16 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
     }
     const qr = b.reshape(b.rotaryEmbedding(q, positions, cos, sin, H), ['B', 'T', H, D]); // [B,T,H,D]
     const kr = b.reshape(b.rotaryEmbedding(k, positions, cos, sin, Hkv), ['B', 'T', Hkv, D]); // [B,T,Hkv,D]
-    present.push([`present.${i}.key`, b.transpose(kr, [1, 0, 2, 3])], [`present.${i}.value`, b.transpose(v, [1, 0, 2, 3])]); // [T,B,Hkv,D]
-    const pastKey = b.input(`past_key_values.${i}.key`, 'float32', ['P', 'B', Hkv, D]);
-    const pastValue = b.input(`past_key_values.${i}.value`, 'float32', ['P', 'B', Hkv, D]);
-    const keys = b.concat([b.transpose(pastKey, [1, 2, 0, 3]), b.transpose(kr, [0, 2, 1, 3])], 2); // [B,Hkv,P+T,D]
-    const vals = b.concat([b.transpose(pastValue, [1, 2, 0, 3]), b.transpose(v, [0, 2, 1, 3])], 2);
-    const att = attention(b, qr, keys, vals, attnBias); // [B,T,H·D]
+    const kNew = b.transpose(kr, [0, 2, 1, 3]); // [B,Hkv,T,D]
+    const vNew = b.transpose(v, [0, 2, 1, 3]);
+    present.push([`present.${i}.key`, kNew], [`present.${i}.value`, vNew]);
+    const pastKey = b.input(`past_key_values.${i}.key`, 'float32', ['B', Hkv, 'S', D]);
+    const pastValue = b.input(`past_key_values.${i}.value`, 'float32', ['B', Hkv, 'S', D]);
+    const att = cachedAttention(b, qr, pastKey, pastValue, kNew, vNew, pastBias, newBias); // [B,T,H·D]
     const o1 = project(att, `${p}.attn.o.weight`, null, `${p}.attn.o`); // [B,T,C]
     const mid = b.skipRmsNorm(o1, x, w(`${p}.mlp_norm.weight`), c.rmsNormEps);
     x = mid.sum; // [B,T,C]
-    const gate = project(mid.normed, `${p}.mlp.gate.weight`, null, `${p}.mlp.gate`); // [B,T,F]
-    const up = project(mid.normed, `${p}.mlp.up.weight`, null, `${p}.mlp.up`);
+    const [gate, up] = projectAll(mid.normed, `${p}.mlp.gate_up`, ['gate', 'up'].map((t) => ({ weight: `${p}.mlp.${t}.weight`, bias: null, lora: `${p}.mlp.${t}` }))) as [Node, Node]; // [B,T,F] each
     const down = project(b.mul(silu(b, gate), up), `${p}.mlp.down.weight`, null, `${p}.mlp.down`); // [B,T,C]
     const next = b.skipRmsNorm(down, x, w(i + 1 < L ? `layers.${i + 1}.attn_norm.weight` : 'norm.weight'), c.rmsNormEps);
     x = next.sum;
@@ -160,5 +209,51 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
   }
   const bytes = emitOnnx(outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: inits });
   const tensorInputs = [...m.weights.keys(), ...(m.lora ? [...m.lora.keys()] : [])].filter((n) => used.has(n) && !inits.has(n));
-  return { bytes, tensorInputs, outputs: outputs.map(([n]) => n), maxPositions };
+  return { bytes, tensorInputs, outputs: outputs.map(([n]) => n), maxPositions, cacheLayout: 'batch-major' };
+}
+
+function concatFloats(xs: readonly Float32Array[]): Float32Array {
+  const out = new Float32Array(xs.reduce((n, x) => n + x.length, 0));
+  let at = 0;
+  for (const x of xs) out.set(x, (at += x.length) - x.length);
+  return out;
+}
+
+function concatBytes(xs: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(xs.reduce((n, x) => n + x.length, 0));
+  let at = 0;
+  for (const x of xs) out.set(x, (at += x.length) - x.length);
+  return out;
+}
+
+/**
+ * Attention of the new positions over a batch-major cache of capacity S (its slots past the
+ * filled ones masked by `pastBias`) and over the new keys themselves, without joining the two:
+ * concatenating past and new keys (or transposing a time-major cache) copies the whole cache in
+ * every layer of every step, which the profile showed as ~35–45% of a step at the benchmark's
+ * sizes. Instead the two score blocks share one softmax: m = max of both, out = (e_past·V_past +
+ * e_new·v_new) / (Σe_past + Σe_new). A masked slot's weight is exp(−1e9 − m) = 0 exactly.
+ *
+ * q [B,T,H,D], past k/v [B,Hkv,S,D], new k/v [B,Hkv,T,D], biases [B,T,S] and [B,T,T] → [B,T,H·D].
+ * Query heads sharing a key head are stacked along the query axis, as in `attention` (composite.ts).
+ */
+function cachedAttention(b: Graph, q: Node, pastK: Node, pastV: Node, newK: Node, newV: Node, pastBias: Node, newBias: Node): Node {
+  const [B, T, H, D] = q.shape as [Dim, Dim, number, number];
+  const Hkv = pastK.shape[1] as number;
+  const G = H / Hkv;
+  const qs = b.mul(q, b.like(q, 1 / Math.sqrt(D)));
+  const qg = b.reshape(b.transpose(qs, [0, 2, 1, 3]), [B, Hkv, dimMul(G, T), D]); // [B,Hkv,G·T,D]
+  const mask = (bias: Node) => {
+    const m = b.unsqueeze(bias, [1]); // [B,1,T,·]
+    return G > 1 ? b.concat(Array.from({ length: G }, () => m), 2) : m; // [B,1,G·T,·]
+  };
+  const sPast = b.add(b.matmul(qg, b.transpose(pastK, [0, 1, 3, 2])), mask(pastBias)); // [B,Hkv,G·T,S]
+  const sNew = b.add(b.matmul(qg, b.transpose(newK, [0, 1, 3, 2])), mask(newBias)); // [B,Hkv,G·T,T]
+  const m = b.max(b.reduceMax(sPast, [3], true), b.reduceMax(sNew, [3], true)); // [B,Hkv,G·T,1]
+  const ePast = b.exp(b.sub(sPast, m));
+  const eNew = b.exp(b.sub(sNew, m));
+  const z = b.add(b.reduceSum(ePast, [3], true), b.reduceSum(eNew, [3], true)); // [B,Hkv,G·T,1]
+  const out = b.div(b.add(b.matmul(ePast, pastV), b.matmul(eNew, newV)), z); // [B,Hkv,G·T,D]
+  const heads = b.reshape(out, [B, H, T, D]); // [B,H,T,D]
+  return b.reshape(b.transpose(heads, [0, 2, 1, 3]), [B, T, H * D]); // [B,T,H·D]
 }

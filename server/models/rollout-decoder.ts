@@ -123,7 +123,7 @@ export class RolloutDecoder {
     const { L, Hkv, D, V } = modelDims(this.src.config);
     const params: Record<string, string> = {};
     for (const n of graph.tensorInputs) params[n] = this.src.resident(n);
-    return { session, params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, maxPositions: graph.maxPositions } };
+    return { session, params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, maxPositions: graph.maxPositions, cacheLayout: graph.cacheLayout } };
   }
 
   /** Session names this decoder created (for the policy's dispose). */

@@ -16,6 +16,8 @@ const port = parentPort;
 
 const sessions = new Map<string, ort.InferenceSession>();
 const residents = new Map<string, ort.Tensor>();
+/** Sessions created with a profile: their profile is written when they are released. */
+const profiled = new Set<ort.InferenceSession>();
 let provider: ExecutionProviderName = 'cpu';
 let threads = 2;
 
@@ -65,7 +67,7 @@ async function createSession(req: Request & { kind: 'createSession' }): Promise<
   const opts: ort.InferenceSession.SessionOptions = {
     executionProviders: [provider],
     graphOptimizationLevel: req.options.optimization ?? 'all',
-    intraOpNumThreads: threads,
+    intraOpNumThreads: req.options.threads ?? threads,
     interOpNumThreads: 1,
     logSeverityLevel: 3,
     // Batch and sequence sizes change on every call in RL; ORT's memory-pattern cache keeps a plan
@@ -73,6 +75,8 @@ async function createSession(req: Request & { kind: 'createSession' }): Promise<
     // the arena still reuses freed blocks.
     enableMemPattern: false,
     enableCpuMemArena: req.options.memoryArena ?? true,
+    ...(req.options.spinning === undefined ? {} : { extra: { session: { intra_op: { allow_spinning: req.options.spinning ? '1' : '0' } } } }),
+    ...(req.options.profileFilePrefix === undefined ? {} : { enableProfiling: true, profileFilePrefix: req.options.profileFilePrefix }),
   };
   let s: ort.InferenceSession;
   try {
@@ -82,10 +86,16 @@ async function createSession(req: Request & { kind: 'createSession' }): Promise<
     log(`session '${req.session}': ${provider} rejected it (${firstLine(e)}); using cpu for this session`);
     s = await ort.InferenceSession.create(req.model, { ...opts, executionProviders: ['cpu'] });
   }
-  const old = sessions.get(req.session);
-  if (old) await old.release();
+  if (req.options.profileFilePrefix !== undefined) profiled.add(s);
+  await release(sessions.get(req.session));
   sessions.set(req.session, s);
   return { kind: 'session', info: { inputNames: s.inputNames, outputNames: s.outputNames, executionProvider: provider } };
+}
+
+async function release(s: ort.InferenceSession | undefined): Promise<void> {
+  if (!s) return;
+  if (profiled.delete(s)) s.endProfiling();
+  await s.release();
 }
 
 function feedTensor(f: Feed): ort.Tensor {
@@ -148,7 +158,7 @@ async function handle(req: Request): Promise<Reply> {
     case 'createSession':
       return createSession(req);
     case 'releaseSession': {
-      await sessions.get(req.session)?.release();
+      await release(sessions.get(req.session));
       sessions.delete(req.session);
       return { kind: 'ok' };
     }

@@ -27,7 +27,19 @@ export interface DecoderContract {
   readonly vocabSize: number;
   /** The most positions (prompt + new tokens) the graph's RoPE tables cover, when bounded. */
   readonly maxPositions?: number;
+  /** The cache contract: time-major (default; the plain graph) or batch-major with capacity (the fused graph). */
+  readonly cacheLayout?: CacheLayout;
 }
+
+/**
+ * time-major: past [P,B,Hkv,D] is the filled prefix of the cache, present [T,B,Hkv,D] is written
+ * straight after it; one bias `attention_bias` [B,T,P+T].
+ * batch-major: past [B,Hkv,S,D] is the whole cache of capacity S (prompt + new tokens), slots not
+ * yet filled masked by `attention_bias_past` [B,T,S]; present [B,Hkv,T,D] is copied into each
+ * row's next slots after the run; `attention_bias` [B,T,T] covers the new positions. The graph
+ * then never copies the cache (decode-graph.ts `cachedAttention`).
+ */
+export type CacheLayout = 'time-major' | 'batch-major';
 
 export interface GenerateRequest {
   readonly session: string;
@@ -58,6 +70,11 @@ export interface GenerateResult {
   readonly finish: Array<'stop' | 'length'>;
   readonly prefillMs: number;
   readonly decodeMs: number;
+  /**
+   * Of `decodeMs`, the time inside `session.run` and the number of steps; the rest is host work
+   * (feeds, sampling, cache bookkeeping). Optional so scripted policies in tests need not invent it.
+   */
+  readonly decodeRun?: { readonly ms: number; readonly steps: number };
 }
 
 /** Additive attention bias: 0 where attending is allowed, a large negative number elsewhere. */
@@ -68,6 +85,9 @@ const MASKED = -1e9;
  * compacted (one pass over it) and later steps compute only the live rows instead of padding.
  */
 const RETIRE_BELOW = 0.75;
+
+/** batch-major cache: slots added per row at a time (see `KvDecoder.reserve`). */
+const CAPACITY_STEP = 16;
 
 /**
  * The KV cache and the decode graph's calls: the prompt block, then one token per live row per
@@ -83,8 +103,17 @@ class KvDecoder {
   private readonly values: Float32Array[];
   private readonly Hkv: number;
   private readonly D: number;
+  private readonly layout: CacheLayout;
+  /** batch-major: slots per row and head now, and the most a generation needs (prompt + fed tokens). */
+  private S: number;
+  private readonly maxS: number;
+  /** batch-major: where in each cache buffer a run's present outputs land, past every cache slot. */
+  private readonly presentAt: number;
   /** Positions written into the cache so far. */
   private filled = 0;
+  /** Milliseconds spent inside `session.run`, and the number of runs. */
+  runMs = 0;
+  runs = 0;
 
   constructor(
     private readonly req: GenerateRequest,
@@ -99,27 +128,90 @@ class KvDecoder {
     const B = lens.length;
     this.rows = Array.from({ length: B }, (_, b) => b);
     this.logits = new Float32Array(B * V);
-    const size = (Tp + req.maxNewTokens) * B * Hkv * D;
+    this.layout = req.contract.cacheLayout ?? 'time-major';
+    // The prompt and every fed token; the last sampled token is never fed.
+    this.maxS = Tp + req.maxNewTokens - 1;
+    this.S = Math.min(this.maxS, Tp + CAPACITY_STEP);
+    this.presentAt = B * Hkv * this.maxS * D;
+    const size = this.layout === 'batch-major' ? this.presentAt + B * Hkv * Tp * D : (Tp + req.maxNewTokens) * B * Hkv * D;
     this.keys = Array.from({ length: L }, () => new Float32Array(size));
     this.values = Array.from({ length: L }, () => new Float32Array(size));
+  }
+
+  /**
+   * batch-major: makes room for `need` slots per row. The graph reads every slot, filled or not,
+   * so capacity grows in steps of CAPACITY_STEP rather than starting at the most a generation
+   * needs; each growth moves the rows apart in place (from the last row, whose target lies past
+   * every row not yet moved).
+   */
+  private reserve(need: number): void {
+    if (need <= this.S) return;
+    const S = Math.min(this.maxS, need + CAPACITY_STEP);
+    const { Hkv, D } = this;
+    const B = this.rows.length;
+    const n = this.filled * D;
+    for (const buf of [...this.keys, ...this.values]) {
+      for (let r = B * Hkv - 1; r > 0; r--) buf.copyWithin(r * S * D, r * this.S * D, r * this.S * D + n);
+    }
+    this.S = S;
+  }
+
+  /** Floats of one batch row of the cache: [Hkv,S,D] (batch-major) or one position's [Hkv,D] (time-major). */
+  private get rowFloats(): number {
+    return this.layout === 'batch-major' ? this.Hkv * this.S * this.D : this.Hkv * this.D;
   }
 
   private pad(row: number): number {
     return this.Tp - this.lens[row]!;
   }
 
+  /**
+   * One call of the graph on T new positions per row. `bias` [B,T,P+T] masks keys as the
+   * time-major graph reads them (past positions, then the new ones).
+   */
   private async run(ids: BigInt64Array, pos: BigInt64Array, bias: Float32Array, T: number): Promise<void> {
     const B = this.rows.length;
     const P = this.filled;
     const { Hkv, D } = this;
-    const slab = B * Hkv * D;
     const feeds: Record<string, ort.Tensor> = {
       ...this.weights,
       input_ids: new ort.Tensor('int64', ids, [B, T]),
       position_ids: new ort.Tensor('int64', pos, [B, T]),
-      attention_bias: new ort.Tensor('float32', bias, [B, T, P + T]),
     };
     const fetches: Record<string, ort.Tensor> = { logits: new ort.Tensor('float32', this.logits, [B, this.req.contract.vocabSize]) };
+    if (this.layout === 'batch-major') {
+      this.reserve(P + T);
+      const { S } = this;
+      // Split the bias at P: past positions go to the capacity-S past block (slots ≥ P masked).
+      const past = new Float32Array(B * T * S).fill(MASKED);
+      const fresh = new Float32Array(B * T * T);
+      for (let r = 0; r < B * T; r++) {
+        past.set(bias.subarray(r * (P + T), r * (P + T) + P), r * S);
+        fresh.set(bias.subarray(r * (P + T) + P, (r + 1) * (P + T)), r * T);
+      }
+      feeds['attention_bias_past'] = new ort.Tensor('float32', past, [B, T, S]);
+      feeds['attention_bias'] = new ort.Tensor('float32', fresh, [B, T, T]);
+      const n = B * Hkv * S * D;
+      this.keys.forEach((k, i) => {
+        feeds[`past_key_values.${i}.key`] = new ort.Tensor('float32', k.subarray(0, n), [B, Hkv, S, D]);
+        feeds[`past_key_values.${i}.value`] = new ort.Tensor('float32', this.values[i]!.subarray(0, n), [B, Hkv, S, D]);
+        fetches[`present.${i}.key`] = new ort.Tensor('float32', k.subarray(this.presentAt, this.presentAt + B * Hkv * T * D), [B, Hkv, T, D]);
+        fetches[`present.${i}.value`] = new ort.Tensor('float32', this.values[i]!.subarray(this.presentAt, this.presentAt + B * Hkv * T * D), [B, Hkv, T, D]);
+      });
+      const t0 = performance.now();
+      await this.session.run(feeds, fetches);
+      this.runMs += performance.now() - t0;
+      this.runs++;
+      // Each (row, head)'s T new positions go to its slots P..P+T.
+      const run = T * D;
+      for (const buf of [...this.keys, ...this.values]) {
+        for (let r = 0; r < B * Hkv; r++) buf.copyWithin((r * S + P) * D, this.presentAt + r * run, this.presentAt + (r + 1) * run);
+      }
+      this.filled += T;
+      return;
+    }
+    const slab = B * Hkv * D;
+    feeds['attention_bias'] = new ort.Tensor('float32', bias, [B, T, P + T]);
     this.keys.forEach((k, i) => {
       const v = this.values[i]!;
       feeds[`past_key_values.${i}.key`] = new ort.Tensor('float32', k.subarray(0, P * slab), [P, B, Hkv, D]);
@@ -127,7 +219,10 @@ class KvDecoder {
       fetches[`present.${i}.key`] = new ort.Tensor('float32', k.subarray(P * slab, (P + T) * slab), [T, B, Hkv, D]);
       fetches[`present.${i}.value`] = new ort.Tensor('float32', v.subarray(P * slab, (P + T) * slab), [T, B, Hkv, D]);
     });
+    const t0 = performance.now();
     await this.session.run(feeds, fetches);
+    this.runMs += performance.now() - t0;
+    this.runs++;
     this.filled += T;
   }
 
@@ -153,11 +248,13 @@ class KvDecoder {
     if (distinct.length === all.length) return;
     const U = distinct.length;
     const B = all.length;
-    const row = this.Hkv * this.D;
-    // Expand [t, U] to [t, B] in place, from the end: every source lies at or before its target,
-    // so before every target already written, and nothing is read after being overwritten.
+    const row = this.rowFloats;
+    // Expand [t, U] to [t, B] (batch-major: [U] to [B]) in place, from the end: every source lies
+    // at or before its target, so before every target already written, and nothing is read after
+    // being overwritten.
+    const positions = this.layout === 'batch-major' ? 1 : this.filled;
     for (const buf of [...this.keys, ...this.values]) {
-      for (let t = this.filled - 1; t >= 0; t--) {
+      for (let t = positions - 1; t >= 0; t--) {
         for (let b = B - 1; b >= 0; b--) buf.copyWithin((t * B + b) * row, (t * U + u[b]!) * row, (t * U + u[b]! + 1) * row);
       }
     }
@@ -210,9 +307,11 @@ class KvDecoder {
    */
   retain(keep: readonly number[]): void {
     const B = this.rows.length;
-    const row = this.Hkv * this.D;
+    const row = this.rowFloats;
+    // batch-major: one "position" whose rows are whole [Hkv,S,D] blocks.
+    const positions = this.layout === 'batch-major' ? 1 : this.filled;
     for (const buf of [...this.keys, ...this.values]) {
-      for (let t = 0; t < this.filled; t++) {
+      for (let t = 0; t < positions; t++) {
         keep.forEach((k, j) => {
           const src = (t * B + k) * row;
           const dst = (t * keep.length + j) * row;
@@ -233,7 +332,7 @@ export async function generate(
   validateSampling(req.sampling);
   const V = req.contract.vocabSize;
   const B = req.prompts.length;
-  if (B === 0) return { tokens: [], logprobs: [], finish: [], prefillMs: 0, decodeMs: 0 };
+  if (B === 0) return { tokens: [], logprobs: [], finish: [], prefillMs: 0, decodeMs: 0, decodeRun: { ms: 0, steps: 0 } };
   if (!(Number.isInteger(req.maxNewTokens) && req.maxNewTokens > 0)) throw new Error(`maxNewTokens must be a positive integer, got ${req.maxNewTokens}`);
   const masked = req.maskedTokens ?? [];
   for (let i = 0; i < masked.length; i++) {
@@ -252,6 +351,7 @@ export async function generate(
   const t0 = performance.now();
   await decoder.prefill();
   const t1 = performance.now();
+  const prefill = { ms: decoder.runMs, runs: decoder.runs };
 
   const rngs = Array.from({ length: B }, (_, b) => new Rng(streamSeed(req.seed, b)));
   const scratch = new Float64Array(V);
@@ -290,5 +390,6 @@ export async function generate(
     finish,
     prefillMs: t1 - t0,
     decodeMs: t2 - t1,
+    decodeRun: { ms: decoder.runMs - prefill.ms, steps: decoder.runs - prefill.runs },
   };
 }

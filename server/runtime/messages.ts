@@ -19,6 +19,16 @@ export interface SessionOptions {
    * vocabulary) gives its memory back between runs without one.
    */
   readonly memoryArena?: boolean;
+  /** Intra-op threads for this session (default: the engine's `threads`). */
+  readonly threads?: number;
+  /**
+   * Let idle intra-op threads spin for work (ONNX Runtime's default, true). Off, a pool thread
+   * sleeps between kernels: less CPU burnt when other processes share the cores, more wake-up
+   * latency per kernel.
+   */
+  readonly spinning?: boolean;
+  /** Write an ONNX Runtime profile (per-kernel times) to `<prefix>_<date>.json` when the session is released. */
+  readonly profileFilePrefix?: string;
 }
 
 export interface SessionInfo {

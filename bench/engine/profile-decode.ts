@@ -1,0 +1,217 @@
+/**
+ * `node --import tsx bench/engine/profile-decode.ts` — where a fused decode step's time goes, and
+ * decode variants timed against each other in one process.
+ *
+ * Same generation as `bench:engine`'s decode (64 prompts of 16 tokens, 64 new tokens, temperature
+ * 1, no stop tokens), through the real engine worker and `generate()`.
+ *
+ * PROFILE_MODE=profile (default): for each model and rollout weights, one generation with ONNX
+ * Runtime's profiler on. Prints the decode steps' time per op type (prefill excluded), kernels per
+ * step, and the host share of a step (time outside `session.run`: feeds, sampling, KV-cache
+ * bookkeeping in generate.ts).
+ *
+ * PROFILE_MODE=compare: the variants in PROFILE_VARIANTS (names below) against `base`, the current
+ * rollout path, interleaved A B A B over PROFILE_ROUNDS rounds; prints medians and ratios.
+ *
+ * Options (env): PROFILE_MODELS (default,medium), PROFILE_WEIGHTS (fp32,int8,int4),
+ * PROFILE_ROUNDS (5), PROFILE_THREADS (2), PROFILE_VARIANTS (all).
+ */
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildFusedDecode, quantBits, quantizedWeightNames, type FusedDecodeOptions, type RolloutWeights } from '../../server/models/decode-graph.ts';
+import { defaultModelConfig, mediumModelConfig } from '../../server/models/default-model.ts';
+import { initParameters } from '../../server/models/init.ts';
+import { modelDims, parameterShapes, type ModelConfig } from '../../server/models/model-config.ts';
+import { quantizeBlockwise, type QuantizedMatrix } from '../../server/models/quantize.ts';
+import { Engine, type SessionOptions } from '../../server/runtime/engine.ts';
+import type { GenerateResult } from '../../server/runtime/generate.ts';
+import { median } from './bench-util.ts';
+
+const MODE = process.env['PROFILE_MODE'] ?? 'profile';
+const MODELS = (process.env['PROFILE_MODELS'] ?? 'default,medium').split(',');
+const WEIGHTS = (process.env['PROFILE_WEIGHTS'] ?? 'fp32,int8,int4').split(',') as RolloutWeights[];
+const ROUNDS = Number(process.env['PROFILE_ROUNDS'] ?? 5);
+const THREADS = Number(process.env['PROFILE_THREADS'] ?? 2);
+const DECODE = { batch: 64, promptLen: 16, newTokens: 64 };
+const configs: Record<string, ModelConfig> = { default: defaultModelConfig, medium: mediumModelConfig };
+
+/** A graph and session setup to time: overrides of the graph builder's and the session's options. */
+interface Variant {
+  readonly graph?: Partial<Pick<FusedDecodeOptions, 'accuracyLevel' | 'joinProjections'>> & { blockSize?: number };
+  readonly session?: SessionOptions;
+  /** Split the batch in two halves decoded at once by two engine workers, each session single-threaded. */
+  readonly split?: boolean;
+}
+
+const variants: Record<string, Variant> = {
+  base: {},
+  'threads-1': { session: { threads: 1 } },
+  'no-spin': { session: { spinning: false } },
+  'threads-1-no-spin': { session: { threads: 1, spinning: false } },
+  'block-16': { graph: { blockSize: 16 } },
+  'block-64': { graph: { blockSize: 64 } },
+  'block-128': { graph: { blockSize: 128 } },
+  'accuracy-0': { graph: { accuracyLevel: 0 } },
+  'accuracy-1': { graph: { accuracyLevel: 1 } },
+  'no-join': { graph: { joinProjections: false } },
+  'split-2x1': { session: { threads: 1 }, split: true },
+  'split-2x1-no-spin': { session: { threads: 1, spinning: false }, split: true },
+};
+
+function graphBytes(c: ModelConfig, weights: Map<string, Float32Array>, kind: RolloutWeights, v: Variant): Uint8Array {
+  const bits = quantBits(kind);
+  const blockSize = v.graph?.blockSize ?? 32;
+  let quantized: Map<string, QuantizedMatrix> | undefined;
+  if (bits) {
+    const shapes = new Map(parameterShapes(c));
+    quantized = new Map(quantizedWeightNames(c).map((n) => {
+      const [rows, cols] = shapes.get(n) as [number, number];
+      return [n, quantizeBlockwise(weights.get(n)!, rows, cols, bits, blockSize)];
+    }));
+  }
+  const o: FusedDecodeOptions = {
+    weights: kind,
+    lora: null,
+    baked: weights,
+    ...(quantized ? { quantized } : {}),
+    ...(v.graph?.accuracyLevel === undefined ? {} : { accuracyLevel: v.graph.accuracyLevel }),
+    ...(v.graph?.joinProjections === undefined ? {} : { joinProjections: v.graph.joinProjections }),
+  };
+  return buildFusedDecode(c, o).bytes;
+}
+
+async function decode(engine: Engine, session: string, c: ModelConfig, seed: number, rows: readonly [number, number] = [0, DECODE.batch]): Promise<GenerateResult> {
+  const { L, Hkv, D, V } = modelDims(c);
+  const prompts = Array.from({ length: rows[1] - rows[0] }, (_, i) => Int32Array.from({ length: DECODE.promptLen }, (_, t) => ((rows[0] + i) * 31 + t * 17) % V));
+  return engine.generate({
+    session,
+    params: {},
+    prompts,
+    maxNewTokens: DECODE.newTokens,
+    sampling: { temperature: 1, topP: 1, topK: 0 },
+    seed,
+    stopTokens: [],
+    padToken: 0,
+    contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, maxPositions: c.maxSequenceLength, cacheLayout: 'batch-major' },
+  });
+}
+
+interface ProfileEvent {
+  cat: string;
+  name: string;
+  dur: number;
+  ts: number;
+  args?: { op_name?: string };
+}
+
+/** Per-op-type microseconds over the decode steps (every model_run after the first, the prefill). */
+function opTimes(events: ProfileEvent[]): { byOp: Map<string, number>; steps: number; kernelsPerStep: number; runUs: number } {
+  const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run').sort((a, b) => a.ts - b.ts);
+  const decodeRuns = runs.slice(1);
+  const inDecode = (e: ProfileEvent) => decodeRuns.some((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
+  const byOp = new Map<string, number>();
+  let kernels = 0;
+  for (const e of events) {
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time') || !inDecode(e)) continue;
+    const op = e.args?.op_name ?? '?';
+    byOp.set(op, (byOp.get(op) ?? 0) + e.dur);
+    kernels++;
+  }
+  return { byOp, steps: decodeRuns.length, kernelsPerStep: kernels / decodeRuns.length, runUs: decodeRuns.reduce((a, r) => a + r.dur, 0) };
+}
+
+async function profile(engine: Engine, dir: string): Promise<void> {
+  for (const m of MODELS) {
+    const c = configs[m]!;
+    const weights = initParameters(c, 1);
+    for (const kind of WEIGHTS) {
+      const session = `${m}-${kind}`;
+      const prefix = join(dir, session);
+      await engine.createSession(session, graphBytes(c, weights, kind, {}), { profileFilePrefix: prefix });
+      await decode(engine, session, c, 0); // warm-up: prepacking, arena growth
+      const g = await decode(engine, session, c, 1);
+      await engine.releaseSession(session);
+      const files = (await readdir(dir)).filter((f) => f.startsWith(session) && f.endsWith('.json'));
+      const events = JSON.parse(await readFile(join(dir, files[0]!), 'utf8')) as ProfileEvent[];
+      // The profile holds both generations: keep the second (its runs come after the warm-up's).
+      const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run').sort((a, b) => a.ts - b.ts);
+      const second = runs[runs.length / 2]!.ts;
+      const t = opTimes(events.filter((e) => e.ts >= second));
+      const total = [...t.byOp.values()].reduce((a, b) => a + b, 0);
+      const run = g.decodeRun!;
+      const stepMs = g.decodeMs / run.steps;
+      const hostMs = (g.decodeMs - run.ms) / run.steps;
+      console.log(`\n## ${m} ${kind}: ${stepMs.toFixed(3)} ms/step (session.run ${(run.ms / run.steps).toFixed(3)}, host ${hostMs.toFixed(3)} = ${((100 * hostMs) / stepMs).toFixed(1)}%), ${t.kernelsPerStep.toFixed(0)} kernels/step, kernel time ${(total / t.steps / 1000).toFixed(3)} ms/step of model_run ${(t.runUs / t.steps / 1000).toFixed(3)} ms/step (profiled run)`);
+      console.log('| op | share | µs/step |');
+      console.log('|---|---|---|');
+      for (const [op, us] of [...t.byOp].sort((a, b) => b[1] - a[1])) console.log(`| ${op} | ${((100 * us) / total).toFixed(1)}% | ${(us / t.steps).toFixed(1)} |`);
+    }
+  }
+}
+
+/** One timed generation of variant `n`: one call, or (split) two half batches on two engines at once. */
+async function timed(engines: readonly Engine[], session: string, c: ModelConfig, seed: number, split: boolean): Promise<{ ms: number; hostMs: number }> {
+  if (!split) {
+    const g = await decode(engines[0]!, session, c, seed);
+    return { ms: g.decodeMs, hostMs: g.decodeMs - g.decodeRun!.ms };
+  }
+  const half = DECODE.batch / 2;
+  const t0 = performance.now();
+  const gs = await Promise.all(engines.map((e, i) => decode(e, session, c, seed, [i * half, (i + 1) * half])));
+  // Prefill included here (both halves end together); it is ~1/64 of the generation.
+  return { ms: performance.now() - t0 - Math.max(...gs.map((g) => g.prefillMs)), hostMs: Math.max(...gs.map((g) => g.decodeMs - g.decodeRun!.ms)) };
+}
+
+async function compare(engine: Engine): Promise<void> {
+  const second = await Engine.start({ threads: 1, log: () => {} });
+  const engines = [engine, second];
+  const names = (process.env['PROFILE_VARIANTS'] ?? Object.keys(variants).join(',')).split(',').filter((n) => n in variants);
+  if (!names.includes('base')) names.unshift('base');
+  for (const m of MODELS) {
+    const c = configs[m]!;
+    const weights = initParameters(c, 1);
+    for (const kind of WEIGHTS) {
+      const ms = new Map<string, number[]>();
+      const host = new Map<string, number[]>();
+      const used = names.filter((n) => kind !== 'fp32' || !variants[n]!.graph);
+      for (const n of used) {
+        const bytes = graphBytes(c, weights, kind, variants[n]!);
+        for (const e of variants[n]!.split ? engines : [engine]) await e.createSession(`${m}-${kind}-${n}`, bytes, variants[n]!.session ?? {});
+        await timed(engines, `${m}-${kind}-${n}`, c, 0, variants[n]!.split ?? false);
+      }
+      for (let r = 0; r < ROUNDS; r++) {
+        for (const n of r % 2 ? [...used].reverse() : used) {
+          const g = await timed(engines, `${m}-${kind}-${n}`, c, r, variants[n]!.split ?? false);
+          (ms.get(n) ?? ms.set(n, []).get(n)!).push(g.ms);
+          (host.get(n) ?? host.set(n, []).get(n)!).push(g.hostMs);
+        }
+      }
+      const base = median(ms.get('base')!);
+      console.log(`\n## ${m} ${kind} (${ROUNDS} rounds, decode ms of ${DECODE.newTokens - 1} steps; ratio = base / variant, > 1 is faster)`);
+      for (const n of used) {
+        const t = median(ms.get(n)!);
+        console.log(`${n.padEnd(20)} ${t.toFixed(1).padStart(8)} ms  host ${median(host.get(n)!).toFixed(1).padStart(6)} ms  ${(base / t).toFixed(3)}x   [${ms.get(n)!.map((x) => x.toFixed(0)).join(' ')}]`);
+      }
+      for (const n of used) for (const e of variants[n]!.split ? engines : [engine]) await e.releaseSession(`${m}-${kind}-${n}`);
+    }
+  }
+  await second.close();
+}
+
+async function main(): Promise<void> {
+  const engine = await Engine.start({ threads: THREADS, log: () => {} });
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-profile-'));
+  try {
+    if (MODE === 'profile') await profile(engine, dir);
+    else await compare(engine);
+  } finally {
+    await engine.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e instanceof Error ? e.stack : e);
+  process.exit(1);
+});
