@@ -9,8 +9,11 @@
  *   bytes converted here (round to nearest even); the caller's float32 data is not touched.
  * - other float32 inputs (the KV cache, attention biases, weights fed at run time) stay float32
  *   in the graph's signature and are cast to float16 where they enter, so the runtime feeds the
- *   same tensors as for the float32 graph. A large negative mask becomes −Infinity in float16,
- *   which a softmax or exp turns into an exact 0 as −1e9 was.
+ *   same tensors as for the float32 graph. Inputs named by `saturate` (additive masks) are first
+ *   clamped to ±30000: −1e9 would become −Infinity, and a row masked entirely (a padding
+ *   position's query) would then give −∞ − (−∞) = NaN in a softmax, and that row's NaN value
+ *   reaches every other row as 0·NaN. exp(−30000) is still an exact 0, and the margin to
+ *   float16's 65504 leaves room for the scores added to the mask.
  * - float32 outputs are cast back, so logits reach the sampler in float32 and new keys/values
  *   land in a float32 cache (exactly: they are float16 values).
  * - sums over many terms run in float32: Softmax, LogSoftmax and ReduceSum take their input cast
@@ -18,8 +21,11 @@
  *   type, so this is the only way to get float32 sums there. RMSNorm (SimplifiedLayerNormalization,
  *   SkipSimplifiedLayerNormalization) stays float16 in and out: those kernels accumulate the mean
  *   square in float32 themselves (stash_type 1 on CPU and CUDA; f32 workgroup sums on WebGPU).
- *   MatMul accumulates as the provider's kernel does (float32 on CUDA; float16 in ONNX
- *   Runtime's WebGPU shaders).
+ *   MatMul accumulates as the provider's kernel does (float32 in cuBLAS on CUDA; float16 in ONNX
+ *   Runtime's WebGPU shaders). That is most of the float16 error on WebGPU: on the default model
+ *   (lavapipe), running the MatMuls in float32 took the rollouts' mean |Δ log p| against the fp32
+ *   policy from 0.029 to 0.008 nats (float16-rounded weights alone: 0.004), but casting every
+ *   weight up on every step would cost more than fp32 weights, so MatMul stays float16.
  *
  * Ops without a float16 form (MatMulNBits here) fail inference, naming the node.
  */
@@ -29,6 +35,14 @@ import type { Op } from './ops.ts';
 
 /** Ops computed in float32 inside a float16 graph: reductions whose sums need the range and bits. */
 const float32Ops: ReadonlySet<Op> = new Set(['softmax', 'logSoftmax', 'reduceSum']);
+
+/** Magnitude `saturate` clamps inputs to (see the file comment). */
+export const FLOAT16_MASK_LIMIT = 30000;
+
+export interface HalfPrecisionOptions {
+  /** float32 inputs (by name) to clamp to ±FLOAT16_MASK_LIMIT before the cast: additive masks. */
+  readonly saturate?: (name: string) => boolean;
+}
 
 export interface HalfPrecisionGraph {
   readonly outputs: Array<[string, Node]>;
@@ -40,7 +54,7 @@ export interface HalfPrecisionGraph {
  * `outputs` computed in float16 (see the file comment). `initializers` are the raw bytes of baked
  * inputs, as for `emitOnnx`.
  */
-export function toHalfPrecision(outputs: ReadonlyArray<readonly [string, Node]>, initializers: ReadonlyMap<string, Uint8Array>): HalfPrecisionGraph {
+export function toHalfPrecision(outputs: ReadonlyArray<readonly [string, Node]>, initializers: ReadonlyMap<string, Uint8Array>, options: HalfPrecisionOptions = {}): HalfPrecisionGraph {
   const h = new Graph();
   const map = new Map<number, Node>();
   const inits = new Map<string, Uint8Array>();
@@ -58,7 +72,9 @@ export function toHalfPrecision(outputs: ReadonlyArray<readonly [string, Node]>,
         out = h.input(name, 'float16', n.shape);
         inits.set(name, float16Bytes(float32View(data, name)));
       } else {
-        out = h.cast(h.input(name, 'float32', n.shape), 'float16');
+        let x = h.input(name, 'float32', n.shape);
+        if (options.saturate?.(name)) x = h.min(h.max(x, h.scalar(-FLOAT16_MASK_LIMIT, 'float32')), h.scalar(FLOAT16_MASK_LIMIT, 'float32'));
+        out = h.cast(x, 'float16');
       }
     } else if (n.op === 'constant') {
       out = h.constant(n.attrs['value'] as number[], n.attrs['shape'] as number[], n.dtype === 'float32' ? 'float16' : n.dtype);

@@ -16,15 +16,20 @@
 import { linear, rmsNorm, silu, type LoraPair } from '../compiler/composite.ts';
 import { dimMul, type Dim } from '../compiler/dims.ts';
 import { Graph, type Node } from '../compiler/ir.ts';
+import { toHalfPrecision } from '../compiler/half-precision.ts';
 import { emitOnnx } from '../compiler/onnx-emit.ts';
 import { type ModelConfig, modelDims, parameterShapes, ropeInverseFrequencies } from './model-config.ts';
 import type { QuantBits, QuantizedMatrix } from './quantize.ts';
 import { declareModelInputs, type LoraSpec } from './transformer-graph.ts';
 
-export type RolloutWeights = 'fp32' | 'int8' | 'int4';
+export type RolloutWeights = 'fp32' | 'fp16' | 'int8' | 'int4';
 
 export interface FusedDecodeOptions {
-  /** fp32: MatMul (LoRA applied beside, as inputs); int8/int4: MatMulNBits on merged weights. */
+  /**
+   * fp32: MatMul (LoRA applied beside, as inputs); int8/int4: MatMulNBits on merged weights;
+   * fp16 (GPU providers): the fp32 graph computed in float16, its baked weights converted from
+   * the fp32 masters here (compiler/half-precision.ts; float32 inputs, cache and logits).
+   */
   readonly weights: RolloutWeights;
   /** LoRA layout (fp32 only: quantized graphs take the adapter merged into `quantized`). */
   readonly lora: LoraSpec | null;
@@ -207,7 +212,8 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
     const t = o.baked?.get(name);
     if (t) inits.set(name, new Uint8Array(t.buffer, t.byteOffset, t.byteLength));
   }
-  const bytes = emitOnnx(outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: inits });
+  const half = o.weights === 'fp16' ? toHalfPrecision(outputs, inits, { saturate: (n) => n.startsWith('attention_bias') }) : null;
+  const bytes = emitOnnx(half?.outputs ?? outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: half?.initializers ?? inits });
   const tensorInputs = [...m.weights.keys(), ...(m.lora ? [...m.lora.keys()] : [])].filter((n) => used.has(n) && !inits.has(n));
   return { bytes, tensorInputs, outputs: outputs.map(([n]) => n), maxPositions, cacheLayout: 'batch-major' };
 }

@@ -76,6 +76,11 @@ export class RolloutDecoder {
    */
   async choose(rollout: boolean): Promise<DecoderChoice | null> {
     const kind: RolloutWeights = rollout ? this.settings.weights : 'fp32';
+    if (kind === 'fp16' && this.src.engine.provider === 'cpu') {
+      // The config refuses fp16 with engine.executionProvider cpu; this is auto, webgpu or cuda
+      // having fallen back to the CPU, whose ONNX Runtime kernels have few float16 forms on x86.
+      throw new Error(`rollout.weights "fp16" needs a GPU execution provider, but the engine runs on cpu (${this.src.engine.providerReason}); use rollout.weights "fp32", "int8" or "int4" here`);
+    }
     if (kind === 'fp32' && !this.settings.fused) return null;
     let b = this.built.get(kind);
     if (!b || !b.fresh) {
@@ -97,9 +102,10 @@ export class RolloutDecoder {
     const bits = quantBits(kind);
     const fp32Bytes = parameterShapes(c).reduce((n, [, s]) => n + s.reduce((a, x) => a * x, 1) * 4, 0);
     const maxBaked = this.settings.maxBakedBytes ?? MAX_BAKED_BYTES;
-    if (!bits && fp32Bytes > maxBaked) {
+    const bakedBytes = kind === 'fp16' ? fp32Bytes / 2 : fp32Bytes; // fp16 bakes half-size copies
+    if (!bits && bakedBytes > maxBaked) {
       // Too large to bake: weights (and the adapter) stay inputs, fed from the residents.
-      return { ...buildFusedDecode(c, { weights: 'fp32', lora: this.src.lora }), baked: false };
+      return { ...buildFusedDecode(c, { weights: kind, lora: this.src.lora }), baked: false };
     }
     const { weights, adapter } = await this.src.snapshot();
     const merged = mergeAdapter(c, this.src.lora, weights, adapter);
@@ -114,7 +120,7 @@ export class RolloutDecoder {
     }
     // A large model bakes only its quantized codes; embedding, norms and biases (which LoRA does
     // not touch) stay inputs fed from the residents.
-    const bake = fp32Bytes <= maxBaked ? { baked: merged } : {};
+    const bake = bakedBytes <= maxBaked ? { baked: merged } : {};
     const graph = buildFusedDecode(c, { weights: kind, lora: null, ...bake, ...(quantized ? { quantized } : {}) });
     return { ...graph, baked: true };
   }

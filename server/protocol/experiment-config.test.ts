@@ -406,6 +406,17 @@ describe('cross-field rules fail with the exact path', () => {
     assertIssue(issuesOf(c), 'optimizer.schedule.warmupSteps', 'must be less than totalSteps (40), got 40');
   });
 
+  test('fp16 rollout weights are refused on the cpu provider, naming both fields', () => {
+    const c = flagship();
+    c['rollout'] = { weights: 'fp16' };
+    c['engine'] = { executionProvider: 'cpu' };
+    assertIssue(issuesOf(c), 'rollout.weights', /^fp16 rollout weights need a GPU execution provider, but engine\.executionProvider is "cpu"/);
+    for (const executionProvider of ['webgpu', 'cuda', 'auto']) {
+      c['engine'] = { executionProvider };
+      assert.ok(safeParseExperimentConfig(c).success, `fp16 with ${executionProvider}`);
+    }
+  });
+
   test('responses fit in an inline model\'s sequence length', () => {
     const c = flagship();
     c['models'].base = { config: { vocabSize: 112, hiddenSize: 64, numLayers: 2, numHeads: 2, intermediateSize: 128, maxSequenceLength: 24 } };

@@ -4,10 +4,12 @@
  * by native code, so only a parent process can read it) lists which provider each node was
  * placed on, including the MemcpyToHost nodes ORT inserts wherever a CPU node reads a GPU value.
  *
- * Usage: node --import tsx test/gpu/webgpu-placement.ts <decode|score|train-ppo-lora|train-ce-full> <fused|primitives>
+ * Usage: node --import tsx test/gpu/webgpu-placement.ts <decode|decode-fused|decode-fp16|score|train-ppo-lora|train-ce-full> <fused|primitives>
  */
 import * as ort from 'onnxruntime-node';
 import { buildDecode, buildScore, buildTrainStep } from '../../server/models/artifacts.ts';
+import { buildFusedDecode } from '../../server/models/decode-graph.ts';
+import { initParameters } from '../../server/models/init.ts';
 import { parseLoraConfig } from '../../server/models/lora.ts';
 import { parseModelConfig } from '../../server/models/model-config.ts';
 
@@ -19,6 +21,9 @@ const lora = { rank: lc.rank, alpha: 8, targets: lc.targets };
 const low = { logSoftmax: lowering } as const;
 const builds: Record<string, () => Uint8Array> = {
   decode: () => buildDecode(config, lora).bytes,
+  // The rollout decoders bake their weights (LoRA merged); fp16 converts them to float16.
+  'decode-fused': () => buildFusedDecode(config, { weights: 'fp32', lora: null, baked: initParameters(config, 1) }).bytes,
+  'decode-fp16': () => buildFusedDecode(config, { weights: 'fp16', lora: null, baked: initParameters(config, 1) }).bytes,
   score: () => buildScore(config, lora, 'float32', low).bytes,
   'train-ppo-lora': () => buildTrainStep(config, { loss: 'ppo', trainable: 'lora', lora, kl: true, entropy: true }, low).bytes,
   'train-ce-full': () => buildTrainStep(config, { loss: 'ce', trainable: 'full', lora: null, kl: false, entropy: false }, low).bytes,
