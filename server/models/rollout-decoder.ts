@@ -27,6 +27,15 @@ export interface DecodeSettings {
   readonly blockSize: number;
   /** Largest fp32 model (bytes) whose weights are baked in; default 1 GiB (protobuf's limit is 2). */
   readonly maxBakedBytes?: number;
+  /**
+   * Let ONNX Runtime's idle intra-op threads spin between kernels in the fused sessions (default
+   * false). A decode step is hundreds of short kernels; on a machine whose cores are shared with
+   * other work, threads spinning for each other were measured 1.7–2.9x slower per generation than
+   * threads that sleep (bench/engine/profile-decode.ts, variants base and no-spin, load 5–8 on 2
+   * cores), which in turn matched one thread. A sleeping pool thread costs a wake-up per parallel
+   * kernel while the calling thread starts the work; on an idle machine this was not measured.
+   */
+  readonly spinning?: boolean;
 }
 
 export const plainDecode: DecodeSettings = { weights: 'fp32', fused: false, blockSize: 32 };
@@ -88,7 +97,7 @@ export class RolloutDecoder {
       const graph = await this.build(kind);
       const session = `${this.src.id}:decode-${kind}`;
       // Same name: the engine releases the previous session once the new one exists.
-      await this.src.engine.createSession(session, graph.bytes);
+      await this.src.engine.createSession(session, graph.bytes, { spinning: this.settings.spinning ?? false });
       b = { session, graph, baked: graph.baked, fresh: true };
       this.built.set(kind, b);
       this.lastRebuildMs = performance.now() - t0;
