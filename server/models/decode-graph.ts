@@ -5,9 +5,9 @@
  *
  * Shape legend as in transformer-graph.ts. Per layer: RotaryEmbedding on q and k (one kernel each
  * instead of seven), SkipSimplifiedLayerNormalization (each residual add with the RMSNorm after
- * it), attention composite over the time-major cache as in the plain graph (GroupQueryAttention
- * was measured slower through onnxruntime-node: see contrib-ops.ts), and the projections as
- * MatMul or, quantized, MatMulNBits. RoPE's cos/sin tables, quantized weights and (when given)
+ * it), attention from primitives over a batch-major cache read in place (`cachedAttention`;
+ * GroupQueryAttention was measured slower through onnxruntime-node: see contrib-ops.ts), and the
+ * projections as MatMul or, quantized, MatMulNBits (q/k/v and gate/up joined when baked). RoPE's cos/sin tables, quantized weights and (when given)
  * fp32 weights are baked in as initializers; other weights stay inputs named as in checkpoints.
  *
  * Quantized: each projection W [out,in] (and the LM head) is replaced by block-wise codes and

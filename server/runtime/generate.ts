@@ -14,7 +14,8 @@
  * Ragged prompts are left-padded; padding keys are masked out by the additive bias and positions
  * count real tokens only, so a padded row computes exactly what it would alone.
  *
- * The fused decoder (`server/models/decode-graph.ts`) has the same contract; its RoPE tables cover
+ * The fused decoder (`server/models/decode-graph.ts`) has the same contract except the cache
+ * (`CacheLayout` 'batch-major': read in place, never copied by the graph); its RoPE tables cover
  * `maxPositions` positions, which a generation may not exceed.
  */
 import * as ort from 'onnxruntime-node';
