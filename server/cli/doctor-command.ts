@@ -61,6 +61,7 @@ function formatReport(d: DoctorReport): string {
   const missing = libs.filter(([, p]) => p === null).map(([l]) => l);
   more(`CUDA libraries: ${missing.length === 0 ? 'all found' : `${libs.length - missing.length} of ${libs.length} found; missing ${missing.join(', ')}`}`);
   row('webgpu', d.webgpu.available, d.webgpu.detail);
+  if (d.webgpu.float16 !== undefined) more(`float16 (shader-f16, for rollout.weights "fp16"): ${d.webgpu.float16 ? 'yes' : 'no'}`);
   more(`Vulkan loader: ${d.webgpu.vulkan.loader ?? 'not found (libvulkan.so.1)'}`);
   const devices = d.webgpu.vulkan.devices;
   if (devices === null) more('Vulkan devices: vulkaninfo not installed (Debian: apt-get install vulkan-tools)');

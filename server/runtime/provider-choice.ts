@@ -23,6 +23,11 @@ export interface WebGpuStatus extends ProviderStatus {
    * disabled, 'software' when only lavapipe/SwiftShader provide one; null when there is none.
    */
   readonly adapter: 'hardware' | 'software' | null;
+  /**
+   * Whether that adapter runs float16 kernels (WebGPU's shader-f16, which fp16 rollout weights
+   * need): a float16 multiply gave the float16 result. Absent when there is no adapter.
+   */
+  readonly float16?: boolean;
 }
 
 /** The providers probed for one choice; a provider that was not probed is absent. */

@@ -21,6 +21,12 @@ import { hardwareOnlyEnv } from './vulkan-drivers.ts';
 const PROBE_MODEL_BASE64 =
   'CAgSBnRyb3VwZRoDMC4xOn8KHwoBeAoHY29uc3QuMRIDdC4yGgduLjAuQWRkIgNBZGQKIAoDdC4yEgF5GgxuLjEuSWRlbnRpdHkiCElkZW50aXR5EgVwcm9iZSoREAFCB2NvbnN0LjFKBAAAgD9aDwoBeBIKCggIARIECgIIAWIPCgF5EgoKCAgBEgQKAggBQgQKABAR';
 const PROBE_MODEL = Uint8Array.from(Buffer.from(PROBE_MODEL_BASE64, 'base64'));
+// y = float32(float16(x) · float16(1/3)), emitted by the compiler: x = 3 gives exactly 1 in float16
+// (3 · 0.333251953125 = 1 − 2⁻¹² rounds to even, up), 0.99975586 had it run in float32. ONNX
+// Runtime's WebGPU kernels need the adapter's shader-f16 feature for it ("requires f16 but the
+// device does not support it" otherwise).
+const PROBE_F16_MODEL_BASE64 =
+  'CAgSBnRyb3VwZRoDMC4xOs8BCiMKAXgSA3QuMRoIbi4wLkNhc3QiBENhc3QqCQoCdG8YCqABAgohCgN0LjEKB2NvbnN0LjISA3QuMxoHbi4xLk11bCIDTXVsCiUKA3QuMxIDdC40GghuLjIuQ2FzdCIEQ2FzdCoJCgJ0bxgBoAECCiAKA3QuNBIBeRoMbi4zLklkZW50aXR5IghJZGVudGl0eRIJcHJvYmUtZjE2Kg8QCkIHY29uc3QuMkoCVTVaDwoBeBIKCggIARIECgIIAWIPCgF5EgoKCAgBEgQKAggBQgQKABAR';
 
 /** A child that exits longer than this after starting counts as failed (a hung driver). */
 const CHILD_TIMEOUT_MS = 60_000;
@@ -72,27 +78,34 @@ async function probeCuda(backends: readonly string[]): Promise<ProviderStatus> {
 interface ChildProbe {
   readonly ok: boolean;
   readonly error: string;
+  /** The float16 probe gave the float16 result (null: not run, the float32 probe failed). */
+  readonly f16: boolean | null;
   /** What the child printed on stderr (Dawn's and the Vulkan loader's warnings). */
   readonly stderr: string;
 }
 
-// Runs in a fresh `node -e`, so it must be plain CommonJS; argv: onnxruntime-node's path, the model.
+// Runs in a fresh `node -e`, so it must be plain CommonJS; argv: onnxruntime-node's path, the
+// model, the float16 model (run once the first works; its failure only clears f16).
 const CHILD_SCRIPT = `
-const [ortPath, model] = process.argv.slice(1);
+const [ortPath, model, f16Model] = process.argv.slice(1);
 const ort = require(ortPath);
+const run = async (m, x) => {
+  const s = await ort.InferenceSession.create(Buffer.from(m, 'base64'), { executionProviders: ['webgpu'], logSeverityLevel: 3 });
+  return (await s.run({ x: new ort.Tensor('float32', Float32Array.from([x]), [1]) })).y.data[0];
+};
 (async () => {
-  const s = await ort.InferenceSession.create(Buffer.from(model, 'base64'), { executionProviders: ['webgpu'], logSeverityLevel: 3 });
-  const r = await s.run({ x: new ort.Tensor('float32', Float32Array.from([2]), [1]) });
-  const y = r.y.data[0];
-  process.stdout.write(JSON.stringify(y === 3 ? { ok: true } : { ok: false, error: 'the probe model computed ' + y + ' instead of 3' }));
+  const y = await run(model, 2);
+  if (y !== 3) return process.stdout.write(JSON.stringify({ ok: false, error: 'the probe model computed ' + y + ' instead of 3' }));
+  const f16 = await run(f16Model, 3).then((v) => v === 1, () => false);
+  process.stdout.write(JSON.stringify({ ok: true, f16 }));
 })().catch((e) => process.stdout.write(JSON.stringify({ ok: false, error: String((e && e.message) || e) })));
 `;
 
-function parseChild(stdout: string): { ok: boolean; error: string } | null {
+function parseChild(stdout: string): { ok: boolean; error: string; f16: boolean | null } | null {
   try {
     const v: unknown = JSON.parse(stdout);
     if (typeof v !== 'object' || v === null || !('ok' in v) || typeof v.ok !== 'boolean') return null;
-    return { ok: v.ok, error: 'error' in v && typeof v.error === 'string' ? v.error : '' };
+    return { ok: v.ok, error: 'error' in v && typeof v.error === 'string' ? v.error : '', f16: 'f16' in v && typeof v.f16 === 'boolean' ? v.f16 : null };
   } catch {
     return null;
   }
@@ -101,10 +114,10 @@ function parseChild(stdout: string): { ok: boolean; error: string } | null {
 function webgpuChild(env: NodeJS.ProcessEnv): Promise<ChildProbe> {
   const entry = createRequire(import.meta.url).resolve('onnxruntime-node');
   return new Promise((resolve) => {
-    execFile(process.execPath, ['-e', CHILD_SCRIPT, entry, PROBE_MODEL_BASE64], { env, timeout: CHILD_TIMEOUT_MS, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+    execFile(process.execPath, ['-e', CHILD_SCRIPT, entry, PROBE_MODEL_BASE64, PROBE_F16_MODEL_BASE64], { env, timeout: CHILD_TIMEOUT_MS, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
       const parsed = parseChild(stdout);
       if (parsed) resolve({ ...parsed, stderr });
-      else resolve({ ok: false, error: err ? `probe process failed: ${err.killed ? `no answer in ${CHILD_TIMEOUT_MS / 1000} s` : err.message}` : 'probe process printed no result', stderr });
+      else resolve({ ok: false, error: err ? `probe process failed: ${err.killed ? `no answer in ${CHILD_TIMEOUT_MS / 1000} s` : err.message}` : 'probe process printed no result', f16: null, stderr });
     });
   });
 }
@@ -126,8 +139,9 @@ async function probeWebGpu(backends: readonly string[]): Promise<WebGpuStatus> {
   const [any, hidden] = await Promise.all([webgpuChild(process.env), hardwareEnv ? webgpuChild(hardwareEnv) : null]);
   // Elsewhere Dawn uses D3D12 or Metal, whose adapters are the machine's GPUs.
   const hardware = linux ? hidden : any;
-  if (hardware?.ok) return { available: true, detail: 'hardware adapter (found with the software Vulkan drivers hidden)', adapter: 'hardware' };
-  if (any.ok) return { available: true, detail: 'software adapter only (lavapipe or SwiftShader: Vulkan on the CPU)', adapter: 'software' };
+  const float16 = (c: ChildProbe) => (c.f16 === null ? {} : { float16: c.f16 });
+  if (hardware?.ok) return { available: true, detail: 'hardware adapter (found with the software Vulkan drivers hidden)', adapter: 'hardware', ...float16(hardware) };
+  if (any.ok) return { available: true, detail: 'software adapter only (lavapipe or SwiftShader: Vulkan on the CPU)', adapter: 'software', ...float16(any) };
   return { available: false, detail: webgpuFailure(any), adapter: null };
 }
 

@@ -37,6 +37,7 @@ const reportSchema = z.strictObject({
   }),
   webgpu: status.extend({
     adapter: z.enum(['hardware', 'software']).nullable(),
+    float16: z.boolean().optional(),
     vulkan: z.object({
       loader: z.string().nullable(),
       devices: z.array(z.object({ name: z.string(), type: z.string(), driver: z.string() })).nullable(),
@@ -57,6 +58,8 @@ describe('troupe doctor', () => {
     // A software adapter is never auto's pick; an adapter is reported exactly when webgpu works.
     if (adapter === 'software') assert.notEqual(d.auto.provider, 'webgpu');
     assert.equal(adapter !== null, available);
+    // Whether the adapter runs float16 (shader-f16) is known exactly when there is one.
+    assert.equal(d.webgpu.float16 !== undefined, available);
     if (!d.cuda.providerLibrary.installed) assert.match(d.cuda.detail, /ONNXRUNTIME_NODE_INSTALL=cuda12/);
     // vulkaninfo (when installed) sees the devices Dawn can use: with only CPU-type devices the
     // adapter cannot be hardware.
@@ -77,6 +80,7 @@ describe('troupe doctor', () => {
     const d = reportSchema.parse(JSON.parse(json.stdout));
     for (const p of ['cpu', 'cuda', 'webgpu']) assert.match(text.stdout, new RegExp(`^${p} +(works|no) +\\S`, 'm'));
     assert.ok(text.stdout.includes(`auto picks ${d.auto.provider}: ${d.auto.reason}\n`), text.stdout);
+    if (d.webgpu.float16 !== undefined) assert.match(text.stdout, new RegExp(`float16 \\(shader-f16, for rollout\\.weights "fp16"\\): ${d.webgpu.float16 ? 'yes' : 'no'}\n`));
   });
 
   test('with no Vulkan driver WebGPU has no adapter, and doctor says so', async () => {
