@@ -42,6 +42,8 @@ interface Row {
   /** GPU providers: the fused fp32 rollout decoder and fp16 rollout weights (same rows and tokens). */
   readonly fusedFp32TokensPerSecond?: number;
   readonly fp16TokensPerSecond?: number;
+  /** Each round's fp16 ÷ fused fp32 tokens/s (the two ran back to back). */
+  readonly fp16VsFusedRounds?: number[];
 }
 
 async function measure(provider: ExecutionProviderName): Promise<Row | null> {
@@ -76,7 +78,7 @@ async function measure(provider: ExecutionProviderName): Promise<Row | null> {
       train.push((await p.update('ce', seqs, null)).ms);
     }
     const adapter = provider === 'webgpu' ? (engine.providerReport?.webgpu?.adapter ?? 'unknown') : provider === 'cuda' ? 'CUDA device 0' : 'host';
-    return { provider, adapter, decodeTokensPerSecond: median(dec), trainStepMs: median(train), ...(gpu ? { fusedFp32TokensPerSecond: median(fused), fp16TokensPerSecond: median(half) } : {}) };
+    return { provider, adapter, decodeTokensPerSecond: median(dec), trainStepMs: median(train), ...(gpu ? { fusedFp32TokensPerSecond: median(fused), fp16TokensPerSecond: median(half), fp16VsFusedRounds: half.map((h, i) => h / fused[i]!) } : {}) };
   } finally {
     await engine.close();
   }
