@@ -20,7 +20,7 @@
  * Options (env): BENCH_ROUNDS (3), BENCH_THREADS (2), BENCH_MODELS (default,medium,qwen2.5-0.5b).
  * A run of some models only replaces their rows in `engine.json` and keeps the others.
  */
-import { cpus, platform, release } from 'node:os';
+import { cpus, loadavg, platform, release } from 'node:os';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -83,6 +83,7 @@ function randomBatch(c: ModelConfig, B: number, T: number): TrainSequence[] {
 }
 
 async function main(): Promise<void> {
+  const loadStart = loadavg()[0];
   const engine = await Engine.start({ threads: THREADS, log: () => {} });
   const torch = TorchServer.start(THREADS);
   const info = await torch.call<{ torch: string; blasLibrary: string; threads: number }>({ cmd: 'info' });
@@ -211,6 +212,10 @@ async function main(): Promise<void> {
     machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, platform: `${platform()} ${release()}`, node: process.version },
     threads: THREADS,
     rounds: ROUNDS,
+    // Other processes' load moves every figure here: the 1-minute load average as the run began and ended.
+    loadAverage: { start: loadStart, end: loadavg()[0] },
+    // libgomp's OMP_WAIT_POLICY (PyTorch's threads): PASSIVE keeps them from collapsing when the cores are shared.
+    ompWaitPolicy: process.env['OMP_WAIT_POLICY'] ?? null,
     versions: { onnxruntimeNode: ortVersion, torch: info.torch, blas: info.blasLibrary },
     matmulPeakGflops: matmulPeak,
     results: await withEarlierRows(results),

@@ -44,20 +44,20 @@ interface Variant {
   readonly split?: boolean;
 }
 
+/** `base` is the rollout path as configured by default (DecodeSettings: threads sleep, blocks of 32). */
 const variants: Record<string, Variant> = {
-  base: {},
+  base: { session: { spinning: false } },
+  spin: { session: { spinning: true } },
   'threads-1': { session: { threads: 1 } },
-  'no-spin': { session: { spinning: false } },
-  'threads-1-no-spin': { session: { threads: 1, spinning: false } },
-  'block-16': { graph: { blockSize: 16 } },
-  'block-64': { graph: { blockSize: 64 } },
-  'block-128': { graph: { blockSize: 128 } },
-  'accuracy-0': { graph: { accuracyLevel: 0 } },
-  'accuracy-1': { graph: { accuracyLevel: 1 } },
-  'no-join': { graph: { joinProjections: false } },
+  'threads-1-spin': { session: { threads: 1, spinning: true } },
+  'block-16': { graph: { blockSize: 16 }, session: { spinning: false } },
+  'block-64': { graph: { blockSize: 64 }, session: { spinning: false } },
+  'block-128': { graph: { blockSize: 128 }, session: { spinning: false } },
+  'accuracy-0': { graph: { accuracyLevel: 0 }, session: { spinning: false } },
+  'accuracy-1': { graph: { accuracyLevel: 1 }, session: { spinning: false } },
+  'no-join': { graph: { joinProjections: false }, session: { spinning: false } },
   'split-2x1': { session: { threads: 1 }, split: true },
-  'split-2x1-no-spin': { session: { threads: 1, spinning: false }, split: true },
-};
+  };
 
 function graphBytes(c: ModelConfig, weights: Map<string, Float32Array>, kind: RolloutWeights, v: Variant): Uint8Array {
   const bits = quantBits(kind);
@@ -128,7 +128,7 @@ async function profile(engine: Engine, dir: string): Promise<void> {
     for (const kind of WEIGHTS) {
       const session = `${m}-${kind}`;
       const prefix = join(dir, session);
-      await engine.createSession(session, graphBytes(c, weights, kind, {}), { profileFilePrefix: prefix });
+      await engine.createSession(session, graphBytes(c, weights, kind, {}), { profileFilePrefix: prefix, spinning: false });
       await decode(engine, session, c, 0); // warm-up: prepacking, arena growth
       const g = await decode(engine, session, c, 1);
       await engine.releaseSession(session);
@@ -174,7 +174,8 @@ async function compare(engine: Engine): Promise<void> {
     for (const kind of WEIGHTS) {
       const ms = new Map<string, number[]>();
       const host = new Map<string, number[]>();
-      const used = names.filter((n) => kind !== 'fp32' || !variants[n]!.graph);
+      // Block size and accuracy level are MatMulNBits' only.
+      const used = names.filter((n) => kind !== 'fp32' || (variants[n]!.graph?.blockSize === undefined && variants[n]!.graph?.accuracyLevel === undefined));
       for (const n of used) {
         const bytes = graphBytes(c, weights, kind, variants[n]!);
         for (const e of variants[n]!.split ? engines : [engine]) await e.createSession(`${m}-${kind}-${n}`, bytes, variants[n]!.session ?? {});
