@@ -79,11 +79,12 @@ const MAX_LOGP_ERROR = 0.5; // nats, any sampled token
 const MEAN_LOGP_ERROR = 0.07; // nats, over all sampled tokens
 const MIN_GREEDY_AGREEMENT = 0.5; // fraction of greedy tokens equal to fp32's
 
-async function policy(id: string): Promise<Policy> {
+/** `maxBakedBytes`: below the model's fp16 size, the weights and adapter stay fp32 inputs, cast in the graph. */
+async function policy(id: string, maxBakedBytes?: number): Promise<Policy> {
   const adapter = initLoraParameters(config, loraConfig, 3);
   // A non-zero B, so the merged adapter changes the weights the fp16 graph bakes.
   for (const [n, t] of adapter) if (n.endsWith('lora_B')) t.forEach((_, i) => (t[i] = Math.sin(i + n.length) * 0.05));
-  return Policy.create(gpu, { id, config, weights: initParameters(config, 1, { std: 0.2 }), lora, adapter, optimizer, kl: false, entropy: false, decode: { weights: 'fp16', fused: true, blockSize: 32 } });
+  return Policy.create(gpu, { id, config, weights: initParameters(config, 1, { std: 0.2 }), lora, adapter, optimizer, kl: false, entropy: false, decode: { weights: 'fp16', fused: true, blockSize: 32, ...(maxBakedBytes === undefined ? {} : { maxBakedBytes }) } });
 }
 
 const generate = (p: Policy, rollout: boolean, temperature: number, seed: number): Promise<GenerateResult> =>
@@ -132,5 +133,10 @@ describe('fp16 rollout decode on WebGPU', { skip }, () => {
     // Stale fp16 weights would sit where the policy was, about `moved` away from it.
     assert.ok(moved.mean > 10 * MEAN_LOGP_ERROR, `the updates moved the policy only ${moved.mean} nats per token`);
     assert.ok(e.mean <= MEAN_LOGP_ERROR && e.max <= MAX_LOGP_ERROR, `after the update the fp16 decoder is ${e.mean} (max ${e.max}) nats from the fp32 policy: stale weights?`);
+  });
+
+  test('a model too large to bake decodes fp16 from its fp32 weight and adapter inputs, cast in the graph', async () => {
+    const e = summary(await logpErrors(await policy('fp16-unbaked', 1), 7));
+    assert.ok(e.max <= MAX_LOGP_ERROR && e.mean <= MEAN_LOGP_ERROR && e.mean > 0, `unbaked fp16: |Δ log p| max ${e.max}, mean ${e.mean}`);
   });
 });
