@@ -22,7 +22,7 @@ import type {
   WorkerMessage,
 } from './messages.ts';
 import type { ProviderReport } from './provider-choice.ts';
-import type { HostTensor } from './tensor.ts';
+import { elementCount, type HostTensor } from './tensor.ts';
 
 export type { EngineStats, ExecutionProviderChoice, ExecutionProviderName, Feed, Fetch, SessionInfo, SessionOptions } from './messages.ts';
 export type { ProviderReport, ProviderStatus, WebGpuStatus } from './provider-choice.ts';
@@ -43,6 +43,20 @@ function workerEntry(): { url: URL; workerData?: unknown } {
     return { url: new URL('./tsx-worker-boot.mjs', self), workerData: { entry: new URL('./engine-worker.ts', self).href } };
   }
   return { url: new URL('./engine-worker.js', self) };
+}
+
+/**
+ * Refuses tensors whose data is gone: a buffer transferred to the worker by an earlier call is
+ * detached (length 0), and sending it again used to hang the call instead of failing it.
+ */
+function checkSendable(what: string, tensors: Iterable<[string, HostTensor]>): void {
+  for (const [name, t] of tensors) {
+    const want = elementCount(t.dims);
+    if (t.data.length !== want) {
+      const why = t.data.length === 0 && t.data.buffer.byteLength === 0 ? ': its buffer was transferred to the engine by an earlier call (make a new array for each call)' : '';
+      throw new Error(`${what}: tensor '${name}' has ${t.data.length} elements for dims [${t.dims.join(', ')}] (${want})${why}`);
+    }
+  }
 }
 
 function buffersOf(tensors: Iterable<HostTensor>): ArrayBuffer[] {
@@ -130,6 +144,7 @@ export class Engine {
 
   /** Makes a tensor resident in the worker. Its buffer is transferred: do not use `tensor` after. */
   async upload(name: string, tensor: HostTensor): Promise<void> {
+    checkSendable(`upload '${name}'`, [[name, tensor]]);
     await this.call({ kind: 'upload', name, tensor }, `upload '${name}'`, buffersOf([tensor]));
   }
 
@@ -156,7 +171,9 @@ export class Engine {
 
   /** Runs a session. Feeds are sent tensors or resident names; fetches are returned or written into residents. */
   async run(session: string, feeds: Record<string, Feed>, fetches: Record<string, Fetch>): Promise<Record<string, HostTensor>> {
-    const sent = Object.values(feeds).filter((f): f is HostTensor => !('resident' in f));
+    const sentEntries = Object.entries(feeds).filter((e): e is [string, HostTensor] => !('resident' in e[1]));
+    checkSendable(`run '${session}'`, sentEntries);
+    const sent = sentEntries.map(([, t]) => t);
     const r = await this.call({ kind: 'run', session, feeds, fetches }, `run '${session}'`, buffersOf(sent));
     if (r.kind !== 'outputs') throw new Error('run: unexpected reply');
     return r.outputs;
