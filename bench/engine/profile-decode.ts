@@ -44,18 +44,18 @@ interface Variant {
   readonly split?: boolean;
 }
 
-/** `base` is the rollout path as configured by default (DecodeSettings: threads sleep, blocks of 32). */
+/** `base` is the rollout path as configured by default (DecodeSettings: threads spin, blocks of 32). */
 const variants: Record<string, Variant> = {
-  base: { session: { spinning: false } },
-  spin: { session: { spinning: true } },
+  base: { session: { spinning: true } },
+  'no-spin': { session: { spinning: false } },
   'threads-1': { session: { threads: 1 } },
   'threads-1-spin': { session: { threads: 1, spinning: true } },
-  'block-16': { graph: { blockSize: 16 }, session: { spinning: false } },
-  'block-64': { graph: { blockSize: 64 }, session: { spinning: false } },
-  'block-128': { graph: { blockSize: 128 }, session: { spinning: false } },
-  'accuracy-0': { graph: { accuracyLevel: 0 }, session: { spinning: false } },
-  'accuracy-1': { graph: { accuracyLevel: 1 }, session: { spinning: false } },
-  'no-join': { graph: { joinProjections: false }, session: { spinning: false } },
+  'block-16': { graph: { blockSize: 16 }, session: { spinning: true } },
+  'block-64': { graph: { blockSize: 64 }, session: { spinning: true } },
+  'block-128': { graph: { blockSize: 128 }, session: { spinning: true } },
+  'accuracy-0': { graph: { accuracyLevel: 0 }, session: { spinning: true } },
+  'accuracy-1': { graph: { accuracyLevel: 1 }, session: { spinning: true } },
+  'no-join': { graph: { joinProjections: false }, session: { spinning: true } },
   'split-2x1': { session: { threads: 1 }, split: true },
   };
 
@@ -128,7 +128,7 @@ async function profile(engine: Engine, dir: string): Promise<void> {
     for (const kind of WEIGHTS) {
       const session = `${m}-${kind}`;
       const prefix = join(dir, session);
-      await engine.createSession(session, graphBytes(c, weights, kind, {}), { profileFilePrefix: prefix, spinning: false });
+      await engine.createSession(session, graphBytes(c, weights, kind, {}), { profileFilePrefix: prefix, spinning: true });
       await decode(engine, session, c, 0); // warm-up: prepacking, arena growth
       const g = await decode(engine, session, c, 1);
       await engine.releaseSession(session);

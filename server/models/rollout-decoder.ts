@@ -29,11 +29,11 @@ export interface DecodeSettings {
   readonly maxBakedBytes?: number;
   /**
    * Let ONNX Runtime's idle intra-op threads spin between kernels in the fused sessions (default
-   * false). A decode step is hundreds of short kernels; on a machine whose cores are shared with
-   * other work, threads spinning for each other were measured 1.7–2.9x slower per generation than
-   * threads that sleep (bench/engine/profile-decode.ts, variants base and no-spin, load 5–8 on 2
-   * cores), which in turn matched one thread. A sleeping pool thread costs a wake-up per parallel
-   * kernel while the calling thread starts the work; on an idle machine this was not measured.
+   * true, ONNX Runtime's own default). A decode step is hundreds of short kernels. On an idle
+   * 2-core machine spinning threads decoded 1.18–1.32x faster than sleeping ones (default and
+   * medium, fp32 and int4; `PROFILE_MODE=compare PROFILE_VARIANTS=spin node --import tsx
+   * bench/engine/profile-decode.ts`); on cores shared with other busy processes (load 5–8 on 2
+   * cores) sleeping threads were 1.7–2.9x faster. Set false where the cores are shared.
    */
   readonly spinning?: boolean;
 }
@@ -97,7 +97,7 @@ export class RolloutDecoder {
       const graph = await this.build(kind);
       const session = `${this.src.id}:decode-${kind}`;
       // Same name: the engine releases the previous session once the new one exists.
-      await this.src.engine.createSession(session, graph.bytes, { spinning: this.settings.spinning ?? false });
+      await this.src.engine.createSession(session, graph.bytes, { spinning: this.settings.spinning ?? true });
       b = { session, graph, baked: graph.baked, fresh: true };
       this.built.set(kind, b);
       this.lastRebuildMs = performance.now() - t0;
