@@ -25,17 +25,16 @@ import type { Environment } from '../envs/environment.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
 import type { Metric } from '../protocol/trajectory.ts';
 import type { ResolvedExperiment } from './experiment.ts';
-import { rollout, type RolloutContext, type Trajectory } from './rollout.ts';
+import { mixSeed, rollout, type RolloutContext, type Trajectory } from './rollout.ts';
 
 export interface TaskSelection {
   readonly tasks: Environment[];
-  /** `curriculum/*` metrics (greedy-failures only): the candidates' greedy success and the failed tasks' share of the step. */
+  /** `curriculum/*` metrics (greedy-failures, failure-restarts): the candidates' greedy success and the failed tasks' share of the step. */
   readonly metrics: Metric[];
   /** Time spent screening candidates. */
   readonly ms: number;
 }
 
-/** Training seeds of a step: `count` seeds in a block of its own, from (experiment seed, step). */
 /**
  * `env` (fresh) after replaying the greedy trajectory `t`'s kept acts of the rounds before one
  * drawn from (seed, step, task) among the rounds it played. Greedy decoding and the environments
@@ -43,7 +42,7 @@ export interface TaskSelection {
  */
 export function restartTask(env: Environment, t: Trajectory, seed: number, step: number): Environment {
   const rounds = Math.max(1, t.turns);
-  const round = hashInts(seed, step, t.envSeed) % rounds;
+  const round = mixSeed(seed, step, t.envSeed) % rounds;
   for (const s of t.samples) {
     if (!s.kept) continue;
     if (s.turn >= round || env.done) break;
@@ -53,15 +52,7 @@ export function restartTask(env: Environment, t: Trajectory, seed: number, step:
   return env;
 }
 
-function hashInts(...xs: number[]): number {
-  let h = 0x811c9dc5;
-  for (const x of xs) {
-    h = Math.imul(h ^ (x >>> 0), 0x01000193) >>> 0;
-    h ^= h >>> 13;
-  }
-  return h >>> 0;
-}
-
+/** Training seeds of a step: `count` seeds in a block of its own, from (experiment seed, step). */
 function stepSeeds(exp: ResolvedExperiment, step: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => trainSeed((exp.seed * 1_000_003 + step) * count + i));
 }

@@ -102,7 +102,7 @@ interface Live {
 }
 
 /** Mixes integers into a 32-bit sampling seed. */
-function mixSeed(...xs: number[]): number {
+export function mixSeed(...xs: number[]): number {
   let h = 0x811c9dc5;
   for (const x of xs) {
     h ^= x >>> 0;
