@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,10 +19,26 @@ const dir = mkdtempSync(join(tmpdir(), 'troupe-session-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 /**
- * Serves `first` to the first opener of the pipe and `rest` to every later one, until stopped. A
- * write can race the previous reader's close (EPIPE, or bytes the closing reader never reads); the
- * next open then waits for a new reader, so every reader after the first gets `rest`.
+ * Serves `first` to the first opener of the pipe and `rest` to every later one, until stopped.
+ * After each write the server waits until the reader has closed its end before it opens the pipe
+ * again: an open for writing succeeds at once while the previous reader still holds the pipe, and
+ * `rest` then landed in that reader's stream after `first` (the test failed with "unexpected
+ * non-whitespace character after JSON", once in a while). A non-blocking open for writing fails
+ * with ENXIO exactly when no reader holds the pipe; opening and closing it writes nothing.
  */
+async function untilReaderGone(path: string): Promise<void> {
+  for (;;) {
+    try {
+      const probe = await open(path, constants.O_WRONLY | constants.O_NONBLOCK);
+      await probe.close();
+    } catch (e) {
+      if (e instanceof Error && 'code' in e && e.code === 'ENXIO') return;
+      throw e;
+    }
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
 function servePipe(path: string, first: string, rest: string): { stop: () => Promise<void> } {
   let stopped = false;
   let served = 0;
@@ -38,13 +54,15 @@ function servePipe(path: string, first: string, rest: string): { stop: () => Pro
       } finally {
         await fh.close();
       }
+      await untilReaderGone(path);
     }
   })();
   return {
     stop: async () => {
       stopped = true;
-      // The writer waiting for a reader is released by one that reads nothing.
-      const reader = await open(path, 'r');
+      // The writer waiting for a reader is released by one that reads nothing (non-blocking: the
+      // writer may already have seen `stopped` and left, and a blocking open would wait forever).
+      const reader = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
       await reader.close();
       await serving;
     },
