@@ -31,7 +31,7 @@ export interface DecodeSettings {
    * Let ONNX Runtime's idle intra-op threads spin between kernels in the fused sessions (default
    * true, ONNX Runtime's own default). A decode step is hundreds of short kernels. On an idle
    * 2-core machine spinning threads decoded 1.18–1.32x faster than sleeping ones (default and
-   * medium, fp32 and int4; `PROFILE_MODE=compare PROFILE_VARIANTS=spin node --import tsx
+   * medium, fp32 and int4; `PROFILE_MODE=compare PROFILE_VARIANTS=no-spin node --import tsx
    * bench/engine/profile-decode.ts`); on cores shared with other busy processes (load 5–8 on 2
    * cores) sleeping threads were 1.7–2.9x faster. Set false where the cores are shared.
    */
