@@ -251,6 +251,43 @@ test(`identical prompts are prefilled once: the same tokens and log-probs as pre
   assert.deepEqual(shared.tokens.map((t) => [...t]), each.tokens.map((t) => [...t]));
   assert.ok(maxDiff(shared.logprobs, each.logprobs) < 1e-5, `log-probs differ by ${maxDiff(shared.logprobs, each.logprobs)}`);
 });
+
+test(`distinctFirst: each group of identical prompts starts with distinct tokens whose log-probs stay the policy's (${layout})`, async () => {
+  const host = await policy(untied);
+  const a = build();
+  const session = `distinct-${layout}`;
+  await engine.createSession(session, a.bytes);
+  const params: Record<string, string> = {};
+  for (const n of a.tensorInputs) params[n] = `${host.id}:w:${n}`;
+  const { L, Hkv, D, V } = modelDims(untied);
+  const K = 4;
+  const batch = prompts.flatMap((p) => Array.from({ length: K }, () => p));
+  const contract = { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, ...(cacheLayout ? { cacheLayout } : {}) };
+  // A low temperature makes i.i.d. branches repeat their first token; distinct ones cannot.
+  const cold = { temperature: 0.3, topP: 1, topK: 0 };
+  const run = (distinctFirst?: number) =>
+    engine.generate({ session, params, prompts: batch, maxNewTokens: 6, sampling: cold, seed: 12, stopTokens: [], padToken: 0, contract, ...(distinctFirst ? { distinctFirst } : {}) });
+  const iid = await run();
+  const distinct = await run(K);
+  const firsts = (r: GenerateResult, g: number) => r.tokens.slice(g * K, g * K + K).map((t) => t[0]!);
+  assert.ok(prompts.some((_, g) => new Set(firsts(iid, g)).size < K), 'i.i.d. branches repeat a first token somewhere (else the test shows nothing)');
+  prompts.forEach((_, g) => assert.equal(new Set(firsts(distinct, g)).size, K, `group ${g}: ${firsts(distinct, g)}`));
+  prompts.forEach((_, g) => {
+    // The first row of a group draws as it would alone.
+    assert.deepEqual([...distinct.tokens[g * K]!], [...iid.tokens[g * K]!]);
+    assert.ok(Math.abs(distinct.logprobs[g * K]![0]! - iid.logprobs[g * K]![0]!) < 1e-5);
+    // The K first tokens are distinct ids of one distribution, so their probabilities, if they are
+    // the policy's (not renormalised after each exclusion), sum to at most 1.
+    const mass = distinct.logprobs.slice(g * K, g * K + K).reduce((s, l) => s + Math.exp(l[0]!), 0);
+    assert.ok(mass <= 1 + 1e-5, `group ${g}: first-token probabilities sum to ${mass}`);
+  });
+  await assert.rejects(run(5), /distinctFirst must be a positive integer dividing the batch of 12, got 5/);
+  await assert.rejects(
+    engine.generate({ session, params, prompts: [...batch.slice(0, 3), prompts[1]!, ...batch.slice(4)], maxNewTokens: 2, sampling: cold, seed: 1, stopTokens: [], padToken: 0, contract, distinctFirst: K }),
+    /rows 0\.\.3, but row 3's prompt differs from row 0's/,
+  );
+  await engine.releaseSession(session);
+});
 }
 
 test('joined q/k/v and gate/up projections decode as the separate ones (fp32 baked, int8, int4)', async () => {

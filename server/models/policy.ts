@@ -252,19 +252,10 @@ export class Policy {
    */
   async generate(
     prompts: readonly Int32Array[],
-    o: { maxNewTokens: number; sampling: SamplingParams; seed: number; stopTokens: readonly number[]; padToken: number; rollout?: boolean },
+    o: { maxNewTokens: number; sampling: SamplingParams; seed: number; stopTokens: readonly number[]; padToken: number; rollout?: boolean; distinctFirst?: number },
   ): Promise<GenerateResult> {
     const masked = this.options.maskedTokens ?? [];
-    const run = { prompts, maxNewTokens: o.maxNewTokens, sampling: o.sampling, seed: o.seed, stopTokens: o.stopTokens, padToken: o.padToken, ...(masked.length > 0 ? { maskedTokens: masked } : {}) };
-    const chosen = await this.decoder.choose(o.rollout ?? false);
-    if (chosen) return this.engine.generate({ ...chosen, ...run });
-    const a = await this.artifact('decode', () => buildDecode(this.config, this.options.lora));
-    const { L, Hkv, D, V } = modelDims(this.config);
-    const params: Record<string, string> = {};
-    for (const n of a.tensorInputs) params[n] = this.weightRes(n);
-    return this.engine.generate({
-      session: this.sessionOf('decode'),
-      params,
+    const run = {
       prompts,
       maxNewTokens: o.maxNewTokens,
       sampling: o.sampling,
@@ -272,8 +263,15 @@ export class Policy {
       stopTokens: o.stopTokens,
       padToken: o.padToken,
       ...(masked.length > 0 ? { maskedTokens: masked } : {}),
-      contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V },
-    });
+      ...(o.distinctFirst !== undefined && o.distinctFirst > 1 ? { distinctFirst: o.distinctFirst } : {}),
+    };
+    const chosen = await this.decoder.choose(o.rollout ?? false);
+    if (chosen) return this.engine.generate({ ...chosen, ...run });
+    const a = await this.artifact('decode', () => buildDecode(this.config, this.options.lora));
+    const { L, Hkv, D, V } = modelDims(this.config);
+    const params: Record<string, string> = {};
+    for (const n of a.tensorInputs) params[n] = this.weightRes(n);
+    return this.engine.generate({ ...run, session: this.sessionOf('decode'), params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V } });
   }
 
   /**

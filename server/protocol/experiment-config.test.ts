@@ -196,6 +196,7 @@ describe('defaults', () => {
       topP: 1,
       topK: 0,
       maxNewTokens: 24,
+      distinctBranches: false,
       advantageNorm: 'std',
       clipEps: 0.2,
       klCoef: 0,
@@ -415,6 +416,14 @@ describe('cross-field rules fail with the exact path', () => {
       c['engine'] = { executionProvider };
       assert.ok(safeParseExperimentConfig(c).success, `fp16 with ${executionProvider}`);
     }
+  });
+
+  test('distinctBranches is refused for grpo, which has no tree nodes', () => {
+    const c = flagship();
+    c['algorithm'].distinctBranches = true;
+    assert.ok(safeParseExperimentConfig(c).success, 'at-grpo takes it');
+    c['algorithm'].name = 'grpo';
+    assertIssue(issuesOf(c), 'algorithm.distinctBranches', /^applies to at-grpo's tree nodes; grpo samples independent rollouts/);
   });
 
   test('responses fit in an inline model\'s sequence length', () => {

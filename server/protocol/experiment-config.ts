@@ -262,6 +262,13 @@ export const algorithmSchema = z
     topK: z.int().min(0).default(0).describe('Sample only from the topK most likely tokens; 0 disables.'),
     /** Longest response in tokens. */
     maxNewTokens: z.int().min(1).max(4096).default(24).describe('Longest response, in tokens; a longer one is cut off and marked truncated.'),
+    /** Whether a tree node's K branches start with K different tokens. */
+    distinctBranches: z
+      .boolean()
+      .default(false)
+      .describe(
+        "at-grpo only: the K branches of a (turn, agent) node draw their first tokens without replacement, so they start K different ways even where the policy is nearly certain (where greedy play fails, i.i.d. branches are often K copies of one answer and the group teaches nothing). Log-probs and the PPO ratio stay the policy's; the kept branch is still the best-scoring one. false: i.i.d. branches, as in the paper.",
+      ),
     /** Whether a group's advantages are divided by its reward spread. */
     advantageNorm: z
       .enum(['std', 'none'])
@@ -583,6 +590,10 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
   // ONNX Runtime's CPU provider has few float16 kernels on x86 (MatMul among the missing).
   if (c.rollout.weights === 'fp16' && c.engine.executionProvider === 'cpu') {
     add(['rollout', 'weights'], 'fp16 rollout weights need a GPU execution provider, but engine.executionProvider is "cpu"; set it to "webgpu", "cuda" or "auto", or use rollout.weights "fp32", "int8" or "int4" on the CPU');
+  }
+
+  if (c.algorithm.distinctBranches && c.algorithm.name !== 'at-grpo') {
+    add(['algorithm', 'distinctBranches'], `applies to at-grpo's tree nodes; ${c.algorithm.name} samples independent rollouts, so set it to false or use "name": "at-grpo"`);
   }
 
   const cur = c.algorithm.curriculum;

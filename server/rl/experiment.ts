@@ -35,6 +35,7 @@ export interface ResolvedExperiment {
     readonly topK: number;
     readonly maxNewTokens: number;
     readonly advantageNorm: AdvantageNorm;
+    readonly distinctBranches: boolean;
     readonly clipEps: number;
     readonly klCoef: number;
     readonly entropyCoef: number;

@@ -122,3 +122,22 @@ test('a NaN reward is a named error (environment, seed, agent, turn), not a Type
     return true;
   });
 });
+
+test('distinctBranches asks generate for first tokens without replacement per tree node, and only in tree mode', async () => {
+  const calls: Array<{ rows: number; distinctFirst: number | undefined }> = [];
+  const policy: RolloutPolicy = {
+    generate: async (prompts, o) => {
+      calls.push({ rows: prompts.length, distinctFirst: o.distinctFirst });
+      return scripted(['D', 'R', 'U', 'L']).generate(prompts, o);
+    },
+  };
+  const tasks = () => Array.from({ length: 3 }, (_, i) => make(i));
+  await rollout(tasks(), ctxOf(policy), { ...opts, distinctBranches: true });
+  assert.ok(calls.length > 0 && calls.every((c) => c.distinctFirst === K && c.rows % K === 0), JSON.stringify(calls));
+  calls.length = 0;
+  await rollout(tasks(), ctxOf(policy), opts);
+  assert.ok(calls.every((c) => c.distinctFirst === undefined), 'off by default');
+  calls.length = 0;
+  await rollout(tasks(), ctxOf(policy), { ...opts, mode: 'independent', distinctBranches: true });
+  assert.ok(calls.every((c) => c.distinctFirst === undefined), 'independent rollouts are not tree nodes');
+});

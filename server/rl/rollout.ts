@@ -33,6 +33,11 @@ export interface RolloutOptions {
   readonly seed: number;
   /** A training rollout: sample with the policies' rollout weights (int8/int4 when configured). */
   readonly training?: boolean;
+  /**
+   * Tree mode: a node's K branches draw their first tokens without replacement (`algorithm.distinctBranches`),
+   * so they start K different ways even where the policy is nearly certain.
+   */
+  readonly distinctBranches?: boolean;
 }
 
 /** One sampled response of one agent at one turn (a branch of the tree, kept or not). */
@@ -186,6 +191,7 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
         stopTokens: tok.stopTokenIds,
         padToken: tok.padTokenId,
         rollout: o.training ?? false,
+        ...(o.distinctBranches && K > 1 ? { distinctFirst: K } : {}),
       });
       inferenceMs += performance.now() - t0;
       const t1 = performance.now();

@@ -264,6 +264,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         maxNewTokens: a.maxNewTokens,
         seed: (exp.seed * 7919 + step) >>> 0,
         training: true,
+        distinctBranches: a.distinctBranches,
       });
       const tRollout = performance.now();
       // 2–3. Score and group: advantages within (instance, agent, turn) — or per task's K returns for GRPO.

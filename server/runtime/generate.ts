@@ -61,6 +61,13 @@ export interface GenerateRequest {
   readonly retireFinished?: boolean;
   /** Prefill identical prompts once and copy their cache (default true; false for tests). */
   readonly sharePrompts?: boolean;
+  /**
+   * G: consecutive rows [g·G, (g+1)·G) hold one prompt (a tree node's K branches) and draw their
+   * first tokens without replacement, so the G responses start differently wherever the sampling
+   * distribution has G tokens (`sampleToken`'s `exclude`). Log-probs stay the policy's. 1 or
+   * absent: every row samples independently.
+   */
+  readonly distinctFirst?: number;
 }
 
 export interface GenerateResult {
@@ -345,6 +352,16 @@ export async function generate(
   if (lens.some((n) => n === 0)) throw new Error('generate: every prompt needs at least one token');
   const limit = req.contract.maxPositions ?? Infinity;
   if (Tp + req.maxNewTokens > limit) throw new Error(`generate: prompt (${Tp}) + maxNewTokens (${req.maxNewTokens}) = ${Tp + req.maxNewTokens} positions exceed the decoder's ${limit}`);
+  const G = req.distinctFirst ?? 1;
+  if (!(Number.isInteger(G) && G >= 1 && B % G === 0)) throw new Error(`generate: distinctFirst must be a positive integer dividing the batch of ${B}, got ${G}`);
+  if (G > 1) {
+    req.prompts.forEach((p, b) => {
+      const head = req.prompts[b - (b % G)]!;
+      if (p !== head && (p.length !== head.length || p.some((t, i) => t !== head[i]))) {
+        throw new Error(`generate: distinctFirst ${G} groups rows ${b - (b % G)}..${b - (b % G) + G - 1}, but row ${b}'s prompt differs from row ${b - (b % G)}'s`);
+      }
+    });
+  }
   const weights: Record<string, ort.Tensor> = {};
   for (const [input, name] of Object.entries(req.params)) weights[input] = resident(name);
   const decoder = new KvDecoder(req, session, weights, lens, Tp);
@@ -363,12 +380,16 @@ export async function generate(
   const done = new Array<boolean>(B).fill(false);
   const finish = new Array<'stop' | 'length'>(B).fill('length');
   const stop = new Set(req.stopTokens);
+  // First tokens already drawn in each row group (distinctFirst); rows are still in order at n = 0.
+  const taken = G > 1 ? Array.from({ length: B / G }, () => new Set<number>()) : null;
   for (let n = 0; n < req.maxNewTokens; n++) {
     // Each row samples from its own stream, so retiring rows changes no other row's draws.
     decoder.rows.forEach((b, k) => {
       if (done[b]) return;
       if (masked.length > 0) maskLogits(decoder.logits, k * V, masked);
-      const { token, logprob } = sampleToken(decoder.logits, k * V, V, req.sampling, rngs[b]!, scratch, order);
+      const group = n === 0 && taken ? taken[Math.floor(b / G)]! : undefined;
+      const { token, logprob } = sampleToken(decoder.logits, k * V, V, req.sampling, rngs[b]!, scratch, order, group);
+      group?.add(token);
       outTokens[b]![n] = token;
       outLogp[b]![n] = logprob;
       produced[b] = n + 1;

@@ -59,6 +59,12 @@ export function maskLogits(logits: Float32Array, offset: number, masked: ArrayLi
 /**
  * Samples one token from `logits[offset .. offset+V)`. Returns the token and its log-probability
  * under the temperature-scaled distribution. `scratch` must hold at least 2V floats.
+ *
+ * `exclude`: ids already drawn by other rows of the same group (`GenerateRequest.distinctFirst`).
+ * The draw is then from the sampling distribution (after top-k/top-p) conditioned on the other
+ * ids, i.e. successive calls sample without replacement (greedy: the best id not yet taken); when
+ * every id the truncation keeps is excluded, the draw ignores the exclusion. The returned
+ * log-prob is still the token's under the full temperature-scaled distribution: the policy's.
  */
 export function sampleToken(
   logits: Float32Array,
@@ -68,22 +74,26 @@ export function sampleToken(
   rng: Rng,
   scratch: Float64Array,
   order: Int32Array,
+  exclude?: ReadonlySet<number>,
 ): { token: number; logprob: number } {
   let max = -Infinity;
   let arg = 0;
+  let argFree = -1;
   for (let i = 0; i < V; i++) {
     const v = logits[offset + i]!;
     if (v > max) {
       max = v;
       arg = i;
     }
+    if (exclude?.has(i) === false && v > -Infinity && (argFree < 0 || v > logits[offset + argFree]!)) argFree = i;
   }
   if (!Number.isFinite(max)) throw new Error(`logits row at offset ${offset} is not finite (max ${max})`);
   if (p.temperature === 0) {
     // Greedy: report the log-prob under the untempered distribution.
     let z = 0;
     for (let i = 0; i < V; i++) z += Math.exp(logits[offset + i]! - max);
-    return { token: arg, logprob: -Math.log(z) };
+    const token = exclude && argFree >= 0 ? argFree : arg;
+    return { token, logprob: logits[offset + token]! - max - Math.log(z) };
   }
   const invT = 1 / p.temperature;
   let z = 0;
@@ -95,15 +105,28 @@ export function sampleToken(
   const logZ = Math.log(z);
   let token: number;
   if (p.topK === 0 && p.topP >= 1) {
-    let u = rng.next() * z;
-    token = V - 1;
+    let total = z;
+    let skip = exclude;
+    if (skip) {
+      for (const i of skip) if (i >= 0 && i < V) total -= scratch[i]!;
+      // Rounding can leave a tiny positive remainder of excluded mass: require a real one.
+      if (!(total > z * 1e-12)) {
+        skip = undefined;
+        total = z;
+      }
+    }
+    let u = rng.next() * total;
+    token = -1;
     for (let i = 0; i < V; i++) {
+      if (skip?.has(i)) continue;
       u -= scratch[i]!;
       if (u < 0) {
         token = i;
         break;
       }
     }
+    // u can outlast the loop by rounding: take the last id that was eligible.
+    if (token < 0) for (let i = V - 1; i >= 0; i--) if (!skip?.has(i) && scratch[i]! > 0) { token = i; break; }
   } else {
     for (let i = 0; i < V; i++) order[i] = i;
     // Stable sort by probability, descending; ties by token id keep it deterministic.
@@ -116,15 +139,26 @@ export function sampleToken(
       kept++;
       if (mass >= p.topP * z) break;
     }
-    let u = rng.next() * mass;
-    token = sorted[kept - 1]!;
+    let skip = exclude;
+    let total = mass;
+    if (skip) {
+      for (let j = 0; j < kept; j++) if (skip.has(sorted[j]!)) total -= scratch[sorted[j]!]!;
+      if (!(total > mass * 1e-12)) {
+        skip = undefined;
+        total = mass;
+      }
+    }
+    let u = rng.next() * total;
+    token = -1;
     for (let j = 0; j < kept; j++) {
+      if (skip?.has(sorted[j]!)) continue;
       u -= scratch[sorted[j]!]!;
       if (u < 0) {
         token = sorted[j]!;
         break;
       }
     }
+    if (token < 0) for (let j = kept - 1; j >= 0; j--) if (!skip?.has(sorted[j]!)) { token = sorted[j]!; break; }
   }
   return { token, logprob: Math.log(scratch[token]!) - logZ };
 }
