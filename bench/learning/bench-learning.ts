@@ -13,7 +13,8 @@
  * bench/results/learning.json and one SVG chart per environment (bench/results/learning-<env>.svg:
  * the mean validation success per step, with a band from the lowest to the highest seed).
  *
- * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too), LEARNING_VARIANTS
+ * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too; plan-path-7x7 runs
+ * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS
  * (at-grpo,grpo,single), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3"; default 3),
  * LEARNING_STEPS (override training.steps).
  */
@@ -34,6 +35,18 @@ const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
 const files: Record<string, string> = { 'at-grpo': 'L2-lora.json', grpo: 'L2-grpo.json', single: 'L0-single.json' };
 const VARIANT_ORDER = ['at-grpo', 'grpo', 'single'];
+
+/**
+ * The configs a LEARNING_ENVS entry names: `plan-path` is configs/plan-path/{L2-lora,L2-grpo,
+ * L0-single}.json; `plan-path-7x7`, an environment and a suffix, is configs/plan-path/L2-lora-7x7.json
+ * and so on (configs live in a folder named after their environment).
+ */
+function configSet(entry: string): { folder: string; suffix: string } {
+  const envs = ['plan-path', 'sokoban', 'sudoku', 'tic-tac-toe'];
+  const folder = envs.find((e) => entry === e || entry.startsWith(`${e}-`));
+  if (!folder) throw new Error(`LEARNING_ENVS: ${JSON.stringify(entry)} names no environment's configs (${envs.join(', ')}, optionally with a suffix such as plan-path-7x7)`);
+  return { folder, suffix: entry.slice(folder.length) };
+}
 
 function parseSeeds(text: string): number[] {
   const list = text.includes(',') ? text.split(',').map(Number) : Array.from({ length: Number(text) }, (_, i) => i + 1);
@@ -107,8 +120,10 @@ async function main(): Promise<void> {
   try {
     for (const env of ENVS) {
       results[env] = [];
+      const { folder, suffix } = configSet(env);
       for (const variant of VARIANTS) {
-        const path = join(root, 'configs', env, files[variant]!);
+        const file = files[variant]!.replace(/\.json$/, `${suffix}.json`);
+        const path = join(root, 'configs', folder, file);
         const { config: base } = await loadExperiment(path);
         const runs: SeedRun[] = [];
         for (const seed of SEEDS) {
@@ -118,7 +133,7 @@ async function main(): Promise<void> {
           const run = store.createRun({ name: `${env}/${variant}/seed ${seed}`, config, runDir });
           const curve: SeedRun['curve'] = [];
           const t0 = performance.now();
-          process.stderr.write(`\n== ${env} / ${variant} (${files[variant]}) seed ${seed}\n`);
+          process.stderr.write(`\n== ${env} / ${variant} (${folder}/${file}) seed ${seed}\n`);
           const s = await train({
             experiment,
             store,
@@ -137,7 +152,7 @@ async function main(): Promise<void> {
           runs.push({ seed, curve, testBefore: s.initialTest?.success ?? null, testAfter: s.finalTest?.success ?? null, wallSeconds: (performance.now() - t0) / 1000 });
           store.setRunState(run.id, 'done');
         }
-        results[env].push(summarise(variant, `configs/${env}/${files[variant]}`, runs));
+        results[env].push(summarise(variant, `configs/${folder}/${file}`, runs));
       }
     }
   } finally {
