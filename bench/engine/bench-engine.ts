@@ -15,7 +15,8 @@
  * `decode-int4-b128` (blocks of 128) (BENCH_DECODE_VARIANTS, default all four).
  *
  * Then the real-vocabulary case (`bench-real-vocab.ts`): a random model at Qwen2.5-0.5B's shapes,
- * its decode and LoRA PPO step against PyTorch's, and both processes' peak RSS.
+ * its decode (fp32, and int4 rollout weights with blocks of 128: `decode-int4-b128`) and LoRA PPO
+ * step against PyTorch's, and both processes' peak RSS.
  *
  * Options (env): BENCH_ROUNDS (3), BENCH_THREADS (2), BENCH_MODELS (default,medium,qwen2.5-0.5b).
  * A run of some models only replaces their rows in `engine.json` and keeps the others.

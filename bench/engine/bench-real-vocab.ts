@@ -6,6 +6,13 @@
  * on the same thread count as PyTorch eager does the same on the same shapes. Reports decode
  * and LoRA-train tokens/s and each process's peak RSS (the figure issue 12 bounds: 8 GB).
  *
+ * Then the same prompts, new tokens and sampling decoded as an int4 training rollout (fused graph,
+ * MatMulNBits, blocks of 128: `rollout: { weights: "int4", blockSize: 128 }`) by a second policy
+ * on the same random weights, created after the first is disposed so the two never hold 2 GB of
+ * weights each at once; figure `decode-int4-b128`, against the same PyTorch eager fp32 decode.
+ * Its warm-up run includes quantizing and building the graph (a trainer pays that after each
+ * update). Its peak RSS is that phase's own where Linux lets the high-water mark be reset.
+ *
  * One round only (a LoRA step is ~tens of seconds on 2 cores), Troupe then PyTorch. Weights are
  * each side's own random initialisation (N(0, 0.02²), norms 1): a 2 GB safetensors file just to
  * share random numbers would cost more than the timing it protects, and random weights give
@@ -17,8 +24,11 @@
  * each row also records the CPU utilisation of each side (CPU seconds ÷ (wall seconds ×
  * threads)) over its timed region.
  *
- * Options (env): BENCH_QWEN_TRAIN_STEPS (2), BENCH_QWEN_DECODE_RUNS (2), BENCH_QWEN_MICRO_TOKENS (256).
+ * Options (env): BENCH_QWEN_TRAIN_STEPS (2), BENCH_QWEN_DECODE_RUNS (2), BENCH_QWEN_NEW_TOKENS (32),
+ * BENCH_QWEN_MICRO_TOKENS (256). A quick end-to-end check: BENCH_QWEN_TRAIN_STEPS=1
+ * BENCH_QWEN_DECODE_RUNS=1 BENCH_QWEN_NEW_TOKENS=4 (the figures then mean little).
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { initParameters } from '../../server/models/init.ts';
@@ -26,6 +36,7 @@ import { initLoraParameters, parseLoraConfig } from '../../server/models/lora.ts
 import { parameterShapes, parseModelConfig, type ModelConfig } from '../../server/models/model-config.ts';
 import { optimizerSchema } from '../../server/models/optimizer.ts';
 import { Policy } from '../../server/models/policy.ts';
+import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
 import type { TrainSequence } from '../../server/models/train-batch.ts';
 import type { Engine } from '../../server/runtime/engine.ts';
 import { median } from './bench-util.ts';
@@ -49,9 +60,11 @@ export const qwen25HalfB: ModelConfig = parseModelConfig({
 });
 
 const TRAIN = { batch: 4, seqLen: 128, steps: Number(process.env['BENCH_QWEN_TRAIN_STEPS'] ?? 2), warmup: 1 };
-const DECODE = { batch: 16, promptLen: 32, newTokens: 32, runs: Number(process.env['BENCH_QWEN_DECODE_RUNS'] ?? 2), warmup: 1 };
+const DECODE = { batch: 16, promptLen: 32, newTokens: Number(process.env['BENCH_QWEN_NEW_TOKENS'] ?? 32), runs: Number(process.env['BENCH_QWEN_DECODE_RUNS'] ?? 2), warmup: 1 };
 const MICRO_TOKENS = Number(process.env['BENCH_QWEN_MICRO_TOKENS'] ?? 256);
 const LORA = { rank: 8, alpha: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const };
+/** The int4 rollout decoder timed beside fp32: what `rollout: { weights: "int4", blockSize: 128 }` builds. */
+const INT4: DecodeSettings = { weights: 'int4', fused: true, blockSize: 128 };
 
 const mb = (kb: number) => kb / 1024;
 const rssMB = () => mb(process.resourceUsage().maxRSS);
@@ -65,6 +78,41 @@ function collectGarbage(): void {
   setFlagsFromString('--expose-gc');
   const gc: unknown = runInNewContext('gc');
   if (typeof gc === 'function') gc();
+}
+
+/**
+ * Resets this process's peak-RSS high-water mark (Linux: writing 5 to /proc/self/clear_refs), so a
+ * later phase's peak can be read on its own with `phasePeakMB`; false where that is not possible.
+ */
+function resetPeakRss(): boolean {
+  try {
+    writeFileSync('/proc/self/clear_refs', '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Peak RSS (MB) since `resetPeakRss` (VmHWM), or the whole process's where it cannot be read. */
+function phasePeakMB(): number {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    if (m) return mb(Number(m[1]));
+  } catch {
+    // Not Linux: fall through to the process's peak.
+  }
+  return rssMB();
+}
+
+/** This process's RSS now (MB; Linux), or its peak where that cannot be read. */
+function currentRssMB(): number {
+  try {
+    const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    if (m) return mb(Number(m[1]));
+  } catch {
+    // Not Linux.
+  }
+  return rssMB();
 }
 
 /** CPU seconds of this process (every thread: ONNX Runtime's pool included) over `fn`, with its wall time. */
@@ -134,18 +182,22 @@ export async function benchRealVocab(engine: Engine, torch: TorchServer, threads
 
   // Decode: the first run also compiles the graph and creates the session.
   const prompts = Array.from({ length: DECODE.batch }, (_, b) => Int32Array.from({ length: DECODE.promptLen }, (_, i) => (b * 7919 + i * 104729) % c.vocabSize));
-  const decMs: number[] = [];
-  const decCpu = { sec: 0, wallSec: 0 };
-  for (let i = 0; i < DECODE.warmup + DECODE.runs; i++) {
-    const { value: g, ms, cpuSec } = await timed(() => policy.generate(prompts, { maxNewTokens: DECODE.newTokens, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: i, stopTokens: [], padToken: 0 }));
-    if (g.tokens.some((x) => x.length !== DECODE.newTokens)) throw new Error('decode produced fewer tokens than asked');
-    say(`decode run ${i + 1}: ${(ms / 1000).toFixed(1)} s, ${cpuSec.toFixed(1)} CPU s${i < DECODE.warmup ? ' (warm-up, includes compiling)' : ''}`);
-    if (i >= DECODE.warmup) {
-      decMs.push(ms);
-      decCpu.sec += cpuSec;
-      decCpu.wallSec += ms / 1000;
+  /** Timed decode runs after the warm-up; `rollout`: sample with the policy's rollout weights. */
+  const timeDecode = async (p: Policy, label: string, rollout: boolean): Promise<{ ms: number[]; cpu: { sec: number; wallSec: number } }> => {
+    const out = { ms: [] as number[], cpu: { sec: 0, wallSec: 0 } };
+    for (let i = 0; i < DECODE.warmup + DECODE.runs; i++) {
+      const { value: g, ms, cpuSec } = await timed(() => p.generate(prompts, { maxNewTokens: DECODE.newTokens, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: i, stopTokens: [], padToken: 0, rollout }));
+      if (g.tokens.some((x) => x.length !== DECODE.newTokens)) throw new Error(`${label} decode produced fewer tokens than asked`);
+      say(`${label} decode run ${i + 1}: ${(ms / 1000).toFixed(1)} s, ${cpuSec.toFixed(1)} CPU s${i < DECODE.warmup ? ' (warm-up, includes compiling)' : ''}`);
+      if (i >= DECODE.warmup) {
+        out.ms.push(ms);
+        out.cpu.sec += cpuSec;
+        out.cpu.wallSec += ms / 1000;
+      }
     }
-  }
+    return out;
+  };
+  const { ms: decMs, cpu: decCpu } = await timeDecode(policy, 'fp32', false);
   const rssAfterDecode = rssMB();
 
   // LoRA PPO: old and reference log-probs, then updates (the first compiles).
@@ -174,6 +226,20 @@ export async function benchRealVocab(engine: Engine, torch: TorchServer, threads
   const troupePeak = rssMB();
   say(`Troupe peak RSS ${(troupePeak / 1024).toFixed(2)} GiB (after decode ${(rssAfterDecode / 1024).toFixed(2)}, at start ${(rssStart / 1024).toFixed(2)})`);
   await policy.dispose();
+  collectGarbage();
+
+  // int4 rollout decode of the same random weights (same seed) by a policy of its own, without
+  // LoRA: merging an adapter changes the weights quantized, not the graph or its cost.
+  const phaseReset = resetPeakRss();
+  const rssBeforeInt4 = currentRssMB();
+  say(`before the int4 phase: ${((await engine.stats()).residentBytes / 2 ** 30).toFixed(2)} GiB resident in the engine, process RSS ${(rssBeforeInt4 / 1024).toFixed(2)} GiB`);
+  const int4Policy = await Policy.create(engine, { id: `${realVocabName}-int4`, config: c, weights: initParameters(c, 1), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false, decode: INT4 });
+  collectGarbage();
+  const int4Dec = await timeDecode(int4Policy, `int4 (blocks of ${INT4.blockSize})`, true);
+  const int4Peak = phasePeakMB();
+  say(`int4 phase peak RSS ${(int4Peak / 1024).toFixed(2)} GiB${phaseReset ? '' : ' (whole process: the high-water mark could not be reset)'}; last quantize + build ${(int4Policy.rolloutRebuildMs / 1000).toFixed(1)} s`);
+  await int4Policy.dispose();
+  collectGarbage();
 
   // PyTorch eager on the same shapes: base weights for decode, then LoRA for the train step.
   await torch.call({ cmd: 'load', modelConfig: c, seed: 1 });
@@ -189,6 +255,7 @@ export async function benchRealVocab(engine: Engine, torch: TorchServer, threads
   const decTokens = DECODE.batch * DECODE.newTokens;
   const trainMed = { troupe: median(trainMs), pytorch: median(tTrain.ms) };
   const decMed = { troupe: median(decMs), pytorch: median(tDec.ms) };
+  const int4Med = { troupe: median(int4Dec.ms), pytorch: decMed.pytorch };
   // LoRA step ≈ 2 forwards: the backward takes activation gradients through every frozen GEMM
   // (one more forward's worth) and no weight gradients besides the adapters' (negligible).
   const trainFlops = 2 * TRAIN.batch * Array.from({ length: TRAIN.seqLen }, (_, i) => forwardTokenFlops(c, i + 1)).reduce((a, b) => a + b, 0);
@@ -201,7 +268,8 @@ export async function benchRealVocab(engine: Engine, torch: TorchServer, threads
   const use = (cpu: number, wall: number) => cpu / (wall * threads);
   const trainUse = { troupe: use(trainCpu.sec, trainCpu.wallSec), pytorch: use(tTrain.cpuSec, tTrain.wallSec) };
   const decUse = { troupe: use(decCpu.sec, decCpu.wallSec), pytorch: use(tDec.cpuSec, tDec.wallSec) };
-  say(`CPU utilisation: train Troupe ${trainUse.troupe.toFixed(2)}, PyTorch ${trainUse.pytorch.toFixed(2)}; decode Troupe ${decUse.troupe.toFixed(2)}, PyTorch ${decUse.pytorch.toFixed(2)}`);
+  const int4Use = { troupe: use(int4Dec.cpu.sec, int4Dec.cpu.wallSec), pytorch: decUse.pytorch };
+  say(`CPU utilisation: train Troupe ${trainUse.troupe.toFixed(2)}, PyTorch ${trainUse.pytorch.toFixed(2)}; decode Troupe ${decUse.troupe.toFixed(2)} (int4 ${int4Use.troupe.toFixed(2)}), PyTorch ${decUse.pytorch.toFixed(2)}`);
   return {
     log,
     rows: [
@@ -231,6 +299,22 @@ export async function benchRealVocab(engine: Engine, torch: TorchServer, threads
         peakRssMB: { troupe: rssAfterDecode, pytorch: tDec.maxRssMB },
         cpuUtilization: decUse,
         shape: { batch: DECODE.batch, promptLen: DECODE.promptLen, newTokens: DECODE.newTokens, sampling: 'temperature 1' },
+        date,
+      },
+      {
+        model,
+        figure: `decode-int4-b${INT4.blockSize}`,
+        troupe: (decTokens / int4Med.troupe) * 1000,
+        pytorch: (decTokens / int4Med.pytorch) * 1000,
+        speedup: int4Med.pytorch / int4Med.troupe,
+        ms: int4Med,
+        roundMs: { troupe: int4Dec.ms, pytorch: tDec.ms },
+        gflops: { troupe: decFlops / int4Med.troupe / 1e6, pytorch: decFlops / int4Med.pytorch / 1e6 },
+        peakRssMB: { troupe: int4Peak, pytorch: tDec.maxRssMB },
+        peakRssScope: phaseReset ? 'Troupe: the int4 phase (policy created, quantized, decoded), on top of rssAtPhaseStartMB; PyTorch: its decode' : 'whole process',
+        rssAtPhaseStartMB: rssBeforeInt4,
+        cpuUtilization: int4Use,
+        shape: { batch: DECODE.batch, promptLen: DECODE.promptLen, newTokens: DECODE.newTokens, sampling: 'temperature 1', weights: INT4.weights, graph: 'fused', blockSize: INT4.blockSize, lora: 'none (merged before quantizing in training)', pytorch: 'fp32 eager' },
         date,
       },
     ],
