@@ -11,10 +11,18 @@
  * bookkeeping in generate.ts).
  *
  * PROFILE_MODE=compare: the variants in PROFILE_VARIANTS (names below) against `base`, the current
- * rollout path, interleaved A B A B over PROFILE_ROUNDS rounds; prints medians and ratios.
+ * rollout path, interleaved A B A B over PROFILE_ROUNDS rounds; prints medians and ratios of
+ * decode wall time and of the process's CPU time per generation (the steadier measure of work on
+ * busy cores with PROFILE_THREADS=1; spinning threads burn CPU time while they wait).
  *
  * Options (env): PROFILE_MODELS (default,medium), PROFILE_WEIGHTS (fp32,int8,int4),
- * PROFILE_ROUNDS (5), PROFILE_THREADS (2), PROFILE_VARIANTS (all).
+ * PROFILE_ROUNDS (5), PROFILE_THREADS (2), PROFILE_VARIANTS (all), PROFILE_BASELINE (a copy of
+ * decode-graph.ts from another commit, e.g. `git show HEAD:server/models/decode-graph.ts >
+ * server/models/decode-graph.baseline.ts`: adds the variant `baseline`, that file's graph with
+ * base's session, to time a graph change against; several files, comma-separated, are `baseline`,
+ * `baseline-2`, …; imports resolve relative to the copy, so keep it beside the original),
+ * PROFILE_SHAPES (1: also time per op type and input shapes; one op appears once per cache
+ * capacity S the generation went through).
  */
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -38,6 +46,8 @@ const configs: Record<string, ModelConfig> = { default: defaultModelConfig, medi
 
 /** A graph and session setup to time: overrides of the graph builder's and the session's options. */
 interface Variant {
+  /** Another build of the fused graph (PROFILE_BASELINE). */
+  readonly build?: typeof buildFusedDecode;
   readonly graph?: Partial<Pick<FusedDecodeOptions, 'accuracyLevel' | 'joinProjections'>> & { blockSize?: number };
   readonly session?: SessionOptions;
   /** Split the batch in two halves decoded at once by two engine workers, each session single-threaded. */
@@ -78,7 +88,7 @@ function graphBytes(c: ModelConfig, weights: Map<string, Float32Array>, kind: Ro
     ...(v.graph?.accuracyLevel === undefined ? {} : { accuracyLevel: v.graph.accuracyLevel }),
     ...(v.graph?.joinProjections === undefined ? {} : { joinProjections: v.graph.joinProjections }),
   };
-  return buildFusedDecode(c, o).bytes;
+  return (v.build ?? buildFusedDecode)(c, o).bytes;
 }
 
 async function decode(engine: Engine, session: string, c: ModelConfig, seed: number, rows: readonly [number, number] = [0, DECODE.batch]): Promise<GenerateResult> {
@@ -102,11 +112,17 @@ interface ProfileEvent {
   name: string;
   dur: number;
   ts: number;
-  args?: { op_name?: string };
+  args?: { op_name?: string; input_type_shape?: Array<Record<string, number[]>> };
+}
+
+/** One kernel's op type and input shapes, e.g. `MatMul [64,1,320]x[320,960]`. */
+function kernelKey(e: ProfileEvent): string {
+  const shapes = (e.args?.input_type_shape ?? []).map((s) => `[${(Object.values(s)[0] ?? []).join(',')}]`);
+  return `${e.args?.op_name ?? '?'} ${shapes.join('x')}`;
 }
 
 /** Per-op-type microseconds over the decode steps (every model_run after the first, the prefill). */
-function opTimes(events: ProfileEvent[]): { byOp: Map<string, number>; steps: number; kernelsPerStep: number; runUs: number } {
+function opTimes(events: ProfileEvent[], key: (e: ProfileEvent) => string = (e) => e.args?.op_name ?? '?'): { byOp: Map<string, number>; steps: number; kernelsPerStep: number; runUs: number } {
   const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run').sort((a, b) => a.ts - b.ts);
   const decodeRuns = runs.slice(1);
   const inDecode = (e: ProfileEvent) => decodeRuns.some((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
@@ -114,7 +130,7 @@ function opTimes(events: ProfileEvent[]): { byOp: Map<string, number>; steps: nu
   let kernels = 0;
   for (const e of events) {
     if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time') || !inDecode(e)) continue;
-    const op = e.args?.op_name ?? '?';
+    const op = key(e);
     byOp.set(op, (byOp.get(op) ?? 0) + e.dur);
     kernels++;
   }
@@ -146,21 +162,33 @@ async function profile(engine: Engine, dir: string): Promise<void> {
       console.log('| op | share | µs/step |');
       console.log('|---|---|---|');
       for (const [op, us] of [...t.byOp].sort((a, b) => b[1] - a[1])) console.log(`| ${op} | ${((100 * us) / total).toFixed(1)}% | ${(us / t.steps).toFixed(1)} |`);
+      if (process.env['PROFILE_SHAPES']) {
+        // The same time by op type and input shapes (the last step's shapes stand for all: S grows).
+        const k = opTimes(events.filter((e) => e.ts >= second), kernelKey);
+        console.log('| op and input shapes | share | µs/step |');
+        console.log('|---|---|---|');
+        for (const [op, us] of [...k.byOp].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`| ${op} | ${((100 * us) / total).toFixed(1)}% | ${(us / k.steps).toFixed(1)} |`);
+      }
     }
   }
 }
 
 /** One timed generation of variant `n`: one call, or (split) two half batches on two engines at once. */
-async function timed(engines: readonly Engine[], session: string, c: ModelConfig, seed: number, split: boolean): Promise<{ ms: number; hostMs: number }> {
+async function timed(engines: readonly Engine[], session: string, c: ModelConfig, seed: number, split: boolean): Promise<{ ms: number; hostMs: number; cpuMs: number }> {
   if (!split) {
+    // CPU time of the whole process (the engine is a worker thread), prefill included: with one
+    // intra-op thread it counts the work done, which other processes on the cores inflate far
+    // less than they inflate wall time.
+    const cpu0 = process.cpuUsage();
     const g = await decode(engines[0]!, session, c, seed);
-    return { ms: g.decodeMs, hostMs: g.decodeMs - g.decodeRun!.ms };
+    const cpu = process.cpuUsage(cpu0);
+    return { ms: g.decodeMs, hostMs: g.decodeMs - g.decodeRun!.ms, cpuMs: (cpu.user + cpu.system) / 1000 };
   }
   const half = DECODE.batch / 2;
   const t0 = performance.now();
   const gs = await Promise.all(engines.map((e, i) => decode(e, session, c, seed, [i * half, (i + 1) * half])));
   // Prefill included here (both halves end together); it is ~1/64 of the generation.
-  return { ms: performance.now() - t0 - Math.max(...gs.map((g) => g.prefillMs)), hostMs: Math.max(...gs.map((g) => g.decodeMs - g.decodeRun!.ms)) };
+  return { ms: performance.now() - t0 - Math.max(...gs.map((g) => g.prefillMs)), hostMs: Math.max(...gs.map((g) => g.decodeMs - g.decodeRun!.ms)), cpuMs: NaN };
 }
 
 async function compare(engine: Engine): Promise<void> {
@@ -174,6 +202,7 @@ async function compare(engine: Engine): Promise<void> {
     for (const kind of WEIGHTS) {
       const ms = new Map<string, number[]>();
       const host = new Map<string, number[]>();
+      const cpu = new Map<string, number[]>();
       // Block size and accuracy level are MatMulNBits' only.
       const used = names.filter((n) => kind !== 'fp32' || (variants[n]!.graph?.blockSize === undefined && variants[n]!.graph?.accuracyLevel === undefined));
       for (const n of used) {
@@ -186,13 +215,16 @@ async function compare(engine: Engine): Promise<void> {
           const g = await timed(engines, `${m}-${kind}-${n}`, c, r, variants[n]!.split ?? false);
           (ms.get(n) ?? ms.set(n, []).get(n)!).push(g.ms);
           (host.get(n) ?? host.set(n, []).get(n)!).push(g.hostMs);
+          (cpu.get(n) ?? cpu.set(n, []).get(n)!).push(g.cpuMs);
         }
       }
       const base = median(ms.get('base')!);
+      const baseCpu = median(cpu.get('base')!);
       console.log(`\n## ${m} ${kind} (${ROUNDS} rounds, decode ms of ${DECODE.newTokens - 1} steps; ratio = base / variant, > 1 is faster)`);
       for (const n of used) {
         const t = median(ms.get(n)!);
-        console.log(`${n.padEnd(20)} ${t.toFixed(1).padStart(8)} ms  host ${median(host.get(n)!).toFixed(1).padStart(6)} ms  ${(base / t).toFixed(3)}x   [${ms.get(n)!.map((x) => x.toFixed(0)).join(' ')}]`);
+        const tc = median(cpu.get(n)!);
+        console.log(`${n.padEnd(20)} ${t.toFixed(1).padStart(8)} ms  host ${median(host.get(n)!).toFixed(1).padStart(6)} ms  ${(base / t).toFixed(3)}x   cpu ${tc.toFixed(0).padStart(6)} ms ${(baseCpu / tc).toFixed(3)}x   [${ms.get(n)!.map((x) => x.toFixed(0)).join(' ')}]`);
       }
       for (const n of used) for (const e of variants[n]!.split ? engines : [engine]) await e.releaseSession(`${m}-${kind}-${n}`);
     }
@@ -201,6 +233,10 @@ async function compare(engine: Engine): Promise<void> {
 }
 
 async function main(): Promise<void> {
+  for (const [i, file] of (process.env['PROFILE_BASELINE'] ?? '').split(',').filter(Boolean).entries()) {
+    const mod = (await import(join(process.cwd(), file))) as { buildFusedDecode: typeof buildFusedDecode };
+    variants[i ? `baseline-${i + 1}` : 'baseline'] = { build: mod.buildFusedDecode, session: { spinning: true } };
+  }
   const engine = await Engine.start({ threads: THREADS, log: () => {} });
   const dir = await mkdtemp(join(tmpdir(), 'troupe-profile-'));
   try {
