@@ -16,7 +16,7 @@
  *
  * Specs: onnxruntime docs/ContribOperators.md; shapes below follow them.
  */
-import { formatShape, type Shape } from './dims.ts';
+import { dimAdd, formatShape, type Dim, type Shape } from './dims.ts';
 import type { Attrs, Inferred, OpDef, Operand } from './ops.ts';
 import { ShapeError } from './shape-error.ts';
 
@@ -119,6 +119,28 @@ export const contribOpDefs = {
       return { shape: x.shape, dtype };
     },
   },
+  /**
+   * ONNX Split of x [..., A+B+…, ...] along `axis` into parts as long as each ref's last axis (a
+   * tuple; read each part with select): the split of a value built by concatenating along a
+   * symbolic axis (the fused decode's attention scores over past and new keys), where `slice`
+   * needs static bounds. The sizes come from Shape(ref) at run time, once per distinct ref set.
+   */
+  splitLike: {
+    arity: -1,
+    infer: (inputs, attrs): Inferred => {
+      const [x, ...refs] = inputs as [Operand, ...Operand[]];
+      const rank = x.shape.length;
+      const a = num(attrs, 'axis');
+      const axis = a < 0 ? a + rank : a;
+      if (!(axis >= 0 && axis < rank)) return fail(`splitLike: axis ${a} out of range for ${formatShape(x.shape)}`);
+      if (refs.length < 2) return fail(`splitLike needs at least two refs, got ${refs.length}`);
+      const sizes = refs.map((r) => r.shape[r.shape.length - 1]!);
+      const total = sizes.reduce<Dim>((t, d) => dimAdd(t, d), 0);
+      if (formatShape([total]) !== formatShape([x.shape[axis]!])) fail(`splitLike: parts ${formatShape(sizes)} do not add up to axis ${axis} of ${formatShape(x.shape)}`);
+      const outputs = sizes.map((d) => ({ shape: x.shape.map((e, i) => (i === axis ? d : e)), dtype: x.dtype }));
+      return { ...outputs[0]!, outputs };
+    },
+  },
   /** Output `index` of a multi-output node. */
   select: {
     arity: 1,
@@ -134,6 +156,6 @@ export const contribOpDefs = {
 } as const satisfies Record<string, OpDef>;
 
 /** Ops with several outputs: only `select` may read them. */
-export const tupleOps: ReadonlySet<string> = new Set(['skipRmsNorm']);
+export const tupleOps: ReadonlySet<string> = new Set(['skipRmsNorm', 'splitLike']);
 /** Ops with no gradient rule: decode-time kernels only. */
-export const inferenceOnlyOps = ['matMulNBits', 'skipRmsNorm', 'rotaryEmbedding', 'select'] as const;
+export const inferenceOnlyOps = ['matMulNBits', 'skipRmsNorm', 'rotaryEmbedding', 'splitLike', 'select'] as const;

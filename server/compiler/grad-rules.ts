@@ -224,6 +224,7 @@ export const gradRules = {
   matMulNBits: inferenceOnly,
   skipRmsNorm: inferenceOnly,
   rotaryEmbedding: inferenceOnly,
+  splitLike: inferenceOnly,
   select: inferenceOnly,
 } satisfies Record<Op, GradRule>;
 

@@ -195,6 +195,11 @@ export class Graph {
   rotaryEmbedding(x: Node, positions: Node, cos: Node, sin: Node, numHeads: number): Node {
     return this.node('rotaryEmbedding', [x, positions, cos, sin], { numHeads });
   }
+  /** x split along `axis` into parts as long as each ref's last axis (see contrib-ops.ts). */
+  splitLike(x: Node, axis: number, refs: readonly Node[]): Node[] {
+    const t = this.node('splitLike', [x, ...refs], { axis });
+    return refs.map((_, i) => this.select(t, i));
+  }
   select(tuple: Node, index: number): Node { return this.node('select', [tuple], { index }); }
 }
 

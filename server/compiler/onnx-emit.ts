@@ -44,6 +44,8 @@ interface Emitter {
   ints(values: readonly number[], dims?: number[]): string;
   /** Name of Shape(n), emitted once per node. */
   shapeOf(n: Node): string;
+  /** Name of the int64 [k] tensor of the refs' last dims (Shape + Concat), emitted once per ref list. */
+  lastDimsOf(refs: readonly Node[]): string;
   push(node: OnnxNode): void;
 }
 
@@ -144,6 +146,13 @@ const lowerings = {
     e.push({ opType: 'SkipSimplifiedLayerNormalization', domain: MS_DOMAIN, inputs: n.inputs.map((i) => e.name(i)), outputs: [`${out}.0`, '', '', `${out}.1`], attrs: [['epsilon', { float: n.attrs['eps'] as number }]] }),
   rotaryEmbedding: (n, e, out) =>
     e.push({ opType: 'RotaryEmbedding', domain: MS_DOMAIN, inputs: n.inputs.map((i) => e.name(i)), outputs: [out], attrs: [['num_heads', n.attrs['numHeads'] as number], ['interleaved', 0]] }),
+  splitLike: (n, e, out) =>
+    e.push({
+      opType: 'Split',
+      inputs: [e.name(n.inputs[0]!), e.lastDimsOf(n.inputs.slice(1))],
+      outputs: n.inputs.slice(1).map((_, i) => `${out}.${i}`),
+      attrs: [['axis', n.attrs['axis'] as number]],
+    }),
   select: () => {},
 } satisfies Record<Op, Lower>;
 
@@ -230,6 +239,7 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
   const inits: Initializer[] = [];
   const intsCache = new Map<string, string>();
   const shapeCache = new Map<number, string>();
+  const lastDimsCache = new Map<string, string>();
 
   const baked = options.initializers ?? new Map<string, Uint8Array>();
   const declared = order.filter((n) => n.op === 'input').sort((a, b) => String(a.attrs['name']).localeCompare(String(b.attrs['name'])));
@@ -279,6 +289,24 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
         name = `shape.${e.name(n)}`;
         shapeCache.set(n.id, name);
         nodes.push({ opType: 'Shape', inputs: [e.name(n)], outputs: [name], attrs: [] });
+      }
+      return name;
+    },
+    lastDimsOf: (refs) => {
+      const key = `lastdims.${refs.map((r) => e.name(r)).join('|')}`;
+      let name = lastDimsCache.get(key);
+      if (!name) {
+        const dims = refs.map((r) => {
+          const d = `lastdim.${e.name(r)}`;
+          if (!lastDimsCache.has(d)) {
+            lastDimsCache.set(d, d);
+            nodes.push({ opType: 'Shape', inputs: [e.name(r)], outputs: [d], attrs: [['start', -1]] });
+          }
+          return d;
+        });
+        name = key;
+        lastDimsCache.set(key, name);
+        nodes.push({ opType: 'Concat', inputs: dims, outputs: [name], attrs: [['axis', 0]] });
       }
       return name;
     },

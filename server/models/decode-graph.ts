@@ -186,7 +186,7 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
       q = b.reshape(rmsNorm(b, b.reshape(q, ['B', 'T', H, D]), w(`${p}.attn.q_norm.weight`), c.rmsNormEps), ['B', 'T', H * D]);
       k = b.reshape(rmsNorm(b, b.reshape(k, ['B', 'T', Hkv, D]), w(`${p}.attn.k_norm.weight`), c.rmsNormEps), ['B', 'T', Hkv * D]);
     }
-    const qr = b.reshape(b.rotaryEmbedding(q, positions, cos, sin, H), ['B', 'T', H, D]); // [B,T,H,D]
+    const qr = b.rotaryEmbedding(q, positions, cos, sin, H); // [B,T,H·D]
     const kr = b.reshape(b.rotaryEmbedding(k, positions, cos, sin, Hkv), ['B', 'T', Hkv, D]); // [B,T,Hkv,D]
     const kNew = b.transpose(kr, [0, 2, 1, 3]); // [B,Hkv,T,D]
     const vNew = b.transpose(v, [0, 2, 1, 3]);
@@ -234,32 +234,36 @@ function concatBytes(xs: readonly Uint8Array[]): Uint8Array {
 
 /**
  * Attention of the new positions over a batch-major cache of capacity S (its slots past the
- * filled ones masked by `pastBias`) and over the new keys themselves, without joining the two:
- * concatenating past and new keys (or transposing a time-major cache) copies the whole cache in
- * every layer of every step, which the profile showed as ~35–45% of a step at the benchmark's
- * sizes. Instead the two score blocks share one softmax: m = max of both, out = (e_past·V_past +
- * e_new·v_new) / (Σe_past + Σe_new). A masked slot's weight is exp(−1e9 − m) = 0 exactly.
+ * filled ones masked by `pastBias`) and over the new keys themselves, without joining the two
+ * caches: concatenating past and new keys (or transposing a time-major cache) copies the whole
+ * cache in every layer of every step, which the profile showed as ~35–45% of a step at the
+ * benchmark's sizes. Only the small score blocks are joined: one Softmax over [past | new]
+ * scores, split back at S (`splitLike`: S is symbolic, so `slice` cannot), out = p_past·V_past +
+ * p_new·v_new. A masked slot's weight is exp(−1e9 − max) = 0 exactly.
  *
- * q [B,T,H,D], past k/v [B,Hkv,S,D], new k/v [B,Hkv,T,D], biases [B,T,S] and [B,T,T] → [B,T,H·D].
+ * q [B,T,H·D], past k/v [B,Hkv,S,D], new k/v [B,Hkv,T,D], biases [B,T,S] and [B,T,T] → [B,T,H·D].
  * Query heads sharing a key head are stacked along the query axis, as in `attention` (composite.ts).
+ * The softmax was ReduceMax/Max/Sub/Exp/ReduceSum/Add/Div over the two blocks (11 kernels a
+ * layer, now 4: Concat, Add, Softmax, Split). Measured and not taken (profile-decode): queries as
+ * [B,T,Hkv,G,D] against keys unsqueezed to [B,1,Hkv,S,D] — ONNX Runtime copies a graph input it
+ * unsqueezes, so the whole cache again; the scale folded into the scores (FusedMatMul alpha ≠ 1
+ * leaves MLAS's M = 1 GEMV path and packs every key block); the new-key products as Mul +
+ * ReduceSum instead of MatMul (8% more CPU time per generation).
  */
 function cachedAttention(b: Graph, q: Node, pastK: Node, pastV: Node, newK: Node, newV: Node, pastBias: Node, newBias: Node): Node {
-  const [B, T, H, D] = q.shape as [Dim, Dim, number, number];
-  const Hkv = pastK.shape[1] as number;
-  const G = H / Hkv;
+  const [B, T, HD] = q.shape as [Dim, Dim, number];
+  const [, Hkv, , D] = pastK.shape as [Dim, number, Dim, number];
+  const G = HD / D / Hkv;
   const qs = b.mul(q, b.like(q, 1 / Math.sqrt(D)));
-  const qg = b.reshape(b.transpose(qs, [0, 2, 1, 3]), [B, Hkv, dimMul(G, T), D]); // [B,Hkv,G·T,D]
-  const mask = (bias: Node) => {
-    const m = b.unsqueeze(bias, [1]); // [B,1,T,·]
-    return G > 1 ? b.concat(Array.from({ length: G }, () => m), 2) : m; // [B,1,G·T,·]
-  };
-  const sPast = b.add(b.matmul(qg, b.transpose(pastK, [0, 1, 3, 2])), mask(pastBias)); // [B,Hkv,G·T,S]
-  const sNew = b.add(b.matmul(qg, b.transpose(newK, [0, 1, 3, 2])), mask(newBias)); // [B,Hkv,G·T,T]
-  const m = b.max(b.reduceMax(sPast, [3], true), b.reduceMax(sNew, [3], true)); // [B,Hkv,G·T,1]
-  const ePast = b.exp(b.sub(sPast, m));
-  const eNew = b.exp(b.sub(sNew, m));
-  const z = b.add(b.reduceSum(ePast, [3], true), b.reduceSum(eNew, [3], true)); // [B,Hkv,G·T,1]
-  const out = b.div(b.add(b.matmul(ePast, pastV), b.matmul(eNew, newV)), z); // [B,Hkv,G·T,D]
-  const heads = b.reshape(out, [B, H, T, D]); // [B,H,T,D]
-  return b.reshape(b.transpose(heads, [0, 2, 1, 3]), [B, T, H * D]); // [B,T,H·D]
+  const qg = b.reshape(b.transpose(b.reshape(qs, [B, T, Hkv * G, D]), [0, 2, 1, 3]), [B, Hkv, dimMul(G, T), D]); // [B,Hkv,G·T,D]
+  const sPast = b.matmul(qg, b.transpose(pastK, [0, 1, 3, 2])); // [B,Hkv,G·T,S]
+  const sNew = b.matmul(qg, b.transpose(newK, [0, 1, 3, 2])); // [B,Hkv,G·T,T]
+  const m = b.unsqueeze(b.concat([pastBias, newBias], 2), [1]); // [B,1,T,S+T], one per graph
+  const bias = G > 1 ? b.concat(Array.from({ length: G }, () => m), 2) : m; // [B,1,G·T,S+T]
+  const p = b.softmax(b.add(b.concat([sPast, sNew], 3), bias), -1); // [B,Hkv,G·T,S+T]
+  const [pPast, pNew] = b.splitLike(p, 3, [pastBias, newBias]) as [Node, Node];
+  const oNew = b.matmul(pNew, newV); // [B,Hkv,G·T,D]
+  const out = b.add(b.matmul(pPast, pastV), oNew); // [B,Hkv,G·T,D]
+  const heads = b.reshape(out, [B, Hkv * G, T, D]); // [B,H,T,D]
+  return b.reshape(b.transpose(heads, [0, 2, 1, 3]), [B, T, HD]); // [B,T,H·D]
 }
