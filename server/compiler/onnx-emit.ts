@@ -215,6 +215,12 @@ export interface EmitOptions {
    * the host and the log-probs back within every call; the primitives all run on the GPU.
    */
   readonly logSoftmax?: 'fused' | 'primitives';
+  /**
+   * Give an output computed by a node its public name on that node instead of through an
+   * Identity (which copies the value on every run): the first output naming each such value. Off
+   * by default; the fused decode graph sets it (2L + 1 fewer kernels a step).
+   */
+  readonly outputsInPlace?: boolean;
 }
 
 /** logSoftmax as ReduceMax, Sub, Exp, ReduceSum, Log, Sub (see EmitOptions.logSoftmax). */
@@ -321,10 +327,17 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
   // Outputs get their public names through Identity nodes: a value may be exposed under several
   // names, or be an input or constant itself, and internal names must stay structural.
   const seen = new Set<string>();
+  const renamed = new Map<string, string>();
   for (const [name, n] of outputs) {
     if (seen.has(name)) throw new GraphError(`duplicate output name '${name}'`, n.op, n.id);
     seen.add(name);
-    nodes.push({ opType: 'Identity', inputs: [e.name(n)], outputs: [name], attrs: [] });
+    const value = e.name(n);
+    if (options.outputsInPlace && n.op !== 'input' && n.op !== 'constant' && !renamed.has(value)) renamed.set(value, name);
+    else nodes.push({ opType: 'Identity', inputs: [renamed.get(value) ?? value], outputs: [name], attrs: [] });
+  }
+  if (renamed.size) {
+    const rename = (x: string) => renamed.get(x) ?? x;
+    nodes.forEach((node, i) => (nodes[i] = { ...node, inputs: node.inputs.map(rename), outputs: node.outputs.map(rename) }));
   }
 
   const w = new ProtoWriter();

@@ -213,7 +213,7 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
     if (t) inits.set(name, new Uint8Array(t.buffer, t.byteOffset, t.byteLength));
   }
   const half = o.weights === 'fp16' ? toHalfPrecision(outputs, inits, { saturate: (n) => n.startsWith('attention_bias') }) : null;
-  const bytes = emitOnnx(half?.outputs ?? outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: half?.initializers ?? inits });
+  const bytes = emitOnnx(half?.outputs ?? outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: half?.initializers ?? inits, outputsInPlace: true });
   const tensorInputs = [...m.weights.keys(), ...(m.lora ? [...m.lora.keys()] : [])].filter((n) => used.has(n) && !inits.has(n));
   return { bytes, tensorInputs, outputs: outputs.map(([n]) => n), maxPositions, cacheLayout: 'batch-major' };
 }
