@@ -187,7 +187,10 @@ describe('WebGPU graphs stay on the GPU', { skip }, () => {
   for (const graph of ['decode', 'decode-fused', 'decode-fp16', 'score', 'train-ppo-lora', 'train-ce-full']) {
     test(`${graph}: nothing is copied back to the host mid-graph`, async () => {
       const p = await placements(graph, 'primitives');
-      assert.ok((p.get('WebGpuExecutionProvider')?.length ?? 0) > 100, `${graph}: most nodes should run on WebGPU: ${JSON.stringify([...p])}`);
+      const onGpu = p.get('WebGpuExecutionProvider')?.length ?? 0;
+      const all = [...p.values()].reduce((n, ops) => n + ops.length, 0);
+      // A share, not a count: the fused decode graph keeps shrinking (95 nodes after its Softmax).
+      assert.ok(onGpu >= 0.9 * all, `${graph}: most nodes should run on WebGPU (${onGpu} of ${all}): ${JSON.stringify([...p])}`);
       assert.deepEqual(p.get('WebGpuExecutionProvider')?.filter((op) => op === 'MemcpyToHost') ?? [], []);
       assert.ok(!(p.get('CPUExecutionProvider') ?? []).includes('LogSoftmax'));
     });
