@@ -163,15 +163,22 @@ async function main(): Promise<void> {
   await mkdir(outDir, { recursive: true });
   // Merge into earlier results of this format, so one environment or variant can be re-run on its own.
   const file = join(outDir, 'learning.json');
+  // Environments this run did not touch are written back as they were, whatever their format
+  // (older entries without per-seed runs used to be dropped, and their charts redrawn empty).
+  const untouched: Record<string, unknown> = {};
   if (existsSync(file)) {
     const old = JSON.parse(await readFile(file, 'utf8')) as { results?: Record<string, Array<Partial<VariantResult>>> };
     for (const [env, rs] of Object.entries(old.results ?? {})) {
+      if (!ENVS.includes(env)) {
+        untouched[env] = rs;
+        continue;
+      }
       const fresh = results[env] ?? [];
       const kept = rs.filter((r): r is VariantResult => Array.isArray(r.runs) && !fresh.some((f) => f.variant === r.variant));
       results[env] = [...kept, ...fresh].sort((a, b) => VARIANT_ORDER.indexOf(a.variant) - VARIANT_ORDER.indexOf(b.variant));
     }
   }
-  await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), results }, null, 2)}\n`);
+  await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), results: { ...untouched, ...results } }, null, 2)}\n`);
   for (const [env, rs] of Object.entries(results)) {
     const svg = lineChart(
       `${env}: validation success, mean over seeds (band: lowest to highest)`,
