@@ -39,6 +39,7 @@ import { createPolicies, routingContext } from '../../server/rl/policies.ts';
 import { loadExperiment } from '../../server/rl/resolve-experiment.ts';
 import { rollout, type Sample } from '../../server/rl/rollout.ts';
 import { restorePolicies, stepDir, warmStartDir } from '../../server/rl/run-checkpoint.ts';
+import { trainingRolloutOptions } from '../../server/rl/trainer.ts';
 import { mismatchMetrics } from '../../server/rl/step-metrics.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 
@@ -90,22 +91,10 @@ async function measure(engine: Engine, exp: ResolvedExperiment, base: Map<string
   try {
     if (adapters) await restorePolicies(adapters, policies);
     const ctx = routingContext(e, policies);
-    const a = e.algorithm;
     const samples: Sample[] = [];
     for (let step = 1; step <= STEPS; step++) {
       const { tasks } = await selectTasks(e, ctx, step);
-      const r = await rollout(tasks, ctx, {
-        mode: a.name === 'at-grpo' ? 'tree' : 'independent',
-        branches: a.branches,
-        teamRewardWeight: a.teamRewardWeight,
-        temperature: a.temperature,
-        topP: a.topP,
-        topK: a.topK,
-        maxNewTokens: a.maxNewTokens,
-        seed: (e.seed * 7919 + step) >>> 0,
-        training: true,
-        distinctBranches: a.distinctBranches,
-      });
+      const r = await rollout(tasks, ctx, trainingRolloutOptions(e, step));
       samples.push(...r.samples);
     }
     const rows: Row[] = [];
@@ -113,7 +102,7 @@ async function measure(engine: Engine, exp: ResolvedExperiment, base: Map<string
       const mine = samples.filter((s) => s.policyId === policyId);
       if (mine.length === 0) continue;
       const seqs = mine.map((s) => ({ tokens: Int32Array.from([...s.promptTokens, ...s.responseTokens]), promptLength: s.promptTokens.length }));
-      const fp32 = await policy.score(seqs, a.temperature);
+      const fp32 = await policy.score(seqs, e.algorithm.temperature);
       const sampled = mine.map((s) => s.logprobs);
       const [kl, max] = mismatchMetrics(policyId, sampled, fp32);
       let abs = 0;

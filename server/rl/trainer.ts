@@ -26,7 +26,7 @@ import { evaluate, TEST_SEED_OFFSET, type Evaluation } from './evaluate.ts';
 import type { ResolvedExperiment } from './experiment.ts';
 import { createPolicies, routingContext, stringSeed } from './policies.ts';
 import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
-import { rollout, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
+import { rollout, type RolloutOptions, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
 import { readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, warmStartDir } from './run-checkpoint.ts';
 import { mismatchMetrics, rolloutMetrics, testMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
 import { warmStart, weightsContentKey } from './warm-start.ts';
@@ -254,18 +254,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       // 1. Rollout on fresh training tasks, picked by the curriculum from (seed, step) and the
       //    current policy, so a re-run step from the same checkpoint sees the same tasks.
       const selection = await selectTasks(exp, ctx, step);
-      const r: RolloutResult = await rollout(selection.tasks, ctx, {
-        mode: a.name === 'at-grpo' ? 'tree' : 'independent',
-        branches: a.branches,
-        teamRewardWeight: a.teamRewardWeight,
-        temperature: a.temperature,
-        topP: a.topP,
-        topK: a.topK,
-        maxNewTokens: a.maxNewTokens,
-        seed: (exp.seed * 7919 + step) >>> 0,
-        training: true,
-        distinctBranches: a.distinctBranches,
-      });
+      const r: RolloutResult = await rollout(selection.tasks, ctx, trainingRolloutOptions(exp, step));
       const tRollout = performance.now();
       // 2–3. Score and group: advantages within (instance, agent, turn) — or per task's K returns for GRPO.
       const groups = assignAdvantages(r.trajectories, a.name === 'at-grpo' ? 'sample' : 'trajectory', a.advantageNorm);
@@ -334,6 +323,23 @@ const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}`;
 
 /** The engine an experiment asks for (execution provider, threads). */
+/** How step `step`'s training rollouts sample: the algorithm's settings and the step's seed. */
+export function trainingRolloutOptions(exp: ResolvedExperiment, step: number): RolloutOptions {
+  const a = exp.algorithm;
+  return {
+    mode: a.name === 'at-grpo' ? 'tree' : 'independent',
+    branches: a.branches,
+    teamRewardWeight: a.teamRewardWeight,
+    temperature: a.temperature,
+    topP: a.topP,
+    topK: a.topK,
+    maxNewTokens: a.maxNewTokens,
+    seed: (exp.seed * 7919 + step) >>> 0,
+    training: true,
+    distinctBranches: a.distinctBranches,
+  };
+}
+
 export function startEngine(exp: ResolvedExperiment, log: (line: string) => void): Promise<Engine> {
   return Engine.start({ executionProvider: exp.engine.executionProvider, ...(exp.engine.threads ? { threads: exp.engine.threads } : {}), log });
 }
