@@ -93,10 +93,10 @@ function resetPeakRss(): boolean {
   }
 }
 
-/** Peak RSS (MB) since `resetPeakRss` (VmHWM), or the whole process's where it cannot be read. */
-function phasePeakMB(): number {
+/** A memory line of /proc/self/status in MB (Linux), or the process's peak where it cannot be read. */
+function statusMB(field: 'VmHWM' | 'VmRSS'): number {
   try {
-    const m = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(readFileSync('/proc/self/status', 'utf8'));
     if (m) return mb(Number(m[1]));
   } catch {
     // Not Linux: fall through to the process's peak.
@@ -104,16 +104,10 @@ function phasePeakMB(): number {
   return rssMB();
 }
 
+/** Peak RSS (MB) since `resetPeakRss` (VmHWM), or the whole process's where it cannot be read. */
+const phasePeakMB = (): number => statusMB('VmHWM');
 /** This process's RSS now (MB; Linux), or its peak where that cannot be read. */
-function currentRssMB(): number {
-  try {
-    const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
-    if (m) return mb(Number(m[1]));
-  } catch {
-    // Not Linux.
-  }
-  return rssMB();
-}
+const currentRssMB = (): number => statusMB('VmRSS');
 
 /** CPU seconds of this process (every thread: ONNX Runtime's pool included) over `fn`, with its wall time. */
 async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number; cpuSec: number }> {
