@@ -18,9 +18,9 @@ import { parseModelConfig, parameterShapes, modelDims, type ModelConfig } from '
 import { optimizerSchema } from './optimizer.ts';
 import { Policy } from './policy.ts';
 import { dequantizeBlockwise, quantizeBlockwise, type QuantizedMatrix } from './quantize.ts';
-import { mergeAdapter } from './rollout-decoder.ts';
+import { mergeAdapter, quantizeResidents, unquantizedResidents, type DecoderSource } from './rollout-decoder.ts';
 import type { TrainSequence } from './train-batch.ts';
-import type { LoraSpec } from './transformer-graph.ts';
+import { loraShapes, type LoraSpec } from './transformer-graph.ts';
 
 const untied: ModelConfig = parseModelConfig({ vocabSize: 24, hiddenSize: 64, numLayers: 2, numHeads: 4, numKvHeads: 2, intermediateSize: 64, tieEmbeddings: false, attentionBias: true, maxSequenceLength: 64 });
 const tied: ModelConfig = parseModelConfig({ vocabSize: 40, hiddenSize: 64, numLayers: 2, numHeads: 4, numKvHeads: 4, intermediateSize: 96, tieEmbeddings: true, maxSequenceLength: 64 });
@@ -321,4 +321,54 @@ test('joined q/k/v and gate/up projections decode as the separate ones (fp32 bak
 
 test('mergeAdapter needs the adapter of a LoRA policy', () => {
   assert.throws(() => mergeAdapter(untied, lora, initParameters(untied, 1), null), /LoRA layout but no adapter tensors/);
+});
+
+test('a rebuild quantizes the residents a slice of rows at a time into the same codes and graph as the whole merged weights (int8, int4; LoRA, tied and untied)', async () => {
+  for (const c of [untied, tied]) {
+    for (const withLora of [false, true]) {
+      const weights = initParameters(c, 4, { std: 0.2 });
+      const adapter = withLora ? initLoraParameters(c, loraConfig, 5) : null;
+      if (adapter) for (const [n, t] of adapter) if (n.endsWith('lora_B')) t.forEach((_, i) => (t[i] = Math.cos(i + n.length) * 0.1));
+      const resident = (name: string) => `rebuild:${c.vocabSize}:${withLora}:${name}`;
+      for (const [name, shape] of [...parameterShapes(c), ...(adapter ? loraShapes(c, lora) : [])]) {
+        await engine.upload(resident(name), { dtype: 'float32', dims: shape, data: (weights.get(name) ?? adapter!.get(name)!).slice() });
+      }
+      const src: DecoderSource = { engine, id: 'rebuild', config: c, lora: withLora ? lora : null, resident, snapshot: () => Promise.reject(new Error('a quantized rebuild takes no snapshot')) };
+      // The whole-matrix path the decoder took before: every weight copied, merged, quantized.
+      const merged = mergeAdapter(c, src.lora, weights, adapter);
+      const shapes = new Map(parameterShapes(c));
+      for (const bits of [8, 4] as const) {
+        const whole = new Map<string, QuantizedMatrix>();
+        for (const name of quantizedWeightNames(c)) {
+          const [rows, cols] = shapes.get(name) as [number, number];
+          whole.set(name, quantizeBlockwise(merged.get(name)!, rows, cols, bits, 16));
+        }
+        // Three rows per slice: every matrix is read in several slices, the last one short.
+        const sliced = await quantizeResidents(src, bits, 16, 3 * c.hiddenSize * 4);
+        assert.deepEqual([...sliced.keys()], [...whole.keys()]);
+        for (const [name, q] of whole) {
+          const s = sliced.get(name)!;
+          assert.ok(s.rows === q.rows && s.cols === q.cols && s.bits === bits && s.blockSize === 16, name);
+          assert.ok(Buffer.from(s.packed).equals(Buffer.from(q.packed)), `${name}: int${bits} codes differ`);
+          assert.ok(Buffer.from(s.scales.buffer).equals(Buffer.from(q.scales.buffer)), `${name}: int${bits} scales differ`);
+        }
+        const weightsKind = bits === 8 ? 'int8' : 'int4';
+        const before = buildFusedDecode(c, { weights: weightsKind, lora: null, baked: merged, quantized: whole });
+        const after = buildFusedDecode(c, { weights: weightsKind, lora: null, baked: await unquantizedResidents(src), quantized: sliced });
+        assert.ok(Buffer.from(after.bytes).equals(Buffer.from(before.bytes)), `${c.tieEmbeddings ? 'tied' : 'untied'}${withLora ? ' LoRA' : ''} int${bits}: the baked graph differs`);
+        assert.deepEqual(after.tensorInputs, before.tensorInputs);
+      }
+      await engine.drop([...parameterShapes(c), ...(adapter ? loraShapes(c, lora) : [])].map(([n]) => resident(n)));
+    }
+  }
+});
+
+test('download reads a range of rows of a resident tensor, and refuses rows it does not have', async () => {
+  await engine.upload('rows', { dtype: 'float32', dims: [4, 2, 3], data: Float32Array.from({ length: 24 }, (_, i) => i) });
+  const part = await engine.download('rows', { start: 1, count: 2 });
+  assert.deepEqual(part.dims, [2, 2, 3]);
+  assert.deepEqual([...part.data], Array.from({ length: 12 }, (_, i) => i + 6));
+  assert.deepEqual((await engine.download('rows', { start: 4, count: 0 })).dims, [0, 2, 3]);
+  await assert.rejects(engine.download('rows', { start: 3, count: 2 }), /download rows 3\.\.4 of 'rows': .*outside its dims \[4, 2, 3\]/);
+  await engine.drop(['rows']);
 });

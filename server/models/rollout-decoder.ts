@@ -5,8 +5,10 @@
  * Weights are baked into the fused graphs (ONNX Runtime prepacks constant MatMul and MatMulNBits
  * weights at session creation; a non-constant MatMulNBits weight is dequantized on every call),
  * so a fused session is rebuilt lazily after the policy's weights change: the LoRA adapter is
- * merged into a copy of the base, for int8/int4 every projection and the LM head quantized, the
- * graph emitted and the session replaced. A model over 1 GiB in fp32 bakes only quantized codes:
+ * merged into a copy of the base (fp32), or, for int8/int4, every projection and the LM head is
+ * read from the engine a slice of rows at a time, merged and quantized (`quantizeResidents`: the
+ * main thread never holds a whole fp32 copy of the weights), the graph emitted and the session
+ * replaced. A model over 1 GiB in fp32 bakes only quantized codes:
  * in fp32 its weights and adapter stay inputs, quantized its embedding, norms and biases do. PPO's old log-probs stay those of the fp32 policy (the score graph); the trainer
  * reports how far the quantized sampler is from it (`rollout/mismatch_kl`).
  */
@@ -14,7 +16,7 @@ import type { Engine } from '../runtime/engine.ts';
 import type { DecoderContract } from '../runtime/generate.ts';
 import { buildFusedDecode, quantBits, quantizedWeightNames, type FusedDecode, type RolloutWeights } from './decode-graph.ts';
 import { type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize } from './model-config.ts';
-import { checkBlockSize, mergeLora, quantizeBlockwise, type QuantizedMatrix } from './quantize.ts';
+import { checkBlockSize, mergeLora, quantizeBlockwise, type QuantBits, type QuantizedMatrix } from './quantize.ts';
 import type { LoraSpec } from './transformer-graph.ts';
 
 /** How a policy decodes: what `rollout` in the experiment config sets. */
@@ -116,22 +118,16 @@ export class RolloutDecoder {
       // Too large to bake: weights (and the adapter) stay inputs, fed from the residents.
       return { ...buildFusedDecode(c, { weights: kind, lora: this.src.lora }), baked: false };
     }
+    if (bits) {
+      const quantized = await quantizeResidents(this.src, bits, this.settings.blockSize);
+      // A large model bakes only its quantized codes; embedding, norms and biases (which LoRA
+      // does not touch) stay inputs fed from the residents.
+      const bake = bakedBytes <= maxBaked ? { baked: await unquantizedResidents(this.src) } : {};
+      return { ...buildFusedDecode(c, { weights: kind, lora: null, ...bake, quantized }), baked: true };
+    }
     const { weights, adapter } = await this.src.snapshot();
     const merged = mergeAdapter(c, this.src.lora, weights, adapter);
-    let quantized: Map<string, QuantizedMatrix> | undefined;
-    if (bits) {
-      const shapes = new Map(parameterShapes(c));
-      quantized = new Map();
-      for (const name of quantizedWeightNames(c)) {
-        const [rows, cols] = shapes.get(name) as [number, number];
-        quantized.set(name, quantizeBlockwise(merged.get(name)!, rows, cols, bits, this.settings.blockSize));
-      }
-    }
-    // A large model bakes only its quantized codes; embedding, norms and biases (which LoRA does
-    // not touch) stay inputs fed from the residents.
-    const bake = bakedBytes <= maxBaked ? { baked: merged } : {};
-    const graph = buildFusedDecode(c, { weights: kind, lora: null, ...bake, ...(quantized ? { quantized } : {}) });
-    return { ...graph, baked: true };
+    return { ...buildFusedDecode(c, { weights: kind, lora: null, baked: merged }), baked: true };
   }
 
   private choice(session: string, graph: FusedDecode): DecoderChoice {
@@ -145,6 +141,65 @@ export class RolloutDecoder {
   sessions(): string[] {
     return [...this.built.values()].map((b) => b.session);
   }
+}
+
+/** fp32 rows of a weight fetched, merged and quantized at a time: 32 MiB (Qwen2.5-0.5B's tied head is 545 MB). */
+const QUANTIZE_CHUNK_BYTES = 32 << 20;
+
+/**
+ * Every projection and the LM head (`quantizedWeightNames`) quantized from the source's resident
+ * weights, each LoRA adapter merged first. Read a slice of rows at a time (`chunkBytes` of fp32,
+ * at least one row): a rebuild of Qwen2.5-0.5B used to copy all 2 GB of weights to the main
+ * thread and merge the adapter into a second copy of its projections before quantizing. The
+ * codes equal `quantizeBlockwise(mergeAdapter(…))` of the whole matrices bit for bit: the merge
+ * (W + s·B A) and the quantization blocks (along a row's columns) are both row by row.
+ */
+export async function quantizeResidents(src: DecoderSource, bits: QuantBits, blockSize: number, chunkBytes = QUANTIZE_CHUNK_BYTES): Promise<Map<string, QuantizedMatrix>> {
+  checkBlockSize(blockSize);
+  const c = src.config;
+  const shapes = new Map(parameterShapes(c));
+  const adapted = new Set<string>();
+  if (src.lora) for (let i = 0; i < c.numLayers; i++) for (const t of src.lora.targets) adapted.add(projectionName(i, t));
+  const read = async (name: string, rows?: { start: number; count: number }) => (await src.engine.download(src.resident(name), rows)).data as Float32Array;
+  const out = new Map<string, QuantizedMatrix>();
+  for (const name of quantizedWeightNames(c)) {
+    const [rows, cols] = shapes.get(name) as [number, number];
+    const blocks = Math.ceil(cols / blockSize);
+    const blob = (blockSize * bits) / 8;
+    const packed = new Uint8Array(rows * blocks * blob); // [N, blocks, blob]
+    const scales = new Float32Array(rows * blocks); // [N·blocks]
+    const p = name.slice(0, -'.weight'.length);
+    const lora = src.lora && adapted.has(p) ? { spec: src.lora, a: await read(`${p}.lora_A`), b: await read(`${p}.lora_B`) } : null; // A [r, K], B [N, r]
+    const step = Math.max(1, Math.floor(chunkBytes / (cols * 4)));
+    for (let start = 0; start < rows; start += step) {
+      const count = Math.min(step, rows - start);
+      let w = await read(name, { start, count }); // [count, K]
+      if (lora) {
+        const { rank, alpha } = lora.spec;
+        w = mergeLora(w, lora.a, lora.b.subarray(start * rank, (start + count) * rank), count, cols, rank, alpha / rank);
+      }
+      const q = quantizeBlockwise(w, count, cols, bits, blockSize);
+      packed.set(q.packed, start * blocks * blob);
+      scales.set(q.scales, start * blocks);
+    }
+    out.set(name, { rows, cols, bits, blockSize, packed, scales });
+  }
+  return out;
+}
+
+/**
+ * Copies of the weights a quantized graph reads in fp32 (embedding, norms, biases: none carries
+ * a LoRA adapter), for baking: every weight but the quantized projections and untied LM head.
+ * A tied embedding is both: its codes are the LM head, its fp32 rows the token lookup.
+ */
+export async function unquantizedResidents(src: DecoderSource): Promise<Map<string, Float32Array>> {
+  const quantized = new Set(quantizedWeightNames(src.config));
+  const out = new Map<string, Float32Array>();
+  for (const [name] of parameterShapes(src.config)) {
+    if (quantized.has(name) && name !== 'embed.weight') continue;
+    out.set(name, (await src.engine.download(src.resident(name))).data as Float32Array);
+  }
+  return out;
 }
 
 /** The base weights with each LoRA adapter merged into its projection (a copy; the base is untouched). */

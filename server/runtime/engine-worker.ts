@@ -167,9 +167,17 @@ async function handle(req: Request): Promise<Reply> {
       return { kind: 'ok' };
     case 'download': {
       const t = resident(req.name);
+      const all = t.data as HostTensor['data'];
       // Copy: the resident keeps its buffer; the copy is transferred to the caller.
-      const data = (t.data as HostTensor['data']).slice();
-      return { kind: 'tensor', tensor: { dtype: t.type as HostTensor['dtype'], dims: [...t.dims], data } };
+      if (!req.rows) return { kind: 'tensor', tensor: { dtype: t.type as HostTensor['dtype'], dims: [...t.dims], data: all.slice() } };
+      const { start, count } = req.rows;
+      const [rows, ...rest] = t.dims;
+      if (rows === undefined || !Number.isInteger(start) || !Number.isInteger(count) || start < 0 || count < 0 || start + count > rows) {
+        throw new Error(`download '${req.name}': rows ${start}..${start + count - 1} are outside its dims [${t.dims.join(', ')}]`);
+      }
+      const rowLength = rest.reduce((a, b) => a * b, 1);
+      const data = all.slice(start * rowLength, (start + count) * rowLength);
+      return { kind: 'tensor', tensor: { dtype: t.type as HostTensor['dtype'], dims: [count, ...rest], data } };
     }
     case 'drop':
       for (const n of req.names) residents.delete(n);

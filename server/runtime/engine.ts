@@ -17,6 +17,7 @@ import type {
   Reply,
   EngineStats,
   Request,
+  RowRange,
   SessionInfo,
   SessionOptions,
   WorkerMessage,
@@ -24,7 +25,7 @@ import type {
 import type { ProviderReport } from './provider-choice.ts';
 import { elementCount, type HostTensor } from './tensor.ts';
 
-export type { EngineStats, ExecutionProviderChoice, ExecutionProviderName, Feed, Fetch, SessionInfo, SessionOptions } from './messages.ts';
+export type { EngineStats, ExecutionProviderChoice, ExecutionProviderName, Feed, Fetch, RowRange, SessionInfo, SessionOptions } from './messages.ts';
 export type { ProviderReport, ProviderStatus, WebGpuStatus } from './provider-choice.ts';
 
 export interface EngineOptions {
@@ -148,9 +149,13 @@ export class Engine {
     await this.call({ kind: 'upload', name, tensor }, `upload '${name}'`, buffersOf([tensor]));
   }
 
-  /** A copy of a resident tensor. */
-  async download(name: string): Promise<HostTensor> {
-    const r = await this.call({ kind: 'download', name }, `download '${name}'`);
+  /**
+   * A copy of a resident tensor, or of `rows` of it along its first axis: a large weight can be
+   * read a slice at a time, so the main thread never holds all of it.
+   */
+  async download(name: string, rows?: RowRange): Promise<HostTensor> {
+    const what = rows ? `download rows ${rows.start}..${rows.start + rows.count - 1} of '${name}'` : `download '${name}'`;
+    const r = await this.call({ kind: 'download', name, ...(rows ? { rows } : {}) }, what);
     if (r.kind !== 'tensor') throw new Error('download: unexpected reply');
     return r.tensor;
   }

@@ -42,12 +42,18 @@ export type Feed = HostTensor | { readonly resident: string };
 /** A fetch: return the output, or write it into a resident tensor (allocated on first use). */
 export type Fetch = 'return' | { readonly into: string; readonly dtype: TensorDType; readonly dims: readonly number[] };
 
+/** Rows `start` … `start + count − 1` of a tensor, along its first axis. */
+export interface RowRange {
+  readonly start: number;
+  readonly count: number;
+}
+
 export type Request =
   | { kind: 'init'; provider: ExecutionProviderChoice; threads: number }
   | { kind: 'createSession'; session: string; model: Uint8Array; options: SessionOptions }
   | { kind: 'releaseSession'; session: string }
   | { kind: 'upload'; name: string; tensor: HostTensor }
-  | { kind: 'download'; name: string }
+  | { kind: 'download'; name: string; rows?: RowRange }
   | { kind: 'drop'; names: readonly string[] }
   | { kind: 'swap'; pairs: ReadonlyArray<readonly [string, string]> }
   | { kind: 'accumulate'; pairs: ReadonlyArray<readonly [into: string, from: string]>; scale: number }
