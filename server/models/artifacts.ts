@@ -115,14 +115,15 @@ function emit(g: GraphOutputs, name: string, doc: string, lowering: Lowering = {
 }
 
 /** Score graph: per-token log-probs of `targets` at `temperature` (old and reference log-probs), [B,T], 0 off `loss_rows`. */
-export function buildScore(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', lowering: Lowering = {}): Artifact {
-  return emit(scoreGraph(c, lora, dtype), 'score', docOf(c, { lora }), lowering);
+export function buildScore(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', lowering: Lowering = {}, perSequenceMask = false): Artifact {
+  return emit(scoreGraph(c, lora, dtype, perSequenceMask), 'score', docOf(c, { lora }), lowering);
 }
 
-export function scoreGraph(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32'): GraphOutputs {
+/** `perSequenceMask`: a [B,T,T] attention bias (rows shared by prompts, left padding) instead of the causal [T,T]. */
+export function scoreGraph(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', perSequenceMask = false): GraphOutputs {
   const b = new Graph();
   const m = declareModelInputs(b, c, dtype, lora);
-  const { logits, targets, toGrid } = teacherForced(b, c, m, dtype);
+  const { logits, targets, toGrid } = teacherForced(b, c, m, dtype, perSequenceMask);
   const temperature = b.input('temperature', dtype, []);
   const { logp } = rowLogProbs(b, logits, targets, temperature);
   return { outputs: [['logp', toGrid(logp)]], tensorInputs: tensorInputNames(m), trainable: [] };
@@ -139,7 +140,7 @@ export interface TrainStepOptions {
   /** Include the entropy bonus. */
   readonly entropy: boolean;
   readonly dtype?: DType;
-  /** Take a [B,T,T] attention bias (left-padded batches) instead of the shared causal [T,T]. */
+  /** Take a [B,T,T] attention bias (rows shared by prompts, left-padded batches) instead of the shared causal [T,T]. */
   readonly perSequenceMask?: boolean;
 }
 

@@ -24,7 +24,7 @@ import { buildAdamW, buildDecode, buildScore, buildTrainStep, loweringFor, type 
 import { type ModelConfig, modelDims, parameterShapes } from './model-config.ts';
 import { plainDecode, RolloutDecoder, type DecodeSettings } from './rollout-decoder.ts';
 import { learningRate, type OptimizerConfig } from './optimizer.ts';
-import { microBatches, packBatch, type MicroBatchLimits, type TrainSequence } from './train-batch.ts';
+import { groupedByPrompt, microBatches, packBatch, type MicroBatchLimits, type TrainSequence } from './train-batch.ts';
 import { loraShapes, type LoraSpec } from './transformer-graph.ts';
 
 export interface PolicyOptions {
@@ -51,6 +51,12 @@ export interface PolicyOptions {
   readonly baseKey?: string;
   /** Bounds on one forward/backward pass of score and update (default: 64 sequences). */
   readonly microBatch?: MicroBatchLimits;
+  /**
+   * Score and update sequences with identical prompts in one shared row (`train-batch.ts`), so
+   * the prompt the K branches of a group share is computed once per pass. Same math as one row
+   * each, up to float rounding. Default true.
+   */
+  readonly sharePrompts?: boolean;
   /**
    * Ids `generate` never samples: the embedding rows the tokenizer has no token for
    * (`TextTokenizer.unusedIds`; Qwen2.5 pads 151665 tokens to 151936 rows). Such a row was never
@@ -280,15 +286,20 @@ export class Policy {
    */
   async score(seqs: readonly TrainSequence[], temperature: number, reference = false): Promise<Float32Array[]> {
     const useBase = reference && this.options.lora !== null;
-    const key = useBase ? 'score-base' : 'score';
+    const pack = this.packing();
+    const key = `${useBase ? 'score-base' : 'score'}${pack.sharePrompts ? '-shared' : ''}`;
     // Scoring runs once or twice per step, between rollouts and updates: without an arena its
     // [N,V] tensors go back to the system instead of staying reserved next to the train step's.
-    const a = await this.artifact(key, () => buildScore(this.config, useBase ? null : this.options.lora, 'float32', loweringFor(this.engine.provider)), { memoryArena: false });
+    const a = await this.artifact(key, () => buildScore(this.config, useBase ? null : this.options.lora, 'float32', loweringFor(this.engine.provider), pack.sharePrompts), { memoryArena: false });
     if (reference && !this.options.lora && !this.options.kl) throw new Error(`policy '${this.id}': reference log-probs need kl enabled (no reference copy was kept)`);
-    const result: Float32Array[] = [];
+    const result = new Array<Float32Array>(seqs.length);
+    // Sequences of one prompt side by side, so they land in one pass and share its row.
+    const order = pack.sharePrompts ? groupedByPrompt(seqs) : seqs.map((_, i) => i);
+    const limits = this.options.microBatch ?? { sequences: 64 };
     // Micro-batched like an update: a score pass holds the same forward activations.
-    for (const chunk of microBatches(seqs, this.options.microBatch ?? { sequences: 64 })) {
-      const batch = packBatch(chunk, this.config.vocabSize, { advantages: false, oldLogp: false, refLogp: false });
+    let at = 0;
+    for (const chunk of microBatches(order.map((i) => seqs[i]!), limits, pack)) {
+      const batch = packBatch(chunk, this.config.vocabSize, { advantages: false, oldLogp: false, refLogp: false }, pack);
       const t = batch.tensors;
       const out = await this.engine.run(
         this.sessionOf(key),
@@ -306,10 +317,16 @@ export class Policy {
       const logp = out['logp']!.data as Float32Array;
       chunk.forEach((s, b) => {
         const r = s.tokens.length - s.promptLength;
-        result.push(Float32Array.from({ length: r }, (_, j) => logp[batch.responseIndex(b, j)]!));
+        result[order[at + b]!] = Float32Array.from({ length: r }, (_, j) => logp[batch.responseIndex(b, j)]!);
       });
+      at += chunk.length;
     }
     return result;
+  }
+
+  /** How score and update pack sequences into rows. */
+  private packing(): { readonly sharePrompts: boolean } {
+    return { sharePrompts: this.options.sharePrompts ?? true };
   }
 
   /**
@@ -323,18 +340,20 @@ export class Policy {
     const t0 = performance.now();
     if (kind === 'ppo' && !hp) throw new Error('PPO update needs hyperparameters');
     const o = this.options;
-    const key = `train-${kind}`;
+    const pack = this.packing();
+    const key = `train-${kind}${pack.sharePrompts ? '-shared' : ''}`;
     const a = await this.artifact(key, () =>
       buildTrainStep(
         this.config,
-        { loss: kind, trainable: o.lora ? 'lora' : 'full', lora: o.lora, kl: kind === 'ppo' && o.kl, entropy: kind === 'ppo' && o.entropy },
+        { loss: kind, trainable: o.lora ? 'lora' : 'full', lora: o.lora, kl: kind === 'ppo' && o.kl, entropy: kind === 'ppo' && o.entropy, perSequenceMask: pack.sharePrompts },
         loweringFor(this.engine.provider),
       ),
     );
     const need = { advantages: kind === 'ppo', oldLogp: kind === 'ppo', refLogp: kind === 'ppo' && o.kl };
     const limits = o.microBatch ?? { sequences: 64 };
-    const chunks = microBatches(seqs, microBatch === undefined ? limits : { ...limits, sequences: microBatch });
-    const packed = chunks.map((c) => packBatch(c, this.config.vocabSize, need));
+    const grouped = pack.sharePrompts ? groupedByPrompt(seqs).map((i) => seqs[i]!) : seqs;
+    const chunks = microBatches(grouped, microBatch === undefined ? limits : { ...limits, sequences: microBatch }, pack);
+    const packed = chunks.map((c) => packBatch(c, this.config.vocabSize, need, pack));
     const tokens = packed.reduce((n, p) => n + p.tokenCount, 0);
     const lr = learningRate(o.optimizer, this.step);
     const sums = { loss: 0, clip_frac: 0, approx_kl: 0, entropy: 0, kl_ref: 0 };

@@ -6,13 +6,23 @@
  * promptLength − 1 + j. Rows are right-padded: with a causal mask, padding after the real tokens
  * cannot influence them, and positions simply count from 0.
  *
+ * Sequences with the same prompt can share one row (`sharePrompts`): the K branches of a tree
+ * node, or the K first turns of GRPO's trajectories, all start from one prompt. The row holds the
+ * prompt's first P−1 tokens once, then one segment per sequence: its last prompt token and its
+ * response, at positions P−1, P, …. A [B,T,T] bias lets each segment see the shared tokens and
+ * itself, never another segment, so every response token is predicted from exactly the context it
+ * had alone; the prompt's forward pass is computed once instead of K times and its gradient is the
+ * sum of the K sequences' (what K separate rows would give, up to float rounding). The last prompt
+ * token is repeated per segment because it predicts each response's first token, a different
+ * target per sequence.
+ *
  * Only response positions need logits: `loss_rows` lists them (flat indices b·T + t, in order),
  * and the score and train graphs compute the final norm, the LM head and the log-softmax over V
  * for those rows alone. At a real vocabulary (151936) a logit row is 0.6 MB, so long prompts
  * would otherwise dominate memory with rows nobody reads.
  */
 import { f32, i64, type HostTensor } from '../runtime/tensor.ts';
-import { causalMask } from './attention-bias.ts';
+import { MASKED_BIAS, causalMask } from './attention-bias.ts';
 
 export interface TrainSequence {
   /** Prompt followed by response, token ids. */
@@ -35,7 +45,7 @@ export interface PackedBatch {
   readonly tensors: Record<string, HostTensor>;
   /** Number of trained tokens (Σ loss_mask). */
   readonly tokenCount: number;
-  /** Maps each sequence's response token j to its flat index b·T + t in [B,T] outputs. */
+  /** Maps sequence i's response token j to its flat index b·T + t in [B,T] outputs (b: the sequence's row). */
   readonly responseIndex: (b: number, j: number) => number;
 }
 
@@ -51,29 +61,67 @@ export interface MicroBatchLimits {
   readonly tokens?: number;
 }
 
+/** Packing choices of `microBatches` and `packBatch`. */
+export interface PackOptions {
+  /** Pack sequences with identical prompts into one row (see the header). */
+  readonly sharePrompts?: boolean;
+}
+
+/** A key equal for two sequences exactly when their prompts are the same token ids. */
+export function promptKey(s: TrainSequence): string {
+  return Buffer.from(s.tokens.buffer, s.tokens.byteOffset, s.promptLength * 4).toString('latin1');
+}
+
+/** Sequence indices grouped by identical prompt: prompts in order of first appearance, sequences in order within one. */
+export function promptGroups(seqs: readonly TrainSequence[]): number[][] {
+  const byKey = new Map<string, number[]>();
+  seqs.forEach((s, i) => {
+    const k = promptKey(s);
+    const list = byKey.get(k);
+    if (list) list.push(i);
+    else byKey.set(k, [i]);
+  });
+  return [...byKey.values()];
+}
+
+/** Sequence indices with every prompt's sequences next to each other (`promptGroups`, flattened): the order in which shared rows form. */
+export function groupedByPrompt(seqs: readonly TrainSequence[]): number[] {
+  return promptGroups(seqs).flat();
+}
+
 /**
  * Splits sequences, in order, into micro-batches within `limits`. Order is kept so the same
  * sequences always form the same passes; an update's loss is a token mean over all of them
- * however they are split (`token_weight`).
+ * however they are split (`token_weight`). With `sharePrompts` the token budget counts packed
+ * rows (a sequence whose prompt already has a row in the pass adds only its response to it).
  */
-export function microBatches<S extends TrainSequence>(seqs: readonly S[], limits: MicroBatchLimits): S[][] {
+export function microBatches<S extends TrainSequence>(seqs: readonly S[], limits: MicroBatchLimits, o: PackOptions = {}): S[][] {
   const maxSeqs = limits.sequences ?? Number.POSITIVE_INFINITY;
   const maxTokens = limits.tokens ?? Number.POSITIVE_INFINITY;
   if (!(maxSeqs >= 1)) throw new Error(`microBatches: sequences must be ≥ 1, got ${limits.sequences}`);
   if (!(maxTokens >= 1)) throw new Error(`microBatches: tokens must be ≥ 1, got ${limits.tokens}`);
   const out: S[][] = [];
   let cur: S[] = [];
-  let longest = 0;
+  let rows = new Map<string, number>(); // prompt (or sequence) → packed length of its row
+  let widest = 0;
   for (const s of seqs) {
-    const T = s.tokens.length - 1; // packed length: the last token is only a target
-    const widest = Math.max(longest, T);
-    if (cur.length > 0 && (cur.length + 1 > maxSeqs || (cur.length + 1) * widest > maxTokens)) {
+    const alone = s.tokens.length - 1; // packed length: the last token is only a target
+    let key = o.sharePrompts ? promptKey(s) : String(cur.length);
+    const had = rows.get(key);
+    // A sequence whose prompt has a row in this pass adds only its response to that row.
+    let len = had === undefined ? alone : had + (s.tokens.length - s.promptLength);
+    const rowCount = rows.size + (had === undefined ? 1 : 0);
+    if (cur.length > 0 && (cur.length + 1 > maxSeqs || rowCount * Math.max(widest, len) > maxTokens)) {
       out.push(cur);
       cur = [];
-      longest = 0;
+      rows = new Map();
+      widest = 0;
+      if (!o.sharePrompts) key = '0';
+      len = alone;
     }
+    rows.set(key, len);
+    widest = Math.max(widest, len);
     cur.push(s);
-    longest = Math.max(longest, T);
   }
   if (cur.length > 0) out.push(cur);
   return out;
@@ -96,12 +144,37 @@ export function validateSequence(s: TrainSequence, i: number, vocabSize: number)
   }
 }
 
-/** Packs sequences; `need` lists which per-token inputs the graph takes. */
-export function packBatch(seqs: readonly TrainSequence[], vocabSize: number, need: { advantages: boolean; oldLogp: boolean; refLogp: boolean }): PackedBatch {
+/**
+ * Packs sequences; `need` lists which per-token inputs the graph takes. Without `sharePrompts`
+ * each sequence is a row and one causal [T,T] bias serves all; with it, rows are shared per
+ * prompt and the bias is [B,T,T].
+ */
+export function packBatch(seqs: readonly TrainSequence[], vocabSize: number, need: { advantages: boolean; oldLogp: boolean; refLogp: boolean }, o: PackOptions = {}): PackedBatch {
   if (seqs.length === 0) throw new Error('packBatch: empty batch');
   seqs.forEach((s, i) => validateSequence(s, i, vocabSize));
-  const B = seqs.length;
-  const T = Math.max(...seqs.map((s) => s.tokens.length - 1));
+  seqs.forEach((s, b) => {
+    if (need.advantages && !s.advantages) throw new Error(`sequence ${b}: advantages are required`);
+    if (need.oldLogp && !s.oldLogp) throw new Error(`sequence ${b}: oldLogp is required`);
+    if (need.refLogp && !s.refLogp) throw new Error(`sequence ${b}: refLogp is required`);
+  });
+  // Rows: lists of sequence indices sharing a prompt (one each without sharing).
+  const rowsOf: number[][] = [];
+  if (o.sharePrompts) {
+    const byKey = new Map<string, number[]>();
+    seqs.forEach((s, i) => {
+      const k = promptKey(s);
+      const row = byKey.get(k);
+      if (row) row.push(i);
+      else {
+        const fresh = [i];
+        byKey.set(k, fresh);
+        rowsOf.push(fresh);
+      }
+    });
+  } else seqs.forEach((_, i) => rowsOf.push([i]));
+  const rowLength = (row: readonly number[]) => seqs[row[0]!]!.promptLength - 1 + row.reduce((n, i) => n + seqs[i]!.tokens.length - seqs[i]!.promptLength, 0);
+  const B = rowsOf.length;
+  const T = Math.max(...rowsOf.map(rowLength));
   const ids = new Float64Array(B * T);
   const targets = new Float64Array(B * T);
   const positions = new Float64Array(B * T);
@@ -109,41 +182,56 @@ export function packBatch(seqs: readonly TrainSequence[], vocabSize: number, nee
   const adv = new Float32Array(B * T);
   const old = new Float32Array(B * T);
   const ref = new Float32Array(B * T);
+  const bias = o.sharePrompts ? new Float32Array(B * T * T) : null;
+  const causal = causalMask(T);
+  const start = new Int32Array(seqs.length); // flat index of each sequence's first response prediction
   const rows: number[] = [];
   let tokenCount = 0;
-  seqs.forEach((s, b) => {
-    const n = s.tokens.length - 1;
-    for (let t = 0; t < n; t++) {
+  rowsOf.forEach((row, b) => {
+    const P = seqs[row[0]!]!.promptLength;
+    const first = seqs[row[0]!]!.tokens;
+    // The shared prompt tokens 0..P−2, at their own positions.
+    for (let t = 0; t < P - 1; t++) {
       const k = b * T + t;
-      ids[k] = s.tokens[t]!;
-      targets[k] = s.tokens[t + 1]!;
+      ids[k] = first[t]!;
+      targets[k] = first[t + 1]!;
       positions[k] = t;
     }
-    const r = s.tokens.length - s.promptLength;
-    for (let j = 0; j < r; j++) {
-      const k = b * T + s.promptLength - 1 + j;
-      rows.push(k);
-      const w = s.tokenMask ? s.tokenMask[j]! : 1;
-      mask[k] = w;
-      if (w !== 0) tokenCount++;
-      if (s.advantages) adv[k] = s.advantages[j]!;
-      if (s.oldLogp) old[k] = s.oldLogp[j]!;
-      if (s.refLogp) ref[k] = s.refLogp[j]!;
+    if (bias) bias.set(causal, b * T * T);
+    let c = P - 1; // column of the next segment
+    for (const i of row) {
+      const s = seqs[i]!;
+      const r = s.tokens.length - P;
+      // Segment: the last prompt token and the response but its last token, predicting the response.
+      for (let u = 0; u < r; u++) {
+        const k = b * T + c + u;
+        ids[k] = s.tokens[P - 1 + u]!;
+        targets[k] = s.tokens[P + u]!;
+        positions[k] = P - 1 + u;
+        rows.push(k);
+        const w = s.tokenMask ? s.tokenMask[u]! : 1;
+        mask[k] = w;
+        if (w !== 0) tokenCount++;
+        if (s.advantages) adv[k] = s.advantages[u]!;
+        if (s.oldLogp) old[k] = s.oldLogp[u]!;
+        if (s.refLogp) ref[k] = s.refLogp[u]!;
+        // Hide the earlier segments of the row (columns P−1 .. c−1) from this query.
+        if (bias) bias.fill(MASKED_BIAS, (b * T + c + u) * T + P - 1, (b * T + c + u) * T + c);
+      }
+      start[i] = b * T + c;
+      c += r;
     }
-    if (need.advantages && !s.advantages) throw new Error(`sequence ${b}: advantages are required`);
-    if (need.oldLogp && !s.oldLogp) throw new Error(`sequence ${b}: oldLogp is required`);
-    if (need.refLogp && !s.refLogp) throw new Error(`sequence ${b}: refLogp is required`);
   });
   const tensors: Record<string, HostTensor> = {
     input_ids: i64([B, T], ids),
     position_ids: i64([B, T], positions),
     targets: i64([B, T], targets),
-    attention_bias: f32([T, T], causalMask(T)),
+    attention_bias: bias ? f32([B, T, T], bias) : f32([T, T], causal),
     loss_mask: f32([B, T], mask),
     loss_rows: i64([rows.length], rows),
   };
   if (need.advantages) tensors['advantages'] = f32([B, T], adv);
   if (need.oldLogp) tensors['old_logp'] = f32([B, T], old);
   if (need.refLogp) tensors['ref_logp'] = f32([B, T], ref);
-  return { B, T, tensors, tokenCount, responseIndex: (b, j) => b * T + seqs[b]!.promptLength - 1 + j };
+  return { B, T, tensors, tokenCount, responseIndex: (i, j) => start[i]! + j };
 }

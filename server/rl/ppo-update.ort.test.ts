@@ -13,7 +13,7 @@ import { Policy } from '../models/policy.ts';
 import { defaultTokenizer } from '../models/tokenizer.ts';
 import type { TrainSequence } from '../models/train-batch.ts';
 import { Engine } from '../runtime/engine.ts';
-import { mergeUpdateStats, miniBatchIndices, ppoUpdate } from './ppo-update.ts';
+import { mergeUpdateStats, miniBatchGroups, miniBatchIndices, ppoUpdate } from './ppo-update.ts';
 
 const config = parseModelConfig({ vocabSize: defaultTokenizer.vocabSize, hiddenSize: 32, numLayers: 1, numHeads: 2, intermediateSize: 64, maxSequenceLength: 64 });
 let engine: Engine;
@@ -61,4 +61,18 @@ test('mini-batch split: a shuffled partition into near-equal parts, reproducible
   assert.notDeepEqual(miniBatchIndices(10, 4, 4), parts);
   assert.equal(miniBatchIndices(3, 8, 1).length, 3, 'never an empty mini-batch');
   assert.throws(() => miniBatchIndices(4, 0, 1), /miniBatches must be a positive integer, got 0/);
+});
+
+test('mini-batches keep a prompt group whole, near-equal in size, and never empty', () => {
+  const groups = [[0, 1, 2, 3], [4, 5, 6, 7], [8], [9, 10, 11, 12], [13, 14], [15, 16, 17, 18]];
+  for (const seed of [1, 2, 3, 4, 5]) {
+    const parts = miniBatchGroups(groups, 4, seed);
+    assert.equal(parts.length, 4);
+    assert.deepEqual(parts.flat().sort((a, b) => a - b), Array.from({ length: 19 }, (_, i) => i));
+    for (const g of groups) assert.equal(new Set(g.map((i) => parts.findIndex((p) => p.includes(i)))).size, 1, `group ${g} split (seed ${seed})`);
+    for (const p of parts) assert.ok(p.length >= 1 && p.length <= 8, `part of ${p.length} (seed ${seed})`);
+  }
+  assert.equal(miniBatchGroups([[0, 1], [2, 3]], 4, 1).length, 2, 'fewer groups than parts: one part per group');
+  // Single sequences split exactly as before groups existed (recorded from the sample-wise split).
+  assert.deepEqual(miniBatchGroups(Array.from({ length: 10 }, (_, i) => [i]), 4, 3), [[4, 5, 3], [6, 2, 8], [0, 9], [7, 1]]);
 });

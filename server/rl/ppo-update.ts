@@ -5,11 +5,12 @@
  * mini-batches and takes one AdamW step per mini-batch. From the second mini-batch on the policy
  * has moved away from the one that sampled, so the ratio π/π_old leaves 1 and the PPO clip bounds
  * how far one batch may push it; with one optimizer step per batch (the old behaviour) the ratio
- * was exactly 1 in every update and the clip never engaged.
+ * was exactly 1 in every update and the clip never engaged. Mini-batches keep the sequences of
+ * one prompt together (`miniBatchGroups`), so a group's branches share packed rows.
  */
 import { mix32 } from '../models/prng.ts';
 import type { Policy, UpdateStats } from '../models/policy.ts';
-import type { TrainSequence } from '../models/train-batch.ts';
+import { promptGroups, type TrainSequence } from '../models/train-batch.ts';
 
 export interface PpoUpdateOptions {
   /** Temperature of sampling, at which old and new log-probs are computed. */
@@ -36,22 +37,46 @@ export interface PpoUpdateResult {
 
 /** Splits 0..n-1, shuffled by `seed`, into `parts` contiguous slices of sizes differing by at most one. */
 export function miniBatchIndices(n: number, parts: number, seed: number): number[][] {
+  return miniBatchGroups(
+    Array.from({ length: n }, (_, i) => [i]),
+    parts,
+    seed,
+  );
+}
+
+/**
+ * Splits groups of sequence indices into `parts` mini-batches that keep each group whole: the
+ * groups are shuffled by `seed` and cut where the running count reaches the near-equal sizes a
+ * split of single sequences would have (a cut falls after the group that reaches it, so sizes
+ * differ by up to a group). Never an empty mini-batch: fewer parts when there are fewer groups.
+ */
+export function miniBatchGroups(groups: ReadonlyArray<readonly number[]>, parts: number, seed: number): number[][] {
   if (!(Number.isInteger(parts) && parts >= 1)) throw new Error(`miniBatches must be a positive integer, got ${parts}`);
-  const order = Array.from({ length: n }, (_, i) => i);
+  const order = Array.from({ length: groups.length }, (_, i) => i);
   let h = mix32(seed >>> 0);
   // Fisher–Yates with a counter-mode hash: reproducible, no state beyond the seed.
-  for (let i = n - 1; i > 0; i--) {
+  for (let i = order.length - 1; i > 0; i--) {
     h = mix32(h + 0x9e3779b9);
     const j = h % (i + 1);
     [order[i], order[j]] = [order[j]!, order[i]!];
   }
-  const k = Math.min(parts, n);
+  const n = groups.reduce((m, g) => m + g.length, 0);
+  const k = Math.min(parts, groups.length);
   const out: number[][] = [];
-  for (let p = 0, at = 0; p < k; p++) {
-    const size = Math.floor(n / k) + (p < n % k ? 1 : 0);
-    out.push(order.slice(at, at + size));
-    at += size;
-  }
+  let cur: number[] = [];
+  let done = 0;
+  order.forEach((g, at) => {
+    cur.push(...groups[g]!);
+    const p = out.length;
+    const target = (p + 1) * Math.floor(n / k) + Math.min(p + 1, n % k); // sizes of parts 0..p, as for single sequences
+    const partsLeft = k - p - 1;
+    if (partsLeft > 0 && (done + cur.length >= target || order.length - at - 1 === partsLeft)) {
+      out.push(cur);
+      done += cur.length;
+      cur = [];
+    }
+  });
+  if (cur.length > 0) out.push(cur);
   return out;
 }
 
@@ -64,8 +89,11 @@ export async function ppoUpdate(policy: Policy, seqs: readonly TrainSequence[], 
   const batch = seqs.map((q, i) => ({ ...q, oldLogp: old[i]!, ...(ref ? { refLogp: ref[i]! } : {}) }));
   const hp = { temperature: o.temperature, clipEps: o.clipEps, klCoef: o.klCoef, entCoef: o.entropyCoef };
   const updates: UpdateStats[] = [];
+  // A mini-batch takes a prompt's sequences (a tree node's K branches) whole: they are the group
+  // its advantages were normalised in, and the policy scores them in one shared row.
+  const groups = promptGroups(seqs);
   for (let epoch = 0; epoch < o.ppoEpochs; epoch++) {
-    for (const idx of miniBatchIndices(batch.length, o.miniBatches, mix32(o.seed ^ mix32(epoch + 1)))) {
+    for (const idx of miniBatchGroups(groups, o.miniBatches, mix32(o.seed ^ mix32(epoch + 1)))) {
       updates.push(await policy.update('ppo', idx.map((i) => batch[i]!), hp, o.microBatch));
     }
   }
