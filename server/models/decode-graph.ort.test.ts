@@ -189,6 +189,26 @@ describe('quantized decode', () => {
     assert.ok(maxDiff(teacher, fpFirst) < maxDiff(beforeFirst, fpFirst), 'the rollout still samples from the weights before the update');
   });
   }
+
+  test('rollouts started together after an update wait for one rebuild of the quantized session', async () => {
+    const p = await policy(untied, { lora: true, rollout: 'int4' });
+    const before = await gen(p, greedy, true, 0, 6);
+    await p.update('ce', prompts.map((pr, b) => ({ tokens: Int32Array.from([...pr, ...before.tokens[b]!]), promptLength: pr.length })), null);
+    const sessions = (await engine.stats()).sessions;
+    const created: string[] = [];
+    const create = engine.createSession;
+    engine.createSession = (...args) => (created.push(args[0]), create.apply(engine, args));
+    try {
+      const [a, b] = await Promise.all([gen(p, greedy, true, 0, 6), gen(p, greedy, true, 0, 6)]);
+      assert.deepEqual(created, [`${p.id}:decode-int4`], 'one rebuild for both rollouts');
+      assert.deepEqual(a.tokens.map((t) => [...t]), b.tokens.map((t) => [...t]));
+      assert.equal(maxDiff(a.logprobs, b.logprobs), 0);
+    } finally {
+      engine.createSession = create;
+    }
+    assert.equal((await engine.stats()).sessions, sessions, 'the stale session is gone and the new one in its place');
+    await p.dispose();
+  });
 });
 
 test('a model too large to bake decodes the same with its weights as inputs (fused fp32, int8)', async () => {

@@ -60,12 +60,26 @@ export interface DecoderChoice {
   readonly contract: DecoderContract;
 }
 
+/** A fused session and what `choice` needs of its graph. */
+interface Built {
+  readonly session: string;
+  readonly graph: Omit<FusedDecode, 'bytes'>;
+  /** The graph holds the weights it was built from (stale after an update). */
+  readonly baked: boolean;
+  fresh: boolean;
+}
+
 /** Baked fp32 weights must fit a protobuf (2 GiB) with room to spare; larger models feed them. */
 const MAX_BAKED_BYTES = 1 << 30;
 
 export class RolloutDecoder {
-  /** Fused sessions by kind ('fp32' or the quantized weights), with the weights they were built from. */
-  private readonly built = new Map<RolloutWeights, { session: string; graph: FusedDecode; baked: boolean; fresh: boolean }>();
+  /**
+   * Fused sessions by kind ('fp32' or the quantized weights), with what `choice` needs of their
+   * graph. Not the graph's bytes: the engine has its own copy (hundreds of MB at 0.5B).
+   */
+  private readonly built = new Map<RolloutWeights, Built>();
+  /** Rebuilds under way: a second caller waits for the first instead of building a second copy. */
+  private readonly rebuilding = new Map<RolloutWeights, Promise<Built>>();
   /** Milliseconds the last rebuild took (merge, quantize, emit, session). */
   lastRebuildMs = 0;
 
@@ -95,16 +109,29 @@ export class RolloutDecoder {
     if (kind === 'fp32' && !this.settings.fused) return null;
     let b = this.built.get(kind);
     if (!b || !b.fresh) {
-      const t0 = performance.now();
-      const graph = await this.build(kind);
-      const session = `${this.src.id}:decode-${kind}`;
-      // Same name: the engine releases the previous session once the new one exists.
-      await this.src.engine.createSession(session, graph.bytes, { spinning: this.settings.spinning ?? true });
-      b = { session, graph, baked: graph.baked, fresh: true };
-      this.built.set(kind, b);
-      this.lastRebuildMs = performance.now() - t0;
+      let pending = this.rebuilding.get(kind);
+      if (!pending) {
+        pending = this.rebuild(kind, b).finally(() => this.rebuilding.delete(kind));
+        this.rebuilding.set(kind, pending);
+      }
+      b = await pending;
     }
     return this.choice(b.session, b.graph);
+  }
+
+  private async rebuild(kind: RolloutWeights, stale: Built | undefined): Promise<Built> {
+    const t0 = performance.now();
+    // A stale session is never run again: release it now rather than beside its successor
+    // (the engine otherwise holds both sessions' prepacked weights at once).
+    if (stale) await this.src.engine.releaseSession(stale.session);
+    const { bytes, ...graph } = await this.build(kind);
+    const session = `${this.src.id}:decode-${kind}`;
+    // The bytes are handed to the engine, not copied: nothing here reads them again.
+    await this.src.engine.createSession(session, bytes, { spinning: this.settings.spinning ?? true }, { transfer: true });
+    const b: Built = { session, graph, baked: graph.baked, fresh: true };
+    this.built.set(kind, b);
+    this.lastRebuildMs = performance.now() - t0;
+    return b;
   }
 
   /** The fused graph for `kind`; `baked`: it holds the current weights (stale after an update). */
@@ -130,7 +157,7 @@ export class RolloutDecoder {
     return { ...buildFusedDecode(c, { weights: kind, lora: null, baked: merged }), baked: true };
   }
 
-  private choice(session: string, graph: FusedDecode): DecoderChoice {
+  private choice(session: string, graph: Omit<FusedDecode, 'bytes'>): DecoderChoice {
     const { L, Hkv, D, V } = modelDims(this.src.config);
     const params: Record<string, string> = {};
     for (const n of graph.tensorInputs) params[n] = this.src.resident(n);

@@ -133,8 +133,15 @@ export class Engine {
     });
   }
 
-  async createSession(session: string, model: Uint8Array, options: SessionOptions = {}): Promise<SessionInfo> {
-    const r = await this.call({ kind: 'createSession', session, model, options }, `create session '${session}'`);
+  /**
+   * Creates (or replaces) a session in the worker. `model` is copied there, or with `transfer`
+   * handed over (the caller must not use it after; no copy of a model of hundreds of MB).
+   */
+  async createSession(session: string, model: Uint8Array, options: SessionOptions = {}, { transfer = false }: { readonly transfer?: boolean } = {}): Promise<SessionInfo> {
+    // Only a whole, non-shared buffer can be handed over; a view is copied.
+    const b = model.buffer;
+    const moved = transfer && b instanceof ArrayBuffer && model.byteOffset === 0 && model.byteLength === b.byteLength ? [b] : [];
+    const r = await this.call({ kind: 'createSession', session, model, options }, `create session '${session}'`, moved);
     if (r.kind !== 'session') throw new Error('createSession: unexpected reply');
     return r.info;
   }
