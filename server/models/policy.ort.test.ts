@@ -36,6 +36,17 @@ async function fullPolicy(id: string, extra: Partial<{ kl: boolean; entropy: boo
   return Policy.create(engine, { id, config, weights: weights(1), lora: null, optimizer: opt, kl: extra.kl ?? false, entropy: extra.entropy ?? false });
 }
 
+/** Every trainable tensor of `a` within `tol` of `b`'s, elementwise. */
+async function assertSameTrainables(a: Policy, b: Policy, tol: number): Promise<void> {
+  const tb = await b.trainableTensors();
+  for (const [name, v] of await a.trainableTensors()) {
+    const u = tb.get(name)!;
+    let worst = 0;
+    v.forEach((x, i) => (worst = Math.max(worst, Math.abs(x - u[i]!))));
+    assert.ok(worst < tol, `${name} differs by ${worst}`);
+  }
+}
+
 const prompts = [Int32Array.from([1, 5, 7]), Int32Array.from([2, 3, 4, 9, 11, 6]), Int32Array.from([8])];
 
 describe('decoding', () => {
@@ -166,14 +177,7 @@ describe('training', () => {
     const sb = await b.update('ce', batch, null, 1);
     assert.ok(Math.abs(sa.loss - sb.loss) < 1e-5, `loss ${sa.loss} vs ${sb.loss}`);
     assert.ok(Math.abs(sa.gradNorm - sb.gradNorm) < 1e-4 * sa.gradNorm, `grad norm ${sa.gradNorm} vs ${sb.gradNorm}`);
-    const ta = await a.trainableTensors();
-    const tb = await b.trainableTensors();
-    for (const [name, v] of ta) {
-      const u = tb.get(name)!;
-      let worst = 0;
-      v.forEach((x, i) => (worst = Math.max(worst, Math.abs(x - u[i]!))));
-      assert.ok(worst < 1e-5, `${name} differs by ${worst}`);
-    }
+    await assertSameTrainables(a, b, 1e-5);
   });
 });
 
@@ -217,14 +221,7 @@ describe('rows shared by prompts', () => {
     assert.ok(sb.clipFrac > 0, 'the test exercises the clip');
     for (const k of ['loss', 'clipFrac', 'entropy', 'approxKl'] as const) assert.ok(Math.abs(sa[k] - sb[k]) < 1e-5, `${k}: shared ${sa[k]} vs alone ${sb[k]}`);
     assert.ok(Math.abs(sa.gradNorm - sb.gradNorm) < 1e-4 * sb.gradNorm, `grad norm ${sa.gradNorm} vs ${sb.gradNorm}`);
-    const ta = await shared.trainableTensors();
-    const tb = await alone.trainableTensors();
-    for (const [name, v] of ta) {
-      const u = tb.get(name)!;
-      let worst = 0;
-      v.forEach((x, i) => (worst = Math.max(worst, Math.abs(x - u[i]!))));
-      assert.ok(worst < 1e-5, `${name} differs by ${worst}`);
-    }
+    await assertSameTrainables(shared, alone, 1e-5);
   });
 });
 

@@ -224,6 +224,9 @@ export async function warmStart(
     entropy: false,
     // DAgger rounds sample from it: never the embedding rows the tokenizer has no token for.
     maskedTokens: tok.unusedIds(job.config.vocabSize),
+    // A row per demonstration, as every cached warm start was trained: demonstrations seldom share
+    // a prompt (no speed to gain), and a shared row would round differently and fork the cache.
+    sharePrompts: false,
   });
   const rng = createPrng(Number.parseInt(key.slice(0, 8), 16));
   let firstLoss = Number.NaN;
