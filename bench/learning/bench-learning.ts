@@ -16,7 +16,9 @@
  * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too; plan-path-7x7 runs
  * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS
  * (at-grpo,grpo,single), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3"; default 3),
- * LEARNING_STEPS (override training.steps).
+ * LEARNING_STEPS (override training.steps), LEARNING_KEEP_SEEDS=1 (add seeds: a method's stored
+ * runs of seeds this run does not repeat are kept, and its summary is over all of them; only for
+ * the same config and step count, so that the runs are comparable).
  */
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -33,6 +35,7 @@ const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sokoban').split(',');
 const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? 'at-grpo,grpo,single').split(',');
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
+const KEEP_SEEDS = process.env['LEARNING_KEEP_SEEDS'] === '1';
 const files: Record<string, string> = { 'at-grpo': 'L2-lora.json', grpo: 'L2-grpo.json', single: 'L0-single.json' };
 const VARIANT_ORDER = ['at-grpo', 'grpo', 'single'];
 
@@ -112,6 +115,21 @@ function summarise(variant: string, config: string, runs: SeedRun[]): VariantRes
   };
 }
 
+/**
+ * `fresh` plus the stored runs of its method whose seeds it did not run (LEARNING_KEEP_SEEDS).
+ * Stored runs of another config or step count are refused rather than mixed in.
+ */
+function withStoredSeeds(fresh: VariantResult, stored: ReadonlyArray<Partial<VariantResult>>): VariantResult {
+  const old = stored.find((r) => r.variant === fresh.variant && Array.isArray(r.runs));
+  if (!old) return fresh;
+  const lastStep = (r: SeedRun) => r.curve.at(-1)?.step;
+  if (old.config !== fresh.config || old.runs!.some((r) => lastStep(r) !== lastStep(fresh.runs[0]!))) {
+    throw new Error(`LEARNING_KEEP_SEEDS: the stored ${fresh.variant} runs are of ${old.config} to step ${lastStep(old.runs![0]!)}, this run's of ${fresh.config} to step ${lastStep(fresh.runs[0]!)}; run all seeds instead`);
+  }
+  const runs = [...old.runs!.filter((r) => !fresh.seeds.includes(r.seed)), ...fresh.runs].sort((a, b) => a.seed - b.seed);
+  return summarise(fresh.variant, fresh.config, runs);
+}
+
 async function main(): Promise<void> {
   const work = await mkdtemp(join(tmpdir(), 'troupe-learning-'));
   const cacheRoot = join(root, '.troupe', 'cache', 'warm-start');
@@ -173,7 +191,8 @@ async function main(): Promise<void> {
         untouched[env] = rs;
         continue;
       }
-      const fresh = results[env] ?? [];
+      let fresh = results[env] ?? [];
+      if (KEEP_SEEDS) fresh = fresh.map((f) => withStoredSeeds(f, rs));
       const kept = rs.filter((r): r is VariantResult => Array.isArray(r.runs) && !fresh.some((f) => f.variant === r.variant));
       results[env] = [...kept, ...fresh].sort((a, b) => VARIANT_ORDER.indexOf(a.variant) - VARIANT_ORDER.indexOf(b.variant));
     }
