@@ -46,7 +46,7 @@ export interface PackedBatch {
   /** Number of trained tokens (Σ loss_mask). */
   readonly tokenCount: number;
   /** Maps sequence i's response token j to its flat index b·T + t in [B,T] outputs (b: the sequence's row). */
-  readonly responseIndex: (b: number, j: number) => number;
+  readonly responseIndex: (i: number, j: number) => number;
 }
 
 /** Bounds on one forward/backward pass: sequences, and padded tokens (B·T). */
@@ -158,20 +158,7 @@ export function packBatch(seqs: readonly TrainSequence[], vocabSize: number, nee
     if (need.refLogp && !s.refLogp) throw new Error(`sequence ${b}: refLogp is required`);
   });
   // Rows: lists of sequence indices sharing a prompt (one each without sharing).
-  const rowsOf: number[][] = [];
-  if (o.sharePrompts) {
-    const byKey = new Map<string, number[]>();
-    seqs.forEach((s, i) => {
-      const k = promptKey(s);
-      const row = byKey.get(k);
-      if (row) row.push(i);
-      else {
-        const fresh = [i];
-        byKey.set(k, fresh);
-        rowsOf.push(fresh);
-      }
-    });
-  } else seqs.forEach((_, i) => rowsOf.push([i]));
+  const rowsOf = o.sharePrompts ? promptGroups(seqs) : seqs.map((_, i) => [i]);
   const rowLength = (row: readonly number[]) => seqs[row[0]!]!.promptLength - 1 + row.reduce((n, i) => n + seqs[i]!.tokens.length - seqs[i]!.promptLength, 0);
   const B = rowsOf.length;
   const T = Math.max(...rowsOf.map(rowLength));
