@@ -102,25 +102,28 @@ export function microBatches<S extends TrainSequence>(seqs: readonly S[], limits
   if (!(maxTokens >= 1)) throw new Error(`microBatches: tokens must be ≥ 1, got ${limits.tokens}`);
   const out: S[][] = [];
   let cur: S[] = [];
-  let rows = new Map<string, number>(); // prompt (or sequence) → packed length of its row
+  let shared = new Map<string, number>(); // prompt → packed length of its row in this pass
+  let rows = 0;
   let widest = 0;
   for (const s of seqs) {
-    const alone = s.tokens.length - 1; // packed length: the last token is only a target
-    let key = o.sharePrompts ? promptKey(s) : String(cur.length);
-    const had = rows.get(key);
-    // A sequence whose prompt has a row in this pass adds only its response to that row.
-    let len = had === undefined ? alone : had + (s.tokens.length - s.promptLength);
-    const rowCount = rows.size + (had === undefined ? 1 : 0);
-    if (cur.length > 0 && (cur.length + 1 > maxSeqs || rowCount * Math.max(widest, len) > maxTokens)) {
+    const key = o.sharePrompts ? promptKey(s) : null;
+    // Where `s` goes in the current pass: onto its prompt's row (adding only its response), or a row of its own.
+    const place = () => {
+      const had = key === null ? undefined : shared.get(key);
+      return had === undefined ? { len: s.tokens.length - 1, opens: true } : { len: had + s.tokens.length - s.promptLength, opens: false };
+    };
+    let p = place();
+    if (cur.length > 0 && (cur.length + 1 > maxSeqs || (rows + (p.opens ? 1 : 0)) * Math.max(widest, p.len) > maxTokens)) {
       out.push(cur);
       cur = [];
-      rows = new Map();
+      shared = new Map();
+      rows = 0;
       widest = 0;
-      if (!o.sharePrompts) key = '0';
-      len = alone;
+      p = place();
     }
-    rows.set(key, len);
-    widest = Math.max(widest, len);
+    if (key !== null) shared.set(key, p.len);
+    if (p.opens) rows++;
+    widest = Math.max(widest, p.len);
     cur.push(s);
   }
   if (cur.length > 0) out.push(cur);
