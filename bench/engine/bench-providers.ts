@@ -9,9 +9,10 @@
  * On a software WebGPU adapter (Mesa's lavapipe) the numbers say how the CPU runs Vulkan compute
  * shaders, not how any GPU decodes: lavapipe emulates float16 arithmetic on the CPU.
  *
- * Usage: node --import tsx bench/engine/bench-providers.ts [--model default|medium] [--rounds N]
+ * Usage: node --import tsx bench/engine/bench-providers.ts [--model default|medium] [--rounds N] [--rows N] [--out FILE]
  */
 import { writeFileSync } from 'node:fs';
+import { availableParallelism, cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { defaultModelConfig, mediumModelConfig } from '../../server/models/default-model.ts';
 import { initParameters } from '../../server/models/init.ts';
@@ -20,14 +21,17 @@ import { Policy } from '../../server/models/policy.ts';
 import { Engine, type ExecutionProviderName } from '../../server/runtime/engine.ts';
 import { median } from './bench-util.ts';
 
-const { values } = parseArgs({ options: { model: { type: 'string', default: 'default' }, rounds: { type: 'string', default: '3' } } });
+const { values } = parseArgs({
+  options: { model: { type: 'string', default: 'default' }, rounds: { type: 'string', default: '3' }, rows: { type: 'string', default: '32' }, out: { type: 'string' } },
+});
 const models = { default: defaultModelConfig, medium: mediumModelConfig } as const;
 if (values.model !== 'default' && values.model !== 'medium') throw new Error(`--model must be default or medium, got '${values.model}'`);
 const config = models[values.model];
 const rounds = Number(values.rounds);
 if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error(`--rounds must be an integer >= 1, got '${values.rounds}'`);
 
-const ROWS = 32;
+const ROWS = Number(values.rows);
+if (!Number.isSafeInteger(ROWS) || ROWS < 1) throw new Error(`--rows must be an integer >= 1, got '${values.rows}'`);
 const PROMPT = 16;
 const NEW = 32;
 const prompts = Array.from({ length: ROWS }, (_, b) => Int32Array.from({ length: PROMPT }, (_, i) => 1 + ((b * 7 + i * 3) % (config.vocabSize - 1))));
@@ -101,6 +105,6 @@ for (const r of rows) {
     `${r.provider.padEnd(9)} ${r.adapter.padEnd(10)} ${r.decodeTokensPerSecond.toFixed(0).padStart(12)}  ${(r.decodeTokensPerSecond / cpu.decodeTokensPerSecond).toFixed(2).padStart(5)}x ${r.trainStepMs.toFixed(0).padStart(14)}  ${(cpu.trainStepMs / r.trainStepMs).toFixed(2).padStart(5)}x ${rollout}`,
   );
 }
-const out = new URL('../results/providers.json', import.meta.url);
-writeFileSync(out, `${JSON.stringify({ model: values.model, rows: ROWS, promptTokens: PROMPT, newTokens: NEW, rounds, results: rows }, null, 2)}\n`);
-console.log(`wrote ${out.pathname}`);
+const out = values.out ?? new URL('../results/providers.json', import.meta.url).pathname;
+writeFileSync(out, `${JSON.stringify({ model: values.model, rows: ROWS, promptTokens: PROMPT, newTokens: NEW, rounds, cpuCores: availableParallelism(), cpu: cpus()[0]?.model ?? 'unknown', results: rows }, null, 2)}\n`);
+console.log(`wrote ${out}`);

@@ -39,23 +39,30 @@ function batchInputs(b: Graph) {
   };
 }
 
-/** Decode graph: see the contract in runtime/generate.ts. */
-export function buildDecode(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32'): Artifact {
+/**
+ * Decode graph: see the contract in runtime/generate.ts. `cache` 'time-major' (the host keeps the
+ * cache and the graph returns the new slice, `present.{i}.*`) or 'device' (the cache stays on the
+ * GPU: past [B,Hkv,P,D] in, the whole grown cache `cache.{i}.*` [B,Hkv,P+T,D] out, fed back at
+ * the next step; the join attention needs anyway, so it costs no extra work).
+ */
+export function buildDecode(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', cache: 'time-major' | 'device' = 'time-major'): Artifact {
   const b = new Graph();
   const { Hkv, D, L } = modelDims(c);
   const m = declareModelInputs(b, c, dtype, lora);
   const { ids, positions } = batchInputs(b);
   const bias = b.input('attention_bias', dtype, ['B', 'T', '(P+T)']);
+  const device = cache === 'device';
   const past = Array.from({ length: L }, (_, i) => ({
-    key: b.input(`past_key_values.${i}.key`, dtype, ['P', 'B', Hkv, D]),
-    value: b.input(`past_key_values.${i}.value`, dtype, ['P', 'B', Hkv, D]),
+    key: b.input(`past_key_values.${i}.key`, dtype, device ? ['B', Hkv, 'P', D] : ['P', 'B', Hkv, D]),
+    value: b.input(`past_key_values.${i}.value`, dtype, device ? ['B', Hkv, 'P', D] : ['P', 'B', Hkv, D]),
   }));
-  const r = forward(b, c, m, { ids, positions, bias, past, lastOnly: true });
+  const r = forward(b, c, m, { ids, positions, bias, past, lastOnly: true, pastLayout: device ? 'batch-major' : 'time-major' });
   const outputs: Array<[string, Node]> = [['logits', r.logits]];
-  r.present.forEach((p, i) => {
-    outputs.push([`present.${i}.key`, p.key], [`present.${i}.value`, p.value]);
+  (device ? r.cache : r.present).forEach((p, i) => {
+    const name = device ? 'cache' : 'present';
+    outputs.push([`${name}.${i}.key`, p.key], [`${name}.${i}.value`, p.value]);
   });
-  return { bytes: emitOnnx(outputs, { name: 'decode', doc: docOf(c, { lora }) }), tensorInputs: tensorInputNames(m), trainable: [], outputs: outputs.map(([n]) => n) };
+  return { bytes: emitOnnx(outputs, { name: device ? 'decode-device' : 'decode', doc: docOf(c, { lora }) }), tensorInputs: tensorInputNames(m), trainable: [], outputs: outputs.map(([n]) => n) };
 }
 
 /**

@@ -105,6 +105,21 @@ describe('WebGPU equals CPU', { skip }, () => {
     }
   });
 
+  // On WebGPU the cache stays on the GPU (generate.ts 'device'): a shared prompt is prefilled once
+  // and its cache rows gathered on the device, and finished rows leave the batch by a gather too.
+  test('decode: shared prompts and rows that stop early (device-side gathers) match the CPU', async () => {
+    const [c, g] = await pair('decode-shared');
+    const shared = [0, 0, 1, 1, 2, 2, 3, 3].map((i) => prompts[i]!);
+    const o = { maxNewTokens: 12, sampling: { temperature: 0.8, topP: 1, topK: 0 }, seed: 11, stopTokens: [3, 7, 11, 19, 23, 29, 31], padToken: 0 };
+    const rc = await c.generate(shared, o);
+    const stopped = rc.tokens.filter((t, b) => rc.finish[b] === 'stop' && t.length < o.maxNewTokens).length;
+    assert.ok(stopped >= 2 && stopped < shared.length, `the case must retire some rows but not all (${stopped} of ${shared.length} stopped early)`);
+    const rg = await g.generate(shared, o);
+    assert.deepEqual(rg.tokens, rc.tokens, 'tokens');
+    assert.deepEqual(rg.finish, rc.finish, 'finish reasons');
+    rc.logprobs.forEach((row, b) => assertClose(`row ${b} log-probs`, rg.logprobs[b]!, row));
+  });
+
   test('score: per-token log-probs, with the adapter and of the base (reference)', async () => {
     const [c, g] = await pair('score');
     for (const reference of [false, true]) {
@@ -184,7 +199,7 @@ describe('WebGPU graphs stay on the GPU', { skip }, () => {
   // call. What may stay on the CPU are the int64 index ops on the batch's own inputs (WebGPU has
   // no int64 kernels; onnxruntime-node cannot turn them on), which only copy host to GPU.
   // decode-fused and decode-fp16: the rollout decoders (decode-graph.ts), fp16 with its casts at the edges.
-  for (const graph of ['decode', 'decode-fused', 'decode-fp16', 'score', 'train-ppo-lora', 'train-ce-full']) {
+  for (const graph of ['decode', 'decode-device', 'decode-fused', 'decode-fp16', 'score', 'train-ppo-lora', 'train-ce-full']) {
     test(`${graph}: nothing is copied back to the host mid-graph`, async () => {
       const p = await placements(graph, 'primitives');
       const onGpu = p.get('WebGpuExecutionProvider')?.length ?? 0;

@@ -273,11 +273,15 @@ export class Policy {
     };
     const chosen = await this.decoder.choose(o.rollout ?? false);
     if (chosen) return this.engine.generate({ ...chosen, ...run });
-    const a = await this.artifact('decode', () => buildDecode(this.config, this.options.lora));
     const { L, Hkv, D, V } = modelDims(this.config);
+    // On WebGPU the KV cache stays on the GPU between steps (runtime/generate.ts, 'device').
+    const onDevice = this.engine.provider === 'webgpu';
+    const key = onDevice ? 'decode-device' : 'decode';
+    const cacheOutputs = Array.from({ length: L }, (_, i) => [`cache.${i}.key`, `cache.${i}.value`]).flat();
+    const a = await this.artifact(key, () => buildDecode(this.config, this.options.lora, 'float32', onDevice ? 'device' : 'time-major'), onDevice ? { outputsOnDevice: cacheOutputs } : {});
     const params: Record<string, string> = {};
     for (const n of a.tensorInputs) params[n] = this.weightRes(n);
-    return this.engine.generate({ ...run, session: this.sessionOf('decode'), params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V } });
+    return this.engine.generate({ ...run, session: this.sessionOf(key), params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, cacheLayout: onDevice ? 'device' : 'time-major' } });
   }
 
   /**

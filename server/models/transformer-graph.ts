@@ -70,8 +70,10 @@ export interface ForwardArgs {
   readonly ids: Node; // [B,T] int64
   readonly positions: Node; // [B,T] int64
   readonly bias: Node; // [B,T,S] (per-sequence padding) or [T,S] (causal only)
-  /** Per layer past keys/values, time-major [P,B,Hkv,D]; absent for a cache-free pass. */
+  /** Per layer past keys/values, time-major [P,B,Hkv,D] (or as `pastLayout` says); absent for a cache-free pass. */
   readonly past?: ReadonlyArray<{ key: Node; value: Node }>;
+  /** 'batch-major': `past` is [B,Hkv,P,D], the layout attention reads, so it is joined to the new keys without a transpose. */
+  readonly pastLayout?: 'time-major' | 'batch-major';
   /** Compute logits only for the last position ([B,V] instead of [B,T,V]). */
   readonly lastOnly?: boolean;
   /**
@@ -85,6 +87,8 @@ export interface ForwardResult {
   readonly logits: Node; // [B,T,V] or [B,V]
   /** Per layer new keys/values, time-major [T,B,Hkv,D]. */
   readonly present: Array<{ key: Node; value: Node }>;
+  /** Per layer every key/value attention read, past and new: [B,Hkv,P+T,D]. */
+  readonly cache: Array<{ key: Node; value: Node }>;
 }
 
 export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardArgs): ForwardResult {
@@ -94,6 +98,7 @@ export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardA
   let x = b.gather(embed, args.ids, 0); // [B,T,C]
   const { cos, sin } = ropeTables(b, args.positions, ropeInverseFrequencies(c), embed.dtype); // [B,T,1,D]
   const present: Array<{ key: Node; value: Node }> = [];
+  const cache: Array<{ key: Node; value: Node }> = [];
   const bias = (name: string) => (c.attentionBias ? w(m, name) : null);
   for (let i = 0; i < L; i++) {
     const p = `layers.${i}`;
@@ -113,9 +118,11 @@ export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardA
     let vals = b.transpose(v, [0, 2, 1, 3]);
     const past = args.past?.[i];
     if (past) {
-      keys = b.concat([b.transpose(past.key, [1, 2, 0, 3]), keys], 2); // [B,Hkv,P+T,D]
-      vals = b.concat([b.transpose(past.value, [1, 2, 0, 3]), vals], 2);
+      const batchMajor = args.pastLayout === 'batch-major';
+      keys = b.concat([batchMajor ? past.key : b.transpose(past.key, [1, 2, 0, 3]), keys], 2); // [B,Hkv,P+T,D]
+      vals = b.concat([batchMajor ? past.value : b.transpose(past.value, [1, 2, 0, 3]), vals], 2);
     }
+    cache.push({ key: keys, value: vals });
     const att = attention(b, q, keys, vals, args.bias); // [B,T,H·D]
     x = b.add(x, linear(b, att, w(m, `${p}.attn.o.weight`), null, adapter(m, i, 'o')));
     const h2 = rmsNorm(b, x, w(m, `${p}.mlp_norm.weight`), c.rmsNormEps);
@@ -127,5 +134,5 @@ export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardA
   else if (args.rows) x = b.gather(b.reshape(x, [dimMul(B, T), c.hiddenSize]), args.rows, 0); // [N,C]
   const head = c.tieEmbeddings ? embed : w(m, 'lm_head.weight');
   const logits = linear(b, rmsNorm(b, x, w(m, 'norm.weight'), c.rmsNormEps), head);
-  return { logits, present };
+  return { logits, present, cache };
 }

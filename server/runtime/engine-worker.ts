@@ -5,6 +5,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
+import { DeviceCopies } from './device-copies.ts';
 import { generate } from './generate.ts';
 import type { ExecutionProviderName, Fetch, Feed, Reply, Request, WorkerMessage } from './messages.ts';
 import { chooseProvider, providersToProbe } from './provider-choice.ts';
@@ -15,7 +16,11 @@ if (!parentPort) throw new Error('engine-worker must run in a worker thread');
 const port = parentPort;
 
 const sessions = new Map<string, ort.InferenceSession>();
+/** Sessions that run on the GPU provider (not those that fell back to the CPU): fed device copies. */
+const onDevice = new Set<ort.InferenceSession>();
 const residents = new Map<string, ort.Tensor>();
+/** WebGPU: device copies of the residents, so runs do not copy the weights to the GPU each time. */
+let copies: DeviceCopies | null = null;
 /** Sessions created with a profile: their profile is written when they are released. */
 const profiled = new Set<ort.InferenceSession>();
 let provider: ExecutionProviderName = 'cpu';
@@ -60,6 +65,7 @@ async function init(req: Request & { kind: 'init' }): Promise<Reply> {
     if (why !== null) decision = { provider: 'cpu', reason: `${decision.reason}, but it failed in the engine (${why}); using cpu` };
   }
   provider = decision.provider;
+  if (provider === 'webgpu') copies = new DeviceCopies('webgpu');
   return { kind: 'init', provider, reason: decision.reason, report };
 }
 
@@ -77,14 +83,17 @@ async function createSession(req: Request & { kind: 'createSession' }): Promise<
     enableCpuMemArena: req.options.memoryArena ?? true,
     ...(req.options.spinning === undefined ? {} : { extra: { session: { intra_op: { allow_spinning: req.options.spinning ? '1' : '0' } } } }),
     ...(req.options.profileFilePrefix === undefined ? {} : { enableProfiling: true, profileFilePrefix: req.options.profileFilePrefix }),
+    ...(provider === 'webgpu' && req.options.outputsOnDevice?.length ? { preferredOutputLocation: Object.fromEntries(req.options.outputsOnDevice.map((n) => [n, 'gpu-buffer' as const])) } : {}),
   };
   let s: ort.InferenceSession;
   try {
     s = await ort.InferenceSession.create(req.model, opts);
+    if (provider === 'webgpu') onDevice.add(s);
   } catch (e) {
     if (provider === 'cpu') throw new Error(`session '${req.session}': ONNX Runtime rejected the model: ${firstLine(e)}`);
     log(`session '${req.session}': ${provider} rejected it (${firstLine(e)}); using cpu for this session`);
-    s = await ort.InferenceSession.create(req.model, { ...opts, executionProviders: ['cpu'] });
+    const { preferredOutputLocation: _, ...onCpu } = opts;
+    s = await ort.InferenceSession.create(req.model, { ...onCpu, executionProviders: ['cpu'] });
   }
   if (req.options.profileFilePrefix !== undefined) profiled.add(s);
   await release(sessions.get(req.session));
@@ -95,11 +104,21 @@ async function createSession(req: Request & { kind: 'createSession' }): Promise<
 async function release(s: ort.InferenceSession | undefined): Promise<void> {
   if (!s) return;
   if (profiled.delete(s)) s.endProfiling();
+  onDevice.delete(s);
   await s.release();
 }
 
-function feedTensor(f: Feed): ort.Tensor {
-  return 'resident' in f ? resident(f.resident) : toOrt(f);
+/** A resident as session `s` takes it: its device copy for a GPU session, else the host tensor. */
+function residentFor(s: ort.InferenceSession, name: string): Promise<ort.Tensor> | ort.Tensor {
+  const t = resident(name);
+  return copies && onDevice.has(s) ? copies.of(t) : t;
+}
+
+/** Replaces (or with `t` undefined, drops) resident `name`, freeing the old tensor's device copy. */
+function setResident(name: string, t: ort.Tensor | undefined): void {
+  copies?.stale(residents.get(name));
+  if (t) residents.set(name, t);
+  else residents.delete(name);
 }
 
 function fetchTarget(f: Fetch): ort.Tensor | null {
@@ -107,14 +126,14 @@ function fetchTarget(f: Fetch): ort.Tensor | null {
   const existing = residents.get(f.into);
   if (existing && existing.type === f.dtype && existing.dims.length === f.dims.length && existing.dims.every((d, i) => d === f.dims[i])) return existing;
   const t = new ort.Tensor(f.dtype, allocate(f.dtype, f.dims) as never, [...f.dims]);
-  residents.set(f.into, t);
+  setResident(f.into, t);
   return t;
 }
 
 async function run(req: Request & { kind: 'run' }): Promise<Reply> {
   const s = sessionOf(req.session);
   const feeds: Record<string, ort.Tensor> = {};
-  for (const [name, f] of Object.entries(req.feeds)) feeds[name] = feedTensor(f);
+  for (const [name, f] of Object.entries(req.feeds)) feeds[name] = 'resident' in f ? await residentFor(s, f.resident) : toOrt(f);
   const targets: Record<string, ort.Tensor> = {};
   const returned: string[] = [];
   for (const [name, f] of Object.entries(req.fetches)) {
@@ -131,6 +150,8 @@ async function run(req: Request & { kind: 'run' }): Promise<Reply> {
     for (const name of returned) fetches[name] = null;
     result = await s.run(feeds, fetches as ort.InferenceSession.FetchesType);
   }
+  // The run wrote into these residents: their device copies are out of date.
+  for (const t of Object.values(targets)) copies?.stale(t);
   const outputs: Record<string, HostTensor> = {};
   for (const name of returned) {
     const t = result[name];
@@ -163,7 +184,7 @@ async function handle(req: Request): Promise<Reply> {
       return { kind: 'ok' };
     }
     case 'upload':
-      residents.set(req.name, toOrt(req.tensor));
+      setResident(req.name, toOrt(req.tensor));
       return { kind: 'ok' };
     case 'download': {
       const t = resident(req.name);
@@ -180,7 +201,7 @@ async function handle(req: Request): Promise<Reply> {
       return { kind: 'tensor', tensor: { dtype: t.type as HostTensor['dtype'], dims: [count, ...rest], data } };
     }
     case 'drop':
-      for (const n of req.names) residents.delete(n);
+      for (const n of req.names) setResident(n, undefined);
       return { kind: 'ok' };
     case 'swap': {
       for (const [x, y] of req.pairs) {
@@ -192,6 +213,7 @@ async function handle(req: Request): Promise<Reply> {
     }
     case 'accumulate': {
       for (const [into, from] of req.pairs) {
+        copies?.stale(resident(into));
         const dst = resident(into).data as Float32Array;
         const src = resident(from).data as Float32Array;
         if (dst.length !== src.length) throw new Error(`accumulate: '${into}' has ${dst.length} elements, '${from}' ${src.length}`);
@@ -202,12 +224,19 @@ async function handle(req: Request): Promise<Reply> {
     }
     case 'run':
       return run(req);
-    case 'generate':
-      return { kind: 'generated', result: await generate(req.request, sessionOf(req.request.session), resident) };
+    case 'generate': {
+      const s = sessionOf(req.request.session);
+      const weights = new Map<string, ort.Tensor>();
+      for (const name of Object.values(req.request.params)) weights.set(name, await residentFor(s, name));
+      return { kind: 'generated', result: await generate(req.request, s, (name) => weights.get(name) ?? resident(name), copies) };
+    }
     case 'stats': {
       let residentBytes = 0;
       for (const t of residents.values()) residentBytes += (t.data as HostTensor['data']).byteLength;
-      return { kind: 'stats', stats: { residentTensors: residents.size, residentBytes, sessions: sessions.size } };
+      return {
+        kind: 'stats',
+        stats: { residentTensors: residents.size, residentBytes, sessions: sessions.size, deviceCopies: copies?.count ?? 0, deviceCopyBytes: copies?.bytes ?? 0, deviceUploads: copies?.uploads ?? 0 },
+      };
     }
   }
 }

@@ -19,6 +19,7 @@
  * `maxPositions` positions, which a generation may not exceed.
  */
 import * as ort from 'onnxruntime-node';
+import type { DeviceCopies } from './device-copies.ts';
 import { maskLogits, Rng, sampleToken, streamSeed, validateSampling, type SamplingParams } from './sampler.ts';
 
 export interface DecoderContract {
@@ -39,8 +40,13 @@ export interface DecoderContract {
  * yet filled masked by `attention_bias_past` [B,T,S]; present [B,Hkv,T,D] is copied into each
  * row's next slots after the run; `attention_bias` [B,T,T] covers the new positions. The graph
  * then never copies the cache (decode-graph.ts `cachedAttention`).
+ * device: the cache never leaves the GPU (WebGPU). past [B,Hkv,P,D] in; the graph returns the
+ * whole grown cache `cache.{i}.key|value` [B,Hkv,P+T,D], kept on the device (the session's
+ * `outputsOnDevice`) and fed back at the next step; one bias `attention_bias` [B,T,P+T]. Only the
+ * logits come back to the host. onnxruntime-node copies every host input to the GPU and every
+ * output back on each run, so a host cache cost two copies of all of it per token.
  */
-export type CacheLayout = 'time-major' | 'batch-major';
+export type CacheLayout = 'time-major' | 'batch-major' | 'device';
 
 export interface GenerateRequest {
   readonly session: string;
@@ -313,7 +319,7 @@ class KvDecoder {
    * compacted in place: row k of position t moves from (t·B + k) to (t·B' + k'), never forward,
    * so one ascending pass of copyWithin is safe.
    */
-  retain(keep: readonly number[]): void {
+  async retain(keep: readonly number[]): Promise<void> {
     const B = this.rows.length;
     const row = this.rowFloats;
     // batch-major: one "position" whose rows are whole [Hkv,S,D] blocks.
@@ -332,10 +338,152 @@ class KvDecoder {
   }
 }
 
+/** What the generation loop needs of a decoder, whichever holds the cache. */
+interface Decoder {
+  readonly rows: number[];
+  readonly logits: Float32Array;
+  readonly runMs: number;
+  readonly runs: number;
+  prefill(): Promise<void>;
+  step(ids: BigInt64Array, n: number): Promise<void>;
+  retain(keep: readonly number[]): Promise<void>;
+  release?(): void;
+}
+
+/**
+ * The cache on the GPU (`CacheLayout` 'device'): each run's `cache.*` outputs stay there and are
+ * the next run's past; dropping rows and copying a shared prompt's rows are gathers on the device.
+ * Tensors a run or gather replaced are freed at once (`dispose`), not when collected.
+ */
+class DeviceKvDecoder implements Decoder {
+  rows: number[];
+  logits: Float32Array<ArrayBufferLike> = new Float32Array(0);
+  runMs = 0;
+  runs = 0;
+  /** Per layer [key, value], [B,Hkv,P,D] on the device; null before the prefill. */
+  private cache: ort.Tensor[] | null = null;
+  private filled = 0;
+
+  constructor(
+    private readonly req: GenerateRequest,
+    private readonly session: ort.InferenceSession,
+    private readonly weights: Record<string, ort.Tensor>,
+    private readonly lens: readonly number[],
+    private readonly Tp: number,
+    private readonly device: DeviceCopies,
+  ) {
+    this.rows = lens.map((_, b) => b);
+  }
+
+  private async run(ids: BigInt64Array, pos: BigInt64Array, bias: Float32Array, T: number): Promise<void> {
+    const { numLayers: L, numKvHeads: Hkv, headDim: D } = this.req.contract;
+    const B = this.rows.length;
+    const P = this.filled;
+    const feeds: Record<string, ort.Tensor> = {
+      ...this.weights,
+      input_ids: new ort.Tensor('int64', ids, [B, T]),
+      position_ids: new ort.Tensor('int64', pos, [B, T]),
+      attention_bias: new ort.Tensor('float32', bias, [B, T, P + T]),
+    };
+    const empty = new ort.Tensor('float32', new Float32Array(0), [B, Hkv, 0, D]);
+    for (let i = 0; i < L; i++) {
+      feeds[`past_key_values.${i}.key`] = this.cache?.[2 * i] ?? empty;
+      feeds[`past_key_values.${i}.value`] = this.cache?.[2 * i + 1] ?? empty;
+    }
+    const t0 = performance.now();
+    const out = await this.session.run(feeds);
+    this.runMs += performance.now() - t0;
+    this.runs++;
+    const next: ort.Tensor[] = [];
+    for (let i = 0; i < L; i++) {
+      for (const kv of ['key', 'value']) {
+        const t = out[`cache.${i}.${kv}`];
+        if (!t) throw new Error(`decode: the graph returned no 'cache.${i}.${kv}' (a 'device' decode graph must)`);
+        next.push(t);
+      }
+    }
+    const logits = out['logits'];
+    if (!logits || logits.location !== 'cpu') throw new Error("decode: the graph's logits did not come back to the host");
+    this.replace(next);
+    this.logits = logits.data as Float32Array;
+    this.filled += T;
+  }
+
+  private replace(next: ort.Tensor[]): void {
+    for (const t of this.cache ?? []) if (!next.includes(t)) t.dispose();
+    this.cache = next;
+  }
+
+  private async gather(rows: readonly number[]): Promise<void> {
+    const next: ort.Tensor[] = [];
+    for (const t of this.cache!) next.push(await this.device.gatherRows(t, rows));
+    this.replace(next);
+  }
+
+  async prefill(): Promise<void> {
+    const { req, Tp } = this;
+    const all = this.rows;
+    const first = new Map<string, number>();
+    const u = all.map((b) => {
+      const key = req.sharePrompts === false ? String(b) : req.prompts[b]!.join(',');
+      let i = first.get(key);
+      if (i === undefined) first.set(key, (i = first.size));
+      return i;
+    });
+    this.rows = [...first.values()].map((i) => u.indexOf(i));
+    const U = this.rows.length;
+    const ids = new BigInt64Array(U * Tp).fill(BigInt(req.padToken));
+    const pos = new BigInt64Array(U * Tp);
+    const bias = new Float32Array(U * Tp * Tp).fill(MASKED);
+    this.rows.forEach((row, b) => {
+      const p = req.prompts[row]!;
+      const pad = Tp - this.lens[row]!;
+      for (let t = 0; t < Tp; t++) {
+        const real = t >= pad;
+        if (real) ids[b * Tp + t] = BigInt(p[t - pad]!);
+        pos[b * Tp + t] = BigInt(real ? t - pad : 0);
+        for (let s = pad; s <= t; s++) bias[(b * Tp + t) * Tp + s] = 0;
+      }
+    });
+    await this.run(ids, pos, bias, Tp);
+    this.rows = all;
+    if (U === all.length) return;
+    await this.gather(u);
+    const V = req.contract.vocabSize;
+    const logits = new Float32Array(all.length * V);
+    u.forEach((i, b) => logits.set(this.logits.subarray(i * V, (i + 1) * V), b * V));
+    this.logits = logits;
+  }
+
+  async step(ids: BigInt64Array, n: number): Promise<void> {
+    const B = this.rows.length;
+    const P = this.filled;
+    const pos = new BigInt64Array(B);
+    const bias = new Float32Array(B * (P + 1));
+    this.rows.forEach((row, k) => {
+      pos[k] = BigInt(this.lens[row]! + n);
+      for (let s = 0; s < this.Tp - this.lens[row]!; s++) bias[k * (P + 1) + s] = MASKED;
+    });
+    await this.run(ids, pos, bias, 1);
+  }
+
+  async retain(keep: readonly number[]): Promise<void> {
+    await this.gather(keep);
+    this.rows = keep.map((k) => this.rows[k]!);
+    const V = this.req.contract.vocabSize;
+    this.logits = new Float32Array(keep.length * V);
+  }
+
+  release(): void {
+    this.replace([]);
+  }
+}
+
 export async function generate(
   req: GenerateRequest,
   session: ort.InferenceSession,
   resident: (name: string) => ort.Tensor,
+  device: DeviceCopies | null = null,
 ): Promise<GenerateResult> {
   validateSampling(req.sampling);
   const V = req.contract.vocabSize;
@@ -364,8 +512,25 @@ export async function generate(
   }
   const weights: Record<string, ort.Tensor> = {};
   for (const [input, name] of Object.entries(req.params)) weights[input] = resident(name);
-  const decoder = new KvDecoder(req, session, weights, lens, Tp);
+  let decoder: Decoder;
+  if (req.contract.cacheLayout === 'device') {
+    if (!device) throw new Error("generate: a 'device' KV cache needs the webgpu execution provider");
+    decoder = new DeviceKvDecoder(req, session, weights, lens, Tp, device);
+  } else {
+    decoder = new KvDecoder(req, session, weights, lens, Tp);
+  }
+  try {
+    return await decode(req, decoder);
+  } finally {
+    decoder.release?.();
+  }
+}
 
+async function decode(req: GenerateRequest, decoder: Decoder): Promise<GenerateResult> {
+  const V = req.contract.vocabSize;
+  const B = req.prompts.length;
+  const G = req.distinctFirst ?? 1;
+  const masked = req.maskedTokens ?? [];
   const t0 = performance.now();
   await decoder.prefill();
   const t1 = performance.now();
@@ -400,7 +565,7 @@ export async function generate(
     });
     if (n === req.maxNewTokens - 1 || done.every(Boolean)) break;
     const live = decoder.rows.flatMap((b, k) => (done[b] ? [] : [k]));
-    if (req.retireFinished !== false && live.length <= RETIRE_BELOW * decoder.rows.length) decoder.retain(live);
+    if (req.retireFinished !== false && live.length <= RETIRE_BELOW * decoder.rows.length) await decoder.retain(live);
     // A finished row still in the batch is fed padding; its outputs are never read.
     const ids = BigInt64Array.from(decoder.rows, (b) => BigInt(done[b] ? req.padToken : outTokens[b]![n]!));
     await decoder.step(ids, n);

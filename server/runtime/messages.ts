@@ -29,6 +29,11 @@ export interface SessionOptions {
   readonly spinning?: boolean;
   /** Write an ONNX Runtime profile (per-kernel times) to `<prefix>_<date>.json` when the session is released. */
   readonly profileFilePrefix?: string;
+  /**
+   * Outputs that stay on the GPU when the session runs on WebGPU (`preferredOutputLocation`
+   * 'gpu-buffer'): the KV cache of a 'device' decode graph. Ignored on the CPU.
+   */
+  readonly outputsOnDevice?: readonly string[];
 }
 
 export interface SessionInfo {
@@ -65,6 +70,10 @@ export type Request =
 export interface EngineStats {
   readonly residentTensors: number;
   readonly residentBytes: number;
+  /** WebGPU: resident tensors with a device copy, its bytes, and host→device copies made so far. */
+  readonly deviceCopies: number;
+  readonly deviceCopyBytes: number;
+  readonly deviceUploads: number;
   readonly sessions: number;
 }
 

@@ -4,7 +4,7 @@
  * by native code, so only a parent process can read it) lists which provider each node was
  * placed on, including the MemcpyToHost nodes ORT inserts wherever a CPU node reads a GPU value.
  *
- * Usage: node --import tsx test/gpu/webgpu-placement.ts <decode|decode-fused|decode-fp16|score|train-ppo-lora|train-ce-full> <fused|primitives>
+ * Usage: node --import tsx test/gpu/webgpu-placement.ts <decode|decode-device|decode-fused|decode-fp16|score|train-ppo-lora|train-ce-full> <fused|primitives>
  */
 import * as ort from 'onnxruntime-node';
 import { buildDecode, buildScore, buildTrainStep } from '../../server/models/artifacts.ts';
@@ -21,6 +21,8 @@ const lora = { rank: lc.rank, alpha: 8, targets: lc.targets };
 const low = { logSoftmax: lowering } as const;
 const builds: Record<string, () => Uint8Array> = {
   decode: () => buildDecode(config, lora).bytes,
+  // The WebGPU decoder: the KV cache stays on the GPU (generate.ts 'device').
+  'decode-device': () => buildDecode(config, lora, 'float32', 'device').bytes,
   // The rollout decoders bake their weights (LoRA merged); fp16 converts them to float16.
   'decode-fused': () => buildFusedDecode(config, { weights: 'fp32', lora: null, baked: initParameters(config, 1) }).bytes,
   'decode-fp16': () => buildFusedDecode(config, { weights: 'fp16', lora: null, baked: initParameters(config, 1) }).bytes,
