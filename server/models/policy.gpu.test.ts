@@ -153,6 +153,23 @@ describe('WebGPU equals CPU', { skip }, () => {
       assertClose(`${name}.v`, mg.get(`${name}.v`)!, mc.get(`${name}.v`)!);
     }
   });
+
+  // On WebGPU gradients, weights and moments stay on the GPU between runs (engine-worker.ts
+  // `outputsOnDevice`); micro-batches accumulate gradients there, and two steps read the state
+  // the first one left there.
+  test('two CE updates in micro-batches of one sequence (gradients accumulated on the device)', async () => {
+    const [c, g] = await pair('train-micro');
+    const before = await c.trainableTensors();
+    for (let step = 0; step < 2; step++) {
+      const sc = await c.update('ce', seqs, null, 1);
+      const sg = await g.update('ce', seqs, null, 1);
+      for (const k of ['loss', 'gradNorm'] as const) assertClose(`step ${step} ${k}`, [sg[k]], [sc[k]]);
+    }
+    const [wc, wg] = [await c.trainableTensors(), await g.trainableTensors()];
+    for (const [name, w0] of before) assertStepClose(`${name} after two steps`, wg.get(name)!, wc.get(name)!, w0);
+    const stats = await gpu.stats();
+    assert.ok(stats.residentBytes > 0, 'the device residents are counted');
+  });
 });
 
 /** Node placements from a WebGPU session's verbose log (see test/gpu/webgpu-placement.ts). */

@@ -352,6 +352,8 @@ export class Policy {
         { loss: kind, trainable: o.lora ? 'lora' : 'full', lora: o.lora, kl: kind === 'ppo' && o.kl, entropy: kind === 'ppo' && o.entropy, perSequenceMask: pack.sharePrompts },
         loweringFor(this.engine.provider),
       ),
+      // On a GPU the gradients stay there for AdamW (ignored on the CPU).
+      { outputsOnDevice: this.trainable.map(([n]) => `${n}_grad`) },
     );
     const need = { advantages: kind === 'ppo', oldLogp: kind === 'ppo', refLogp: kind === 'ppo' && o.kl };
     const limits = o.microBatch ?? { sequences: 64 };
@@ -404,7 +406,8 @@ export class Policy {
 
   private async applyAdamW(lr: number, stats: (s: UpdateStats['skipped'], g: number) => UpdateStats): Promise<UpdateStats> {
     const o = this.options.optimizer;
-    await this.artifact('adamw', () => buildAdamW(this.trainable));
+    // On a GPU the weights and moments stay there: the next step reads them where AdamW left them.
+    await this.artifact('adamw', () => buildAdamW(this.trainable), { outputsOnDevice: this.trainable.flatMap(([n]) => [`${n}.next`, `${n}.m.next`, `${n}.v.next`]) });
     const t = this.step + 1;
     const feeds: Record<string, HostTensor | { resident: string }> = {
       lr: f32([], [lr]),

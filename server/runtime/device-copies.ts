@@ -15,7 +15,8 @@
  * finds the wrapper.
  */
 import * as ort from 'onnxruntime-node';
-import { Graph } from '../compiler/ir.ts';
+import { float16Bits } from '../compiler/float16.ts';
+import { Graph, type Node } from '../compiler/ir.ts';
 import { emitOnnx } from '../compiler/onnx-emit.ts';
 
 /** The element types that get device copies; the rest (int64 ids, packed int4/int8 codes) are fed from the host. */
@@ -23,9 +24,14 @@ const COPIED = new Set<ort.Tensor.Type>(['float32', 'float16']);
 
 export class DeviceCopies {
   private readonly copies = new Map<ort.Tensor, ort.Tensor>();
-  /** One uploading session, and one row-gathering session, per element type and rank (graph inputs have a fixed rank). */
+  /**
+   * Helper sessions, one per element type and rank (graph inputs have a fixed rank): host→device
+   * copies, row gathers, device→host copies, and x + k·y.
+   */
   private readonly uploaders = new Map<string, Promise<ort.InferenceSession>>();
   private readonly gatherers = new Map<string, Promise<ort.InferenceSession>>();
+  private readonly downloaders = new Map<string, Promise<ort.InferenceSession>>();
+  private readonly adders = new Map<string, Promise<ort.InferenceSession>>();
   /** Host→device copies made so far (tests read it to see that an unchanged tensor is not copied again). */
   uploads = 0;
 
@@ -41,8 +47,8 @@ export class DeviceCopies {
     if (!DeviceCopies.copies(host)) return host;
     const have = this.copies.get(host);
     if (have) return have;
-    const uploader = await this.uploader(host.type, host.dims.length);
-    const copy = (await uploader.run({ x: host }))['y'];
+    const uploader = this.helper(this.uploaders, host, 'device-copy', (b, x) => b.mul(x, b.scalar(1, x.dtype)), true);
+    const copy = (await (await uploader).run({ x: host }))['y'];
     if (!copy || copy.location !== 'gpu-buffer') throw new Error(`device copy of a ${host.type}[${host.dims.join(', ')}] tensor came back on '${copy?.location ?? 'nothing'}', not the GPU`);
     this.copies.set(host, copy);
     this.uploads++;
@@ -54,20 +60,50 @@ export class DeviceCopies {
    * how a KV cache kept on the GPU drops finished rows or copies a shared prompt's rows.
    */
   async gatherRows(t: ort.Tensor, rows: readonly number[]): Promise<ort.Tensor> {
-    if (t.type !== 'float32' && t.type !== 'float16') throw new Error(`gatherRows: ${t.type} tensors are not gathered on the device`);
-    const key = `${t.type}/${t.dims.length}`;
-    let s = this.gatherers.get(key);
-    if (!s) {
-      const dtype = t.type;
-      const b = new Graph();
-      const x = b.input('x', dtype, Array.from({ length: t.dims.length }, (_, i) => `d${i}`));
-      const idx = b.input('rows', 'int64', ['N']);
-      s = this.session(emitOnnx([['y', b.gather(x, idx, 0)]], { name: `gather-rows-${dtype}-${t.dims.length}` }));
-      this.gatherers.set(key, s);
+    const s = this.helper(this.gatherers, t, 'gather-rows', (b, x) => b.gather(x, b.input('rows', 'int64', ['N']), 0), true);
+    return this.output(await (await s).run({ x: t, rows: new ort.Tensor('int64', BigInt64Array.from(rows, (r) => BigInt(r)), [rows.length]) }), 'gather-rows');
+  }
+
+  /** A host copy of device tensor `t` (a resident a train step left on the GPU, read by a checkpoint). */
+  async toHost(t: ort.Tensor): Promise<ort.Tensor> {
+    if (t.location === 'cpu') return t;
+    const s = this.helper(this.downloaders, t, 'to-host', (b, x) => b.mul(x, b.scalar(1, x.dtype)), false);
+    return this.output(await (await s).run({ x: t }), 'to-host');
+  }
+
+  /** x + k·y, left on the device: gradient accumulation over device residents. */
+  async addScaled(x: ort.Tensor, y: ort.Tensor, k: number): Promise<ort.Tensor> {
+    if (x.type !== y.type || x.dims.length !== y.dims.length || x.dims.some((d, i) => d !== y.dims[i])) {
+      throw new Error(`addScaled: ${x.type}[${x.dims.join(', ')}] and ${y.type}[${y.dims.join(', ')}] differ`);
     }
-    const out = (await (await s).run({ x: t, rows: new ort.Tensor('int64', BigInt64Array.from(rows, (r) => BigInt(r)), [rows.length]) }))['y'];
-    if (!out) throw new Error('gatherRows: the gather produced no output');
-    return out;
+    const s = this.helper(this.adders, x, 'add-scaled', (b, a) => {
+      const other = b.input('other', a.dtype, a.shape);
+      const scale = b.input('scale', a.dtype, []);
+      return b.add(a, b.mul(scale, other));
+    }, true);
+    const kt = x.type === 'float16' ? new ort.Tensor('float16', Uint16Array.from([float16Bits(k)]), []) : new ort.Tensor('float32', Float32Array.from([k]), []);
+    return this.output(await (await s).run({ x, other: y, scale: kt }), 'add-scaled');
+  }
+
+  /** One helper session per element type and rank: `y = body(x)`, its output on the device or the host. */
+  private helper(cache: Map<string, Promise<ort.InferenceSession>>, t: ort.Tensor, what: string, body: (b: Graph, x: Node) => Node, onDevice: boolean): Promise<ort.InferenceSession> {
+    if (t.type !== 'float32' && t.type !== 'float16') throw new Error(`${what}: ${t.type} tensors are not handled on the device`);
+    const key = `${t.type}/${t.dims.length}`;
+    let s = cache.get(key);
+    if (!s) {
+      const b = new Graph();
+      const x = b.input('x', t.type, Array.from({ length: t.dims.length }, (_, i) => `d${i}`));
+      const model = emitOnnx([['y', body(b, x)]], { name: `${what}-${t.type}-${t.dims.length}` });
+      s = onDevice ? this.session(model) : ort.InferenceSession.create(model, { executionProviders: [this.provider], logSeverityLevel: 3 });
+      cache.set(key, s);
+    }
+    return s;
+  }
+
+  private output(r: ort.InferenceSession.OnnxValueMapType, what: string): ort.Tensor {
+    const y = r['y'];
+    if (!y) throw new Error(`${what}: the helper graph produced no output`);
+    return y as ort.Tensor;
   }
 
   /** Forgets (and frees) the device copy of `host`: it was written, replaced or dropped. */
@@ -92,23 +128,10 @@ export class DeviceCopies {
 
   async release(): Promise<void> {
     for (const host of [...this.copies.keys()]) this.stale(host);
-    for (const s of [...this.uploaders.values(), ...this.gatherers.values()]) await (await s).release();
-    this.uploaders.clear();
-    this.gatherers.clear();
-  }
-
-  private uploader(type: ort.Tensor.Type, rank: number): Promise<ort.InferenceSession> {
-    const key = `${type}/${rank}`;
-    let s = this.uploaders.get(key);
-    if (!s) {
-      const dtype = type === 'float16' ? 'float16' : 'float32';
-      const b = new Graph();
-      const x = b.input('x', dtype, Array.from({ length: rank }, (_, i) => `d${i}`));
-      const model = emitOnnx([['y', b.mul(x, b.scalar(1, dtype))]], { name: `device-copy-${dtype}-${rank}` });
-      s = this.session(model);
-      this.uploaders.set(key, s);
+    for (const cache of [this.uploaders, this.gatherers, this.downloaders, this.adders]) {
+      for (const s of cache.values()) await (await s).release();
+      cache.clear();
     }
-    return s;
   }
 
   /** A helper session whose outputs stay on the device. */

@@ -18,6 +18,12 @@ const port = parentPort;
 const sessions = new Map<string, ort.InferenceSession>();
 /** Sessions that run on the GPU provider (not those that fell back to the CPU): fed device copies. */
 const onDevice = new Set<ort.InferenceSession>();
+/**
+ * Per GPU session, the outputs it leaves on the device (`SessionOptions.outputsOnDevice`): a fetch
+ * of one `into` a resident makes that resident the device tensor itself, so gradients, weights
+ * and optimizer state of a train step and AdamW stay on the GPU between runs.
+ */
+const deviceOutputs = new Map<ort.InferenceSession, ReadonlySet<string>>();
 const residents = new Map<string, ort.Tensor>();
 /** WebGPU: device copies of the residents, so runs do not copy the weights to the GPU each time. */
 let copies: DeviceCopies | null = null;
@@ -88,7 +94,10 @@ async function createSession(req: Request & { kind: 'createSession' }): Promise<
   let s: ort.InferenceSession;
   try {
     s = await ort.InferenceSession.create(req.model, opts);
-    if (provider === 'webgpu') onDevice.add(s);
+    if (provider === 'webgpu') {
+      onDevice.add(s);
+      if (req.options.outputsOnDevice?.length) deviceOutputs.set(s, new Set(req.options.outputsOnDevice));
+    }
   } catch (e) {
     if (provider === 'cpu') throw new Error(`session '${req.session}': ONNX Runtime rejected the model: ${firstLine(e)}`);
     log(`session '${req.session}': ${provider} rejected it (${firstLine(e)}); using cpu for this session`);
@@ -105,26 +114,48 @@ async function release(s: ort.InferenceSession | undefined): Promise<void> {
   if (!s) return;
   if (profiled.delete(s)) s.endProfiling();
   onDevice.delete(s);
+  deviceOutputs.delete(s);
   await s.release();
 }
 
-/** A resident as session `s` takes it: its device copy for a GPU session, else the host tensor. */
+/** A resident as session `s` takes it: on the device for a GPU session, on the host otherwise. */
 function residentFor(s: ort.InferenceSession, name: string): Promise<ort.Tensor> | ort.Tensor {
   const t = resident(name);
-  return copies && onDevice.has(s) ? copies.of(t) : t;
+  if (!copies) return t;
+  return onDevice.has(s) ? copies.of(t) : copies.toHost(t);
 }
 
-/** Replaces (or with `t` undefined, drops) resident `name`, freeing the old tensor's device copy. */
+/** Resident `name` on the host (a copy when it lives on the device). */
+function residentOnHost(name: string): Promise<ort.Tensor> | ort.Tensor {
+  const t = resident(name);
+  return copies ? copies.toHost(t) : t;
+}
+
+/**
+ * Replaces (or with `t` undefined, drops) resident `name`. The old tensor's device copy is freed,
+ * and the old tensor itself when it lived on the device (no other resident holds it: swap moves
+ * tensors between names, nothing shares one).
+ */
 function setResident(name: string, t: ort.Tensor | undefined): void {
-  copies?.stale(residents.get(name));
+  const old = residents.get(name);
+  copies?.stale(old);
+  if (old && old !== t && old.location !== 'cpu') old.dispose();
   if (t) residents.set(name, t);
   else residents.delete(name);
+}
+
+function bytesOf(t: ort.Tensor): number {
+  return t.location === 'cpu' ? (t.data as HostTensor['data']).byteLength : t.size * bytesPerElement(t.type);
+}
+
+function bytesPerElement(type: ort.Tensor.Type): number {
+  return type === 'float16' || type === 'int16' || type === 'uint16' ? 2 : type === 'int64' || type === 'uint64' || type === 'float64' ? 8 : type === 'uint8' || type === 'int8' || type === 'bool' ? 1 : 4;
 }
 
 function fetchTarget(f: Fetch): ort.Tensor | null {
   if (f === 'return') return null;
   const existing = residents.get(f.into);
-  if (existing && existing.type === f.dtype && existing.dims.length === f.dims.length && existing.dims.every((d, i) => d === f.dims[i])) return existing;
+  if (existing && existing.location === 'cpu' && existing.type === f.dtype && existing.dims.length === f.dims.length && existing.dims.every((d, i) => d === f.dims[i])) return existing;
   const t = new ort.Tensor(f.dtype, allocate(f.dtype, f.dims) as never, [...f.dims]);
   setResident(f.into, t);
   return t;
@@ -136,22 +167,38 @@ async function run(req: Request & { kind: 'run' }): Promise<Reply> {
   for (const [name, f] of Object.entries(req.feeds)) feeds[name] = 'resident' in f ? await residentFor(s, f.resident) : toOrt(f);
   const targets: Record<string, ort.Tensor> = {};
   const returned: string[] = [];
+  const kept = deviceOutputs.get(s);
+  /** Outputs left on the device, and the resident each becomes. */
+  const toDevice: Array<[output: string, into: Fetch & object]> = [];
   for (const [name, f] of Object.entries(req.fetches)) {
+    if (f !== 'return' && kept?.has(name)) {
+      toDevice.push([name, f]);
+      continue;
+    }
     const t = fetchTarget(f);
     if (t) targets[name] = t;
     else returned.push(name);
   }
   let result: ort.InferenceSession.OnnxValueMapType;
-  if (returned.length === 0) {
+  if (returned.length === 0 && toDevice.length === 0) {
     result = await s.run(feeds, targets);
   } else {
-    // Mixed: preallocated outputs are passed as a fetch map; outputs to return get null slots.
+    // Mixed: preallocated outputs are passed as a fetch map; outputs to return, or to leave on
+    // the device, get null slots (ONNX Runtime allocates them where the session says).
     const fetches: Record<string, ort.Tensor | null> = { ...targets };
-    for (const name of returned) fetches[name] = null;
+    for (const name of [...returned, ...toDevice.map(([n]) => n)]) fetches[name] = null;
     result = await s.run(feeds, fetches as ort.InferenceSession.FetchesType);
   }
   // The run wrote into these residents: their device copies are out of date.
   for (const t of Object.values(targets)) copies?.stale(t);
+  for (const [name, f] of toDevice) {
+    const t = result[name] as ort.Tensor | undefined;
+    if (!t) throw new Error(`session '${req.session}' produced no output '${name}'`);
+    if (t.type !== f.dtype || t.dims.length !== f.dims.length || t.dims.some((d, i) => d !== f.dims[i])) {
+      throw new Error(`session '${req.session}': output '${name}' is ${t.type}[${t.dims.join(', ')}], the fetch into '${f.into}' wants ${f.dtype}[${f.dims.join(', ')}]`);
+    }
+    setResident(f.into, t);
+  }
   const outputs: Record<string, HostTensor> = {};
   for (const name of returned) {
     const t = result[name];
@@ -187,7 +234,7 @@ async function handle(req: Request): Promise<Reply> {
       setResident(req.name, toOrt(req.tensor));
       return { kind: 'ok' };
     case 'download': {
-      const t = resident(req.name);
+      const t = await residentOnHost(req.name);
       const all = t.data as HostTensor['data'];
       // Copy: the resident keeps its buffer; the copy is transferred to the caller.
       if (!req.rows) return { kind: 'tensor', tensor: { dtype: t.type as HostTensor['dtype'], dims: [...t.dims], data: all.slice() } };
@@ -213,7 +260,13 @@ async function handle(req: Request): Promise<Reply> {
     }
     case 'accumulate': {
       for (const [into, from] of req.pairs) {
-        copies?.stale(resident(into));
+        const a = resident(into);
+        const b = resident(from);
+        if (copies && (a.location !== 'cpu' || b.location !== 'cpu')) {
+          setResident(into, await copies.addScaled(await copies.of(a), await copies.of(b), req.scale));
+          continue;
+        }
+        copies?.stale(a);
         const dst = resident(into).data as Float32Array;
         const src = resident(from).data as Float32Array;
         if (dst.length !== src.length) throw new Error(`accumulate: '${into}' has ${dst.length} elements, '${from}' ${src.length}`);
@@ -232,7 +285,7 @@ async function handle(req: Request): Promise<Reply> {
     }
     case 'stats': {
       let residentBytes = 0;
-      for (const t of residents.values()) residentBytes += (t.data as HostTensor['data']).byteLength;
+      for (const t of residents.values()) residentBytes += bytesOf(t);
       return {
         kind: 'stats',
         stats: { residentTensors: residents.size, residentBytes, sessions: sessions.size, deviceCopies: copies?.count ?? 0, deviceCopyBytes: copies?.bytes ?? 0, deviceUploads: copies?.uploads ?? 0 },
