@@ -13,7 +13,7 @@
  * Quantized: each projection W [out,in] (and the LM head) is replaced by block-wise codes and
  * scales (quantize.ts), a LoRA adapter merged in first; the graph then has no LoRA inputs.
  */
-import { linear, rmsNorm, silu, type LoraPair } from '../compiler/composite.ts';
+import { attention, linear, rmsNorm, silu, type LoraPair } from '../compiler/composite.ts';
 import { dimMul, type Dim } from '../compiler/dims.ts';
 import { Graph, type Node } from '../compiler/ir.ts';
 import { toHalfPrecision } from '../compiler/half-precision.ts';
@@ -50,6 +50,13 @@ export interface FusedDecodeOptions {
    * do not change when rows are stacked), with fewer, larger kernels.
    */
   readonly joinProjections?: boolean;
+  /**
+   * Where the KV cache lives between steps (runtime/generate.ts `CacheLayout`): 'host' (default;
+   * batch-major with capacity, read in place by `cachedAttention`) or 'device' (WebGPU: past
+   * [B,Hkv,P,D] joined with the new keys, the joined cache returned as `cache.{i}.*` and fed
+   * back; the join that the host layout avoids costs little on a GPU, the copies it saves a lot).
+   */
+  readonly cache?: 'host' | 'device';
 }
 
 export interface FusedDecode {
@@ -59,8 +66,11 @@ export interface FusedDecode {
   readonly outputs: readonly string[];
   /** RoPE positions the cos/sin tables cover: a cache may not grow past it. */
   readonly maxPositions: number;
-  /** The KV-cache contract (generate.ts): past [B,Hkv,S,D] of capacity S, present the new [B,Hkv,T,D]. */
-  readonly cacheLayout: 'batch-major';
+  /**
+   * The KV-cache contract (generate.ts): 'batch-major', past [B,Hkv,S,D] of capacity S and present
+   * the new [B,Hkv,T,D]; or 'device', the grown cache returned.
+   */
+  readonly cacheLayout: 'batch-major' | 'device';
 }
 
 export function quantBits(w: RolloutWeights): QuantBits | null {
@@ -161,8 +171,9 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
 
   const ids = b.input('input_ids', 'int64', ['B', 'T']);
   const positions = b.input('position_ids', 'int64', ['B', 'T']);
-  const pastBias = b.input('attention_bias_past', 'float32', ['B', 'T', 'S']);
-  const newBias = b.input('attention_bias', 'float32', ['B', 'T', 'T']);
+  const onDevice = o.cache === 'device';
+  const pastBias = onDevice ? null : b.input('attention_bias_past', 'float32', ['B', 'T', 'S']);
+  const newBias = b.input('attention_bias', 'float32', ['B', 'T', onDevice ? '(P+T)' : 'T']);
   const maxPositions = c.maxSequenceLength;
   const invFreq = ropeInverseFrequencies(c);
   const table = (f: (a: number) => number) => Float32Array.from({ length: maxPositions * (D / 2) }, (_, i) => f(Math.floor(i / (D / 2)) * invFreq[i % (D / 2)]!));
@@ -190,10 +201,18 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
     const kr = b.reshape(b.rotaryEmbedding(k, positions, cos, sin, Hkv), ['B', 'T', Hkv, D]); // [B,T,Hkv,D]
     const kNew = b.transpose(kr, [0, 2, 1, 3]); // [B,Hkv,T,D]
     const vNew = b.transpose(v, [0, 2, 1, 3]);
-    present.push([`present.${i}.key`, kNew], [`present.${i}.value`, vNew]);
-    const pastKey = b.input(`past_key_values.${i}.key`, 'float32', ['B', Hkv, 'S', D]);
-    const pastValue = b.input(`past_key_values.${i}.value`, 'float32', ['B', Hkv, 'S', D]);
-    const att = cachedAttention(b, qr, pastKey, pastValue, kNew, vNew, pastBias, newBias); // [B,T,H·D]
+    const pastKey = b.input(`past_key_values.${i}.key`, 'float32', ['B', Hkv, onDevice ? 'P' : 'S', D]);
+    const pastValue = b.input(`past_key_values.${i}.value`, 'float32', ['B', Hkv, onDevice ? 'P' : 'S', D]);
+    let att: Node; // [B,T,H·D]
+    if (pastBias) {
+      present.push([`present.${i}.key`, kNew], [`present.${i}.value`, vNew]);
+      att = cachedAttention(b, qr, pastKey, pastValue, kNew, vNew, pastBias, newBias);
+    } else {
+      const keys = b.concat([pastKey, kNew], 2); // [B,Hkv,P+T,D]
+      const values = b.concat([pastValue, vNew], 2);
+      present.push([`cache.${i}.key`, keys], [`cache.${i}.value`, values]);
+      att = attention(b, b.reshape(qr, ['B', 'T', H, D]), keys, values, newBias);
+    }
     const o1 = project(att, `${p}.attn.o.weight`, null, `${p}.attn.o`); // [B,T,C]
     const mid = b.skipRmsNorm(o1, x, w(`${p}.mlp_norm.weight`), c.rmsNormEps);
     x = mid.sum; // [B,T,C]
@@ -215,7 +234,7 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
   const half = o.weights === 'fp16' ? toHalfPrecision(outputs, inits, { saturate: (n) => n.startsWith('attention_bias') }) : null;
   const bytes = emitOnnx(half?.outputs ?? outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: half?.initializers ?? inits, outputsInPlace: true });
   const tensorInputs = [...m.weights.keys(), ...(m.lora ? [...m.lora.keys()] : [])].filter((n) => used.has(n) && !inits.has(n));
-  return { bytes, tensorInputs, outputs: outputs.map(([n]) => n), maxPositions, cacheLayout: 'batch-major' };
+  return { bytes, tensorInputs, outputs: outputs.map(([n]) => n), maxPositions, cacheLayout: onDevice ? 'device' : 'batch-major' };
 }
 
 function concatFloats(xs: readonly Float32Array[]): Float32Array {

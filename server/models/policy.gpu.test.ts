@@ -120,6 +120,25 @@ describe('WebGPU equals CPU', { skip }, () => {
     rc.logprobs.forEach((row, b) => assertClose(`row ${b} log-probs`, rg.logprobs[b]!, row));
   });
 
+  // The rollout decoder's fused graph keeps its cache on the GPU too (decode-graph.ts 'device');
+  // its kernels differ from the plain graph's (RotaryEmbedding, SkipSimplifiedLayerNormalization,
+  // the LoRA adapter merged into baked weights), so log-probs agree to 1e-4, not 3e-6.
+  test('decode: the fused rollout decoder with its cache on the GPU matches the CPU', async () => {
+    const weights = initParameters(config, 1);
+    const a = adapter();
+    const c = await Policy.create(cpu, { id: 'plain-ref', config, weights, lora, adapter: a, optimizer, kl: false, entropy: false });
+    const g = await Policy.create(gpu, { id: 'fused-device', config, weights, lora, adapter: a, optimizer, kl: false, entropy: false, decode: { weights: 'fp32', fused: true, blockSize: 32 } });
+    const shared = [0, 0, 1, 1, 2, 2, 3, 3].map((i) => prompts[i]!);
+    const o = { maxNewTokens: 12, sampling: { temperature: 0.8, topP: 1, topK: 0 }, seed: 11, stopTokens: [3, 7, 11, 19, 23, 29, 31], padToken: 0 };
+    const rc = await c.generate(shared, o);
+    const rg = await g.generate(shared, o);
+    assert.deepEqual(rg.tokens, rc.tokens, 'tokens');
+    rc.logprobs.forEach((row, b) => {
+      const e = relErr(rg.logprobs[b]!, row);
+      assert.ok(e <= 1e-4, `row ${b} log-probs: relative error ${e.toExponential(2)} > 1e-4`);
+    });
+  });
+
   test('score: per-token log-probs, with the adapter and of the base (reference)', async () => {
     const [c, g] = await pair('score');
     for (const reference of [false, true]) {
@@ -216,7 +235,7 @@ describe('WebGPU graphs stay on the GPU', { skip }, () => {
   // call. What may stay on the CPU are the int64 index ops on the batch's own inputs (WebGPU has
   // no int64 kernels; onnxruntime-node cannot turn them on), which only copy host to GPU.
   // decode-fused and decode-fp16: the rollout decoders (decode-graph.ts), fp16 with its casts at the edges.
-  for (const graph of ['decode', 'decode-device', 'decode-fused', 'decode-fp16', 'score', 'train-ppo-lora', 'train-ce-full']) {
+  for (const graph of ['decode', 'decode-device', 'decode-fused', 'decode-fp16', 'decode-fused-device', 'decode-fp16-device', 'score', 'train-ppo-lora', 'train-ce-full']) {
     test(`${graph}: nothing is copied back to the host mid-graph`, async () => {
       const p = await placements(graph, 'primitives');
       const onGpu = p.get('WebGpuExecutionProvider')?.length ?? 0;

@@ -126,8 +126,11 @@ export class RolloutDecoder {
     if (stale) await this.src.engine.releaseSession(stale.session);
     const { bytes, ...graph } = await this.build(kind);
     const session = `${this.src.id}:decode-${kind}`;
+    const { L } = modelDims(this.src.config);
+    // A 'device' cache stays on the GPU between steps (generate.ts).
+    const outputsOnDevice = graph.cacheLayout === 'device' ? Array.from({ length: L }, (_, i) => [`cache.${i}.key`, `cache.${i}.value`]).flat() : [];
     // The bytes are handed to the engine, not copied: nothing here reads them again.
-    await this.src.engine.createSession(session, bytes, { spinning: this.settings.spinning ?? true }, { transfer: true });
+    await this.src.engine.createSession(session, bytes, { spinning: this.settings.spinning ?? true, outputsOnDevice }, { transfer: true });
     const b: Built = { session, graph, baked: graph.baked, fresh: true };
     this.built.set(kind, b);
     this.lastRebuildMs = performance.now() - t0;
@@ -141,20 +144,22 @@ export class RolloutDecoder {
     const fp32Bytes = parameterShapes(c).reduce((n, [, s]) => n + s.reduce((a, x) => a * x, 1) * 4, 0);
     const maxBaked = this.settings.maxBakedBytes ?? MAX_BAKED_BYTES;
     const bakedBytes = kind === 'fp16' ? fp32Bytes / 2 : fp32Bytes; // fp16 bakes half-size copies
+    // On WebGPU the KV cache stays on the GPU between steps (generate.ts 'device').
+    const cache = this.src.engine.provider === 'webgpu' ? 'device' : 'host';
     if (!bits && bakedBytes > maxBaked) {
       // Too large to bake: weights (and the adapter) stay inputs, fed from the residents.
-      return { ...buildFusedDecode(c, { weights: kind, lora: this.src.lora }), baked: false };
+      return { ...buildFusedDecode(c, { weights: kind, lora: this.src.lora, cache }), baked: false };
     }
     if (bits) {
       const quantized = await quantizeResidents(this.src, bits, this.settings.blockSize);
       // A large model bakes only its quantized codes; embedding, norms and biases (which LoRA
       // does not touch) stay inputs fed from the residents.
       const bake = bakedBytes <= maxBaked ? { baked: await unquantizedResidents(this.src) } : {};
-      return { ...buildFusedDecode(c, { weights: kind, lora: null, ...bake, quantized }), baked: true };
+      return { ...buildFusedDecode(c, { weights: kind, lora: null, ...bake, quantized, cache }), baked: true };
     }
     const { weights, adapter } = await this.src.snapshot();
     const merged = mergeAdapter(c, this.src.lora, weights, adapter);
-    return { ...buildFusedDecode(c, { weights: kind, lora: null, baked: merged }), baked: true };
+    return { ...buildFusedDecode(c, { weights: kind, lora: null, baked: merged, cache }), baked: true };
   }
 
   private choice(session: string, graph: Omit<FusedDecode, 'bytes'>): DecoderChoice {

@@ -4,7 +4,7 @@
  * by native code, so only a parent process can read it) lists which provider each node was
  * placed on, including the MemcpyToHost nodes ORT inserts wherever a CPU node reads a GPU value.
  *
- * Usage: node --import tsx test/gpu/webgpu-placement.ts <decode|decode-device|decode-fused|decode-fp16|score|train-ppo-lora|train-ce-full> <fused|primitives>
+ * Usage: node --import tsx test/gpu/webgpu-placement.ts <decode|decode-device|decode-fused|decode-fp16|decode-fused-device|decode-fp16-device|score|train-ppo-lora|train-ce-full> <fused|primitives>
  */
 import * as ort from 'onnxruntime-node';
 import { buildDecode, buildScore, buildTrainStep } from '../../server/models/artifacts.ts';
@@ -26,6 +26,9 @@ const builds: Record<string, () => Uint8Array> = {
   // The rollout decoders bake their weights (LoRA merged); fp16 converts them to float16.
   'decode-fused': () => buildFusedDecode(config, { weights: 'fp32', lora: null, baked: initParameters(config, 1) }).bytes,
   'decode-fp16': () => buildFusedDecode(config, { weights: 'fp16', lora: null, baked: initParameters(config, 1) }).bytes,
+  // What WebGPU rollouts run: the cache kept on the GPU.
+  'decode-fused-device': () => buildFusedDecode(config, { weights: 'fp32', lora: null, baked: initParameters(config, 1), cache: 'device' }).bytes,
+  'decode-fp16-device': () => buildFusedDecode(config, { weights: 'fp16', lora: null, baked: initParameters(config, 1), cache: 'device' }).bytes,
   score: () => buildScore(config, lora, 'float32', low).bytes,
   'train-ppo-lora': () => buildTrainStep(config, { loss: 'ppo', trainable: 'lora', lora, kl: true, entropy: true }, low).bytes,
   'train-ce-full': () => buildTrainStep(config, { loss: 'ce', trainable: 'full', lora: null, kl: false, entropy: false }, low).bytes,
