@@ -104,6 +104,63 @@ const RETIRE_BELOW = 0.75;
 const CAPACITY_STEP = 16;
 
 /**
+ * Rows that share a prompt: u[b], the index among the distinct prompts of row b's (numbered by
+ * first occurrence, so u[b] ≤ b), and the first row of each distinct prompt. Every row is its own
+ * with `sharePrompts` false.
+ */
+function promptClasses(req: GenerateRequest, rows: readonly number[]): { u: number[]; distinct: number[] } {
+  const first = new Map<string, number>();
+  const u = rows.map((b) => {
+    const key = req.sharePrompts === false ? String(b) : req.prompts[b]!.join(',');
+    let i = first.get(key);
+    if (i === undefined) first.set(key, (i = first.size));
+    return i;
+  });
+  return { u, distinct: [...first.values()].map((i) => u.indexOf(i)) };
+}
+
+/** The prompt block's inputs for `rows`, left-padded to Tp: ids, positions and bias [B,Tp,Tp]. */
+function prefillInputs(req: GenerateRequest, rows: readonly number[], Tp: number): { ids: BigInt64Array; pos: BigInt64Array; bias: Float32Array } {
+  const B = rows.length;
+  const ids = new BigInt64Array(B * Tp).fill(BigInt(req.padToken));
+  const pos = new BigInt64Array(B * Tp);
+  const bias = new Float32Array(B * Tp * Tp).fill(MASKED);
+  rows.forEach((row, b) => {
+    const p = req.prompts[row]!;
+    const pad = Tp - p.length;
+    for (let t = 0; t < Tp; t++) {
+      const real = t >= pad;
+      if (real) ids[b * Tp + t] = BigInt(p[t - pad]!);
+      pos[b * Tp + t] = BigInt(real ? t - pad : 0);
+      // Key s is visible from query t when it is real and not in the future. Padding queries
+      // see nothing real and get a uniform row; their outputs are never used.
+      for (let s = pad; s <= t; s++) bias[(b * Tp + t) * Tp + s] = 0;
+    }
+  });
+  return { ids, pos, bias };
+}
+
+/** One step's positions and bias [B,1,P+1] for `rows` after P cached positions: the n-th generated token. */
+function stepInputs(req: GenerateRequest, rows: readonly number[], Tp: number, P: number, n: number): { pos: BigInt64Array; bias: Float32Array } {
+  const B = rows.length;
+  const pos = new BigInt64Array(B);
+  const bias = new Float32Array(B * (P + 1));
+  rows.forEach((row, k) => {
+    const len = req.prompts[row]!.length;
+    pos[k] = BigInt(len + n);
+    for (let s = 0; s < Tp - len; s++) bias[k * (P + 1) + s] = MASKED;
+  });
+  return { pos, bias };
+}
+
+/** Logits [U,V] of the distinct prompts spread to every row: row b gets u[b]'s. */
+function spreadLogits(logits: Float32Array<ArrayBufferLike>, u: readonly number[], V: number): Float32Array {
+  const out = new Float32Array(u.length * V);
+  u.forEach((i, b) => out.set(logits.subarray(i * V, (i + 1) * V), b * V));
+  return out;
+}
+
+/**
  * The KV cache and the decode graph's calls: the prompt block, then one token per live row per
  * step. Time-major cache [P,B,Hkv,D]; left-padded prompts; positions and the padding bias are
  * inputs. `retain` drops finished rows from the batch.
@@ -133,7 +190,7 @@ class KvDecoder {
     private readonly req: GenerateRequest,
     private readonly session: ort.InferenceSession,
     private readonly weights: Record<string, ort.Tensor>,
-    private readonly lens: readonly number[],
+    lens: readonly number[],
     private readonly Tp: number,
   ) {
     const { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V } = req.contract;
@@ -173,10 +230,6 @@ class KvDecoder {
   /** Floats of one batch row of the cache: [Hkv,S,D] (batch-major) or one position's [Hkv,D] (time-major). */
   private get rowFloats(): number {
     return this.layout === 'batch-major' ? this.Hkv * this.S * this.D : this.Hkv * this.D;
-  }
-
-  private pad(row: number): number {
-    return this.Tp - this.lens[row]!;
   }
 
   /**
@@ -246,18 +299,12 @@ class KvDecoder {
    */
   async prefill(): Promise<void> {
     const all = this.rows;
-    const first = new Map<string, number>();
-    // u[b]: the index among the distinct prompts of row b's prompt (numbered by first occurrence,
-    // so u[b] ≤ b, which the in-place expansion below relies on).
-    const u = all.map((b) => {
-      const key = this.req.sharePrompts === false ? String(b) : this.req.prompts[b]!.join(',');
-      let i = first.get(key);
-      if (i === undefined) first.set(key, (i = first.size));
-      return i;
-    });
-    const distinct = [...first.values()].map((i) => u.indexOf(i));
+    // u[b] ≤ b, which the in-place expansion below relies on.
+    const { u, distinct } = promptClasses(this.req, all);
+    this.logits = new Float32Array(distinct.length * this.req.contract.vocabSize);
+    const { ids, pos, bias } = prefillInputs(this.req, distinct, this.Tp);
     this.rows = distinct;
-    await this.prefillRows();
+    await this.run(ids, pos, bias, this.Tp);
     this.rows = all;
     if (distinct.length === all.length) return;
     const U = distinct.length;
@@ -272,45 +319,12 @@ class KvDecoder {
         for (let b = B - 1; b >= 0; b--) buf.copyWithin((t * B + b) * row, (t * U + u[b]!) * row, (t * U + u[b]! + 1) * row);
       }
     }
-    const V = this.req.contract.vocabSize;
-    const logits = new Float32Array(B * V);
-    for (let b = 0; b < B; b++) logits.set(this.logits.subarray(u[b]! * V, (u[b]! + 1) * V), b * V);
-    this.logits = logits;
-  }
-
-  private async prefillRows(): Promise<void> {
-    const { Tp, req } = this;
-    const B = this.rows.length;
-    this.logits = new Float32Array(B * req.contract.vocabSize);
-    const ids = new BigInt64Array(B * Tp).fill(BigInt(req.padToken));
-    const pos = new BigInt64Array(B * Tp);
-    const bias = new Float32Array(B * Tp * Tp).fill(MASKED);
-    for (let b = 0; b < B; b++) {
-      const p = req.prompts[this.rows[b]!]!;
-      const pad = this.pad(this.rows[b]!);
-      for (let t = 0; t < Tp; t++) {
-        const real = t >= pad;
-        if (real) ids[b * Tp + t] = BigInt(p[t - pad]!);
-        pos[b * Tp + t] = BigInt(real ? t - pad : 0);
-        // Key s is visible from query t when it is real and not in the future. Padding queries
-        // see nothing real and get a uniform row; their outputs are never used.
-        for (let s = pad; s <= t; s++) bias[(b * Tp + t) * Tp + s] = 0;
-      }
-    }
-    await this.run(ids, pos, bias, Tp);
+    this.logits = spreadLogits(this.logits, u, this.req.contract.vocabSize);
   }
 
   /** Feeds `ids` (one per current row) as the n-th generated token (n = 0 is the first). */
   async step(ids: BigInt64Array, n: number): Promise<void> {
-    const B = this.rows.length;
-    const P = this.filled;
-    const pos = new BigInt64Array(B);
-    const bias = new Float32Array(B * (P + 1));
-    for (let k = 0; k < B; k++) {
-      const row = this.rows[k]!;
-      pos[k] = BigInt(this.lens[row]! + n);
-      for (let s = 0; s < this.pad(row); s++) bias[k * (P + 1) + s] = MASKED;
-    }
+    const { pos, bias } = stepInputs(this.req, this.rows, this.Tp, this.filled, n);
     await this.run(ids, pos, bias, 1);
   }
 
@@ -368,7 +382,7 @@ class DeviceKvDecoder implements Decoder {
     private readonly req: GenerateRequest,
     private readonly session: ort.InferenceSession,
     private readonly weights: Record<string, ort.Tensor>,
-    private readonly lens: readonly number[],
+    lens: readonly number[],
     private readonly Tp: number,
     private readonly device: DeviceCopies,
   ) {
@@ -421,49 +435,19 @@ class DeviceKvDecoder implements Decoder {
   }
 
   async prefill(): Promise<void> {
-    const { req, Tp } = this;
     const all = this.rows;
-    const first = new Map<string, number>();
-    const u = all.map((b) => {
-      const key = req.sharePrompts === false ? String(b) : req.prompts[b]!.join(',');
-      let i = first.get(key);
-      if (i === undefined) first.set(key, (i = first.size));
-      return i;
-    });
-    this.rows = [...first.values()].map((i) => u.indexOf(i));
-    const U = this.rows.length;
-    const ids = new BigInt64Array(U * Tp).fill(BigInt(req.padToken));
-    const pos = new BigInt64Array(U * Tp);
-    const bias = new Float32Array(U * Tp * Tp).fill(MASKED);
-    this.rows.forEach((row, b) => {
-      const p = req.prompts[row]!;
-      const pad = Tp - this.lens[row]!;
-      for (let t = 0; t < Tp; t++) {
-        const real = t >= pad;
-        if (real) ids[b * Tp + t] = BigInt(p[t - pad]!);
-        pos[b * Tp + t] = BigInt(real ? t - pad : 0);
-        for (let s = pad; s <= t; s++) bias[(b * Tp + t) * Tp + s] = 0;
-      }
-    });
-    await this.run(ids, pos, bias, Tp);
+    const { u, distinct } = promptClasses(this.req, all);
+    const { ids, pos, bias } = prefillInputs(this.req, distinct, this.Tp);
+    this.rows = distinct;
+    await this.run(ids, pos, bias, this.Tp);
     this.rows = all;
-    if (U === all.length) return;
+    if (distinct.length === all.length) return;
     await this.gather(u);
-    const V = req.contract.vocabSize;
-    const logits = new Float32Array(all.length * V);
-    u.forEach((i, b) => logits.set(this.logits.subarray(i * V, (i + 1) * V), b * V));
-    this.logits = logits;
+    this.logits = spreadLogits(this.logits, u, this.req.contract.vocabSize);
   }
 
   async step(ids: BigInt64Array, n: number): Promise<void> {
-    const B = this.rows.length;
-    const P = this.filled;
-    const pos = new BigInt64Array(B);
-    const bias = new Float32Array(B * (P + 1));
-    this.rows.forEach((row, k) => {
-      pos[k] = BigInt(this.lens[row]! + n);
-      for (let s = 0; s < this.Tp - this.lens[row]!; s++) bias[k * (P + 1) + s] = MASKED;
-    });
+    const { pos, bias } = stepInputs(this.req, this.rows, this.Tp, this.filled, n);
     await this.run(ids, pos, bias, 1);
   }
 
