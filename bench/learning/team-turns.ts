@@ -1,0 +1,53 @@
+/**
+ * Where a team loses: plays test episodes greedily from a run's checkpoint and counts, turn by
+ * turn, what the planner did with the tool's proposal (the Plan-Path / Sudoku / Sokoban team
+ * workflow: the tool proposes, the planner commits) and how many turns solved episodes took.
+ *
+ * Usage: node --import tsx bench/learning/team-turns.ts <run folder> [initial|latest|<step>] [episodes]
+ *   e.g. node --import tsx bench/learning/team-turns.ts .troupe/runs/<run> initial 512
+ *
+ * A planner prompt carries `tool: <moves>` (and, with `verdictToPlanner`, `: … goal yes|no`); the
+ * planner "copied" when its answer is exactly the proposal. A single agent ('solo') is counted by
+ * the turns its solved episodes took.
+ */
+import { evaluate, TEST_SEED_OFFSET } from '../../server/rl/evaluate.ts';
+import { createPolicies, routingContext } from '../../server/rl/policies.ts';
+import { restorePolicies } from '../../server/rl/run-checkpoint.ts';
+import { findRunCheckpoint, parseCheckpointChoice, runBaseWeights } from '../../server/runs/checkpoint-weights.ts';
+import { loadRunExperiment, readRunFolder } from '../../server/runs/run-folder.ts';
+import { Engine } from '../../server/runtime/engine.ts';
+
+const [dir, which = 'initial', n = '512'] = process.argv.slice(2);
+if (!dir) throw new Error('usage: team-turns.ts <run folder> [initial|latest|<step>] [episodes]');
+const choice = parseCheckpointChoice(which);
+if (!choice) throw new Error(`checkpoint must be initial, latest or a step, got '${which}'`);
+const episodes = Number(n);
+if (!Number.isSafeInteger(episodes) || episodes < 1) throw new Error(`episodes must be a positive integer, got '${n}'`);
+const folder = await readRunFolder(dir);
+const { experiment: exp } = await loadRunExperiment(folder);
+const ck = await findRunCheckpoint(folder.dir, choice);
+const engine = await Engine.start({ executionProvider: exp.engine.executionProvider, log: () => {} });
+const policies = await createPolicies(engine, exp, await runBaseWeights(folder.dir, exp));
+if (ck.dir) await restorePolicies(ck.dir, policies);
+const ev = await evaluate(exp.env.make, routingContext(exp, policies), {
+  episodes,
+  seedOffset: TEST_SEED_OFFSET,
+  temperature: exp.training.validationTemperature,
+  maxNewTokens: exp.algorithm.maxNewTokens,
+  teamRewardWeight: exp.algorithm.teamRewardWeight,
+});
+await engine.close();
+
+const counts = new Map<string, number>();
+const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
+for (const t of ev.trajectories) {
+  count(t.success ? `solved in ${t.turns} turn(s)` : 'not solved');
+  for (const s of t.samples.filter((x) => x.kept && x.agent === 'plan')) {
+    const m = /^tool: ([A-Z]+)(?::.*goal (yes|no))?$/m.exec(s.prompt);
+    const verdict = m ? (m[2] ? `goal ${m[2]}` : 'no verdict') : 'no proposal';
+    const copied = m !== null && s.response.trim() === m[1];
+    count(`turn ${s.turn + 1} planner: tool ${verdict}, ${copied ? 'copied' : 'answered otherwise'}`);
+  }
+}
+console.log(`${exp.name} (${folder.runId}, checkpoint ${ck.label}): test success ${(100 * ev.success).toFixed(1)}% on ${ev.episodes} test seeds`);
+for (const k of [...counts.keys()].sort()) console.log(`  ${k.padEnd(60)} ${String(counts.get(k)).padStart(5)}`);
