@@ -5,7 +5,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
-import { DeviceCopies } from './device-copies.ts';
+import { DeviceTensors } from './device-tensors.ts';
 import { generate } from './generate.ts';
 import type { ExecutionProviderName, Fetch, Feed, Reply, Request, WorkerMessage } from './messages.ts';
 import { chooseProvider, providersToProbe } from './provider-choice.ts';
@@ -25,8 +25,8 @@ const onDevice = new Set<ort.InferenceSession>();
  */
 const deviceOutputs = new Map<ort.InferenceSession, ReadonlySet<string>>();
 const residents = new Map<string, ort.Tensor>();
-/** WebGPU: device copies of the residents, so runs do not copy the weights to the GPU each time. */
-let copies: DeviceCopies | null = null;
+/** WebGPU: tensors kept on the GPU (device copies of residents, helper operations), so runs do not copy the weights there each time. */
+let device: DeviceTensors | null = null;
 /** Sessions created with a profile: their profile is written when they are released. */
 const profiled = new Set<ort.InferenceSession>();
 let provider: ExecutionProviderName = 'cpu';
@@ -71,7 +71,7 @@ async function init(req: Request & { kind: 'init' }): Promise<Reply> {
     if (why !== null) decision = { provider: 'cpu', reason: `${decision.reason}, but it failed in the engine (${why}); using cpu` };
   }
   provider = decision.provider;
-  if (provider === 'webgpu') copies = new DeviceCopies('webgpu');
+  if (provider === 'webgpu') device = new DeviceTensors('webgpu');
   return { kind: 'init', provider, reason: decision.reason, report };
 }
 
@@ -121,14 +121,14 @@ async function release(s: ort.InferenceSession | undefined): Promise<void> {
 /** A resident as session `s` takes it: on the device for a GPU session, on the host otherwise. */
 function residentFor(s: ort.InferenceSession, name: string): Promise<ort.Tensor> | ort.Tensor {
   const t = resident(name);
-  if (!copies) return t;
-  return onDevice.has(s) ? copies.of(t) : copies.toHost(t);
+  if (!device) return t;
+  return onDevice.has(s) ? device.of(t) : device.toHost(t);
 }
 
 /** Resident `name` on the host (a copy when it lives on the device). */
 function residentOnHost(name: string): Promise<ort.Tensor> | ort.Tensor {
   const t = resident(name);
-  return copies ? copies.toHost(t) : t;
+  return device ? device.toHost(t) : t;
 }
 
 /**
@@ -138,7 +138,7 @@ function residentOnHost(name: string): Promise<ort.Tensor> | ort.Tensor {
  */
 function setResident(name: string, t: ort.Tensor | undefined): void {
   const old = residents.get(name);
-  copies?.stale(old);
+  device?.stale(old);
   if (old && old !== t && old.location !== 'cpu') old.dispose();
   if (t) residents.set(name, t);
   else residents.delete(name);
@@ -148,8 +148,10 @@ function bytesOf(t: ort.Tensor): number {
   return t.location === 'cpu' ? (t.data as HostTensor['data']).byteLength : t.size * bytesPerElement(t.type);
 }
 
+const BYTES_PER_ELEMENT: Partial<Record<ort.Tensor.Type, number>> = { float16: 2, int16: 2, uint16: 2, int64: 8, uint64: 8, float64: 8, uint8: 1, int8: 1, bool: 1 };
+
 function bytesPerElement(type: ort.Tensor.Type): number {
-  return type === 'float16' || type === 'int16' || type === 'uint16' ? 2 : type === 'int64' || type === 'uint64' || type === 'float64' ? 8 : type === 'uint8' || type === 'int8' || type === 'bool' ? 1 : 4;
+  return BYTES_PER_ELEMENT[type] ?? 4;
 }
 
 function fetchTarget(f: Fetch): ort.Tensor | null {
@@ -190,7 +192,7 @@ async function run(req: Request & { kind: 'run' }): Promise<Reply> {
     result = await s.run(feeds, fetches as ort.InferenceSession.FetchesType);
   }
   // The run wrote into these residents: their device copies are out of date.
-  for (const t of Object.values(targets)) copies?.stale(t);
+  for (const t of Object.values(targets)) device?.stale(t);
   for (const [name, f] of toDevice) {
     const t = result[name] as ort.Tensor | undefined;
     if (!t) throw new Error(`session '${req.session}' produced no output '${name}'`);
@@ -262,11 +264,11 @@ async function handle(req: Request): Promise<Reply> {
       for (const [into, from] of req.pairs) {
         const a = resident(into);
         const b = resident(from);
-        if (copies && (a.location !== 'cpu' || b.location !== 'cpu')) {
-          setResident(into, await copies.addScaled(await copies.of(a), await copies.of(b), req.scale));
+        if (device && (a.location !== 'cpu' || b.location !== 'cpu')) {
+          setResident(into, await device.addScaled(await device.of(a), await device.of(b), req.scale));
           continue;
         }
-        copies?.stale(a);
+        device?.stale(a);
         const dst = resident(into).data as Float32Array;
         const src = resident(from).data as Float32Array;
         if (dst.length !== src.length) throw new Error(`accumulate: '${into}' has ${dst.length} elements, '${from}' ${src.length}`);
@@ -281,14 +283,14 @@ async function handle(req: Request): Promise<Reply> {
       const s = sessionOf(req.request.session);
       const weights = new Map<string, ort.Tensor>();
       for (const name of Object.values(req.request.params)) weights.set(name, await residentFor(s, name));
-      return { kind: 'generated', result: await generate(req.request, s, (name) => weights.get(name) ?? resident(name), copies) };
+      return { kind: 'generated', result: await generate(req.request, s, (name) => weights.get(name) ?? resident(name), device) };
     }
     case 'stats': {
       let residentBytes = 0;
       for (const t of residents.values()) residentBytes += bytesOf(t);
       return {
         kind: 'stats',
-        stats: { residentTensors: residents.size, residentBytes, sessions: sessions.size, deviceCopies: copies?.count ?? 0, deviceCopyBytes: copies?.bytes ?? 0, deviceUploads: copies?.uploads ?? 0 },
+        stats: { residentTensors: residents.size, residentBytes, sessions: sessions.size, deviceCopies: device?.count ?? 0, deviceCopyBytes: device?.bytes ?? 0, deviceUploads: device?.uploads ?? 0 },
       };
     }
   }

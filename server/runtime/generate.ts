@@ -19,7 +19,7 @@
  * `maxPositions` positions, which a generation may not exceed.
  */
 import * as ort from 'onnxruntime-node';
-import type { DeviceCopies } from './device-copies.ts';
+import type { DeviceTensors } from './device-tensors.ts';
 import { maskLogits, Rng, sampleToken, streamSeed, validateSampling, type SamplingParams } from './sampler.ts';
 
 export interface DecoderContract {
@@ -384,7 +384,7 @@ class DeviceKvDecoder implements Decoder {
     private readonly weights: Record<string, ort.Tensor>,
     lens: readonly number[],
     private readonly Tp: number,
-    private readonly device: DeviceCopies,
+    private readonly device: DeviceTensors,
   ) {
     this.rows = lens.map((_, b) => b);
   }
@@ -467,7 +467,7 @@ export async function generate(
   req: GenerateRequest,
   session: ort.InferenceSession,
   resident: (name: string) => ort.Tensor,
-  device: DeviceCopies | null = null,
+  device: DeviceTensors | null = null,
 ): Promise<GenerateResult> {
   validateSampling(req.sampling);
   const V = req.contract.vocabSize;

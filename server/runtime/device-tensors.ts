@@ -1,18 +1,21 @@
 /**
- * GPU copies of the engine's resident tensors, for sessions that run on WebGPU.
+ * Tensors kept on the GPU for WebGPU sessions, and the few operations the engine worker needs on
+ * them: device copies of host residents, row gathers, copies back to the host, and x + k·y.
  *
  * onnxruntime-node copies every host input to the device on each run. Weights live on the host
  * as resident tensors, so a WebGPU decode step used to move every weight to the GPU again: on an
  * H100, eight [32,1024]×[1024,1024] products took 40.7 ms fed from the host and 1.9 ms fed from
  * device copies (README, GPU).
  *
- * A device copy is made by running a one-node graph (y = x · 1, exact) whose output stays on the
- * GPU (`preferredOutputLocation: 'gpu-buffer'`); ONNX Runtime's WebGPU provider shares one device
- * between sessions, so any session takes it as an input. A copy is tied to its host tensor object
- * and made again only after that object is written: `stale` must be called for every in-place
- * write (a run's output written into a resident, accumulate) and for every host tensor that is
- * replaced or dropped, which also frees the GPU buffer at once instead of whenever the collector
- * finds the wrapper.
+ * Each operation is a one-node helper graph, one session per element type and rank, whose output
+ * stays on the GPU (`preferredOutputLocation: 'gpu-buffer'`) or, for `toHost`, comes back; ONNX
+ * Runtime's WebGPU provider shares one device between sessions, so any session takes the result
+ * as an input. (onnxruntime-node cannot read a GPU tensor's data itself: `getData` aborts.)
+ *
+ * A device copy (y = x · 1, exact) is tied to its host tensor object and made again only after
+ * that object is written: `stale` must be called for every in-place write (a run's output written
+ * into a resident, accumulate) and for every host tensor that is replaced or dropped, which also
+ * frees the GPU buffer at once instead of whenever the collector finds the wrapper.
  */
 import * as ort from 'onnxruntime-node';
 import { float16Bits } from '../compiler/float16.ts';
@@ -22,7 +25,7 @@ import { emitOnnx } from '../compiler/onnx-emit.ts';
 /** The element types that get device copies; the rest (int64 ids, packed int4/int8 codes) are fed from the host. */
 const COPIED = new Set<ort.Tensor.Type>(['float32', 'float16']);
 
-export class DeviceCopies {
+export class DeviceTensors {
   private readonly copies = new Map<ort.Tensor, ort.Tensor>();
   /**
    * Helper sessions, one per element type and rank (graph inputs have a fixed rank): host→device
@@ -44,7 +47,7 @@ export class DeviceCopies {
 
   /** The device copy of `host`, made now if there is none or the host tensor was written since. */
   async of(host: ort.Tensor): Promise<ort.Tensor> {
-    if (!DeviceCopies.copies(host)) return host;
+    if (!DeviceTensors.copies(host)) return host;
     const have = this.copies.get(host);
     if (have) return have;
     const uploader = this.helper(this.uploaders, host, 'device-copy', (b, x) => b.mul(x, b.scalar(1, x.dtype)), true);
@@ -124,14 +127,6 @@ export class DeviceCopies {
 
   get count(): number {
     return this.copies.size;
-  }
-
-  async release(): Promise<void> {
-    for (const host of [...this.copies.keys()]) this.stale(host);
-    for (const cache of [this.uploaders, this.gatherers, this.downloaders, this.adders]) {
-      for (const s of cache.values()) await (await s).release();
-      cache.clear();
-    }
   }
 
   /** A helper session whose outputs stay on the device. */

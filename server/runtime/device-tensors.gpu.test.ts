@@ -1,5 +1,5 @@
 /**
- * WebGPU sessions take resident tensors from device copies (device-copies.ts): one host→device
+ * WebGPU sessions take resident tensors from device copies (device-tensors.ts): one host→device
  * copy per resident until the host tensor is written, and every way of writing it (a run's output
  * written into it, accumulate, a new upload) makes the next run see the new values.
  *
