@@ -25,7 +25,7 @@ import { type ModelConfig, modelDims, parameterShapes } from './model-config.ts'
 import { plainDecode, RolloutDecoder, type DecodeSettings } from './rollout-decoder.ts';
 import { learningRate, type OptimizerConfig } from './optimizer.ts';
 import { groupedByPrompt, microBatches, packBatch, type MicroBatchLimits, type TrainSequence } from './train-batch.ts';
-import { loraShapes, type LoraSpec } from './transformer-graph.ts';
+import { deviceCacheOutputs, loraShapes, type LoraSpec } from './transformer-graph.ts';
 
 export interface PolicyOptions {
   readonly id: string;
@@ -277,8 +277,7 @@ export class Policy {
     // On WebGPU the KV cache stays on the GPU between steps (runtime/generate.ts, 'device').
     const onDevice = this.engine.provider === 'webgpu';
     const key = onDevice ? 'decode-device' : 'decode';
-    const cacheOutputs = Array.from({ length: L }, (_, i) => [`cache.${i}.key`, `cache.${i}.value`]).flat();
-    const a = await this.artifact(key, () => buildDecode(this.config, this.options.lora, 'float32', onDevice ? 'device' : 'time-major'), onDevice ? { outputsOnDevice: cacheOutputs } : {});
+    const a = await this.artifact(key, () => buildDecode(this.config, this.options.lora, 'float32', onDevice ? 'device' : 'time-major'), onDevice ? { outputsOnDevice: deviceCacheOutputs(this.config) } : {});
     const params: Record<string, string> = {};
     for (const n of a.tensorInputs) params[n] = this.weightRes(n);
     return this.engine.generate({ ...run, session: this.sessionOf(key), params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, cacheLayout: onDevice ? 'device' : 'time-major' } });

@@ -17,7 +17,7 @@ import type { DecoderContract } from '../runtime/generate.ts';
 import { buildFusedDecode, quantBits, quantizedWeightNames, type FusedDecode, type RolloutWeights } from './decode-graph.ts';
 import { type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize } from './model-config.ts';
 import { checkBlockSize, mergeLora, quantizeBlockwise, type QuantBits, type QuantizedMatrix } from './quantize.ts';
-import type { LoraSpec } from './transformer-graph.ts';
+import { deviceCacheOutputs, type LoraSpec } from './transformer-graph.ts';
 
 /** How a policy decodes: what `rollout` in the experiment config sets. */
 export interface DecodeSettings {
@@ -126,9 +126,8 @@ export class RolloutDecoder {
     if (stale) await this.src.engine.releaseSession(stale.session);
     const { bytes, ...graph } = await this.build(kind);
     const session = `${this.src.id}:decode-${kind}`;
-    const { L } = modelDims(this.src.config);
     // A 'device' cache stays on the GPU between steps (generate.ts).
-    const outputsOnDevice = graph.cacheLayout === 'device' ? Array.from({ length: L }, (_, i) => [`cache.${i}.key`, `cache.${i}.value`]).flat() : [];
+    const outputsOnDevice = graph.cacheLayout === 'device' ? deviceCacheOutputs(this.src.config) : [];
     // The bytes are handed to the engine, not copied: nothing here reads them again.
     await this.src.engine.createSession(session, bytes, { spinning: this.settings.spinning ?? true, outputsOnDevice }, { transfer: true });
     const b: Built = { session, graph, baked: graph.baked, fresh: true };

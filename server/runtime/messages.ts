@@ -31,7 +31,9 @@ export interface SessionOptions {
   readonly profileFilePrefix?: string;
   /**
    * Outputs that stay on the GPU when the session runs on WebGPU (`preferredOutputLocation`
-   * 'gpu-buffer'): the KV cache of a 'device' decode graph. Ignored on the CPU.
+   * 'gpu-buffer'): the KV cache of a 'device' decode graph, a train step's gradients, AdamW's
+   * weights and moments. A fetch of one `into` a resident makes the resident that GPU tensor.
+   * Ignored on the CPU.
    */
   readonly outputsOnDevice?: readonly string[];
 }
