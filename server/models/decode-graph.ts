@@ -182,7 +182,8 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
   inits.set('rope.cos', new Uint8Array(table(Math.cos).buffer)).set('rope.sin', new Uint8Array(table(Math.sin).buffer));
 
   const outputs: Array<[string, Node]> = [];
-  const present: Array<[string, Node]> = [];
+  /** Per layer the cache outputs: the new slice (`present.*`, host cache) or the joined cache (`cache.*`, device). */
+  const kv: Array<[string, Node]> = [];
   let x = b.gather(w('embed.weight'), ids, 0); // [B,T,C]
   let h = rmsNorm(b, x, w('layers.0.attn_norm.weight'), c.rmsNormEps); // [B,T,C]
   for (let i = 0; i < L; i++) {
@@ -205,12 +206,12 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
     const pastValue = b.input(`past_key_values.${i}.value`, 'float32', ['B', Hkv, onDevice ? 'P' : 'S', D]);
     let att: Node; // [B,T,H·D]
     if (pastBias) {
-      present.push([`present.${i}.key`, kNew], [`present.${i}.value`, vNew]);
+      kv.push([`present.${i}.key`, kNew], [`present.${i}.value`, vNew]);
       att = cachedAttention(b, qr, pastKey, pastValue, kNew, vNew, pastBias, newBias);
     } else {
       const keys = b.concat([pastKey, kNew], 2); // [B,Hkv,P+T,D]
       const values = b.concat([pastValue, vNew], 2);
-      present.push([`cache.${i}.key`, keys], [`cache.${i}.value`, values]);
+      kv.push([`cache.${i}.key`, keys], [`cache.${i}.value`, values]);
       att = attention(b, b.reshape(qr, ['B', 'T', H, D]), keys, values, newBias);
     }
     const o1 = project(att, `${p}.attn.o.weight`, null, `${p}.attn.o`); // [B,T,C]
@@ -226,7 +227,7 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
   const last = b.gather(h, b.scalar(-1, 'int64'), 1); // [B,C]
   const logits = project(last, headName, null, null); // [B,V]
   if (logits.shape[1] !== V) throw new Error(`fused decode graph: logits ${String(logits.shape)} are not [B, ${V}]`);
-  outputs.push(['logits', logits], ...present);
+  outputs.push(['logits', logits], ...kv);
   for (const name of used) {
     const t = o.baked?.get(name);
     if (t) inits.set(name, new Uint8Array(t.buffer, t.byteOffset, t.byteLength));

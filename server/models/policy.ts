@@ -275,12 +275,12 @@ export class Policy {
     if (chosen) return this.engine.generate({ ...chosen, ...run });
     const { L, Hkv, D, V } = modelDims(this.config);
     // On WebGPU the KV cache stays on the GPU between steps (runtime/generate.ts, 'device').
-    const onDevice = this.engine.provider === 'webgpu';
-    const key = onDevice ? 'decode-device' : 'decode';
-    const a = await this.artifact(key, () => buildDecode(this.config, this.options.lora, 'float32', onDevice ? 'device' : 'time-major'), onDevice ? { outputsOnDevice: deviceCacheOutputs(this.config) } : {});
+    const cache = this.engine.provider === 'webgpu' ? 'device' : 'time-major';
+    const key = cache === 'device' ? 'decode-device' : 'decode';
+    const a = await this.artifact(key, () => buildDecode(this.config, this.options.lora, 'float32', cache), cache === 'device' ? { outputsOnDevice: deviceCacheOutputs(this.config) } : {});
     const params: Record<string, string> = {};
     for (const n of a.tensorInputs) params[n] = this.weightRes(n);
-    return this.engine.generate({ ...run, session: this.sessionOf(key), params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, cacheLayout: onDevice ? 'device' : 'time-major' } });
+    return this.engine.generate({ ...run, session: this.sessionOf(key), params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, cacheLayout: cache } });
   }
 
   /**

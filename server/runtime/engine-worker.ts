@@ -171,7 +171,7 @@ async function run(req: Request & { kind: 'run' }): Promise<Reply> {
   const returned: string[] = [];
   const kept = deviceOutputs.get(s);
   /** Outputs left on the device, and the resident each becomes. */
-  const toDevice: Array<[output: string, into: Fetch & object]> = [];
+  const toDevice: Array<[output: string, into: Exclude<Fetch, 'return'>]> = [];
   for (const [name, f] of Object.entries(req.fetches)) {
     if (f !== 'return' && kept?.has(name)) {
       toDevice.push([name, f]);
@@ -281,9 +281,9 @@ async function handle(req: Request): Promise<Reply> {
       return run(req);
     case 'generate': {
       const s = sessionOf(req.request.session);
-      const weights = new Map<string, ort.Tensor>();
-      for (const name of Object.values(req.request.params)) weights.set(name, await residentFor(s, name));
-      return { kind: 'generated', result: await generate(req.request, s, (name) => weights.get(name) ?? resident(name), device) };
+      const weights: Record<string, ort.Tensor> = {};
+      for (const [input, name] of Object.entries(req.request.params)) weights[input] = await residentFor(s, name);
+      return { kind: 'generated', result: await generate(req.request, s, weights, device) };
     }
     case 'stats': {
       let residentBytes = 0;

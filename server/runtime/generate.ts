@@ -399,10 +399,11 @@ class DeviceKvDecoder implements Decoder {
       position_ids: new ort.Tensor('int64', pos, [B, T]),
       attention_bias: new ort.Tensor('float32', bias, [B, T, P + T]),
     };
-    const empty = new ort.Tensor('float32', new Float32Array(0), [B, Hkv, 0, D]);
+    // Before the prefill the past is empty: [B,Hkv,0,D] from the host.
+    const past = this.cache ?? new Array<ort.Tensor>(2 * L).fill(new ort.Tensor('float32', new Float32Array(0), [B, Hkv, 0, D]));
     for (let i = 0; i < L; i++) {
-      feeds[`past_key_values.${i}.key`] = this.cache?.[2 * i] ?? empty;
-      feeds[`past_key_values.${i}.value`] = this.cache?.[2 * i + 1] ?? empty;
+      feeds[`past_key_values.${i}.key`] = past[2 * i]!;
+      feeds[`past_key_values.${i}.value`] = past[2 * i + 1]!;
     }
     const t0 = performance.now();
     const out = await this.session.run(feeds);
@@ -466,7 +467,8 @@ class DeviceKvDecoder implements Decoder {
 export async function generate(
   req: GenerateRequest,
   session: ort.InferenceSession,
-  resident: (name: string) => ort.Tensor,
+  /** Graph input name → tensor: `req.params`' residents, as the session takes them (on the GPU for a WebGPU session). */
+  weights: Record<string, ort.Tensor>,
   device: DeviceTensors | null = null,
 ): Promise<GenerateResult> {
   validateSampling(req.sampling);
@@ -494,8 +496,6 @@ export async function generate(
       }
     });
   }
-  const weights: Record<string, ort.Tensor> = {};
-  for (const [input, name] of Object.entries(req.params)) weights[input] = resident(name);
   let decoder: Decoder;
   if (req.contract.cacheLayout === 'device') {
     if (!device) throw new Error("generate: a 'device' KV cache needs the webgpu execution provider");
