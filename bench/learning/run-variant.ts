@@ -7,45 +7,53 @@
  *   OVERRIDE='{"algorithm":{"temperature":0.5},"training":{"steps":40,"validationEpisodes":256}}'
  * Warm starts come from and go to the workspace cache (.troupe/cache/warm-start), so runs that share
  * one start from the same policy. The run itself goes to a throwaway folder under the OS temp dir,
- * printed at the start (its SQLite file holds every trajectory for inspection). Prints one line per
- * step and the validation success before and after RL.
+ * printed at the start: a run folder as `troupe train` makes one (config.json with the overrides
+ * merged in, run.json, checkpoints), so `troupe eval` and team-turns.ts read it; its SQLite file
+ * holds every trajectory for inspection. Prints one line per step and the validation and test
+ * success before and after RL.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createEnvironment, type EnvironmentName } from '../../server/envs/environments.ts';
-import { loadExperiment } from '../../server/rl/resolve-experiment.ts';
+import { parseExperimentConfig } from '../../server/protocol/experiment-config.ts';
+import { resolveExperiment } from '../../server/rl/resolve-experiment.ts';
 import { train } from '../../server/rl/trainer.ts';
+import { createRunFolder } from '../../server/runs/run-folder.ts';
 import { openRunStore } from '../../server/store/index.ts';
 
+type Section = Record<string, unknown>;
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const configPath = process.argv[2] ?? join(root, 'configs/plan-path/L2-lora.json');
-const over = JSON.parse(process.env['OVERRIDE'] ?? '{}') as Record<string, Record<string, unknown> | undefined>;
+const configPath = resolve(process.argv[2] ?? join(root, 'configs/plan-path/L2-lora.json'));
+const over = JSON.parse(process.env['OVERRIDE'] ?? '{}') as Record<string, Section | undefined>;
 const dir = mkdtempSync(join(tmpdir(), 'troupe-variant-'));
-console.log(`run folder and database: ${dir}`);
+const runDir = join(dir, 'run');
+console.log(`run folder: ${runDir} (database ${join(dir, 'troupe.db')})`);
+
+// The overrides are merged into the config's JSON, so they are validated as a config is and the
+// run folder's config.json is what was trained: `troupe eval` and team-turns.ts read it.
+const raw = JSON.parse(readFileSync(configPath, 'utf8')) as Record<string, unknown>;
+const section = (name: string): Section => (raw[name] ?? {}) as Section;
+const env = section('env');
+const mergedConfig = {
+  ...raw,
+  env: over['envOptions'] ? { ...env, options: { ...((env['options'] ?? {}) as Section), ...over['envOptions'] } } : env,
+  ...Object.fromEntries(['algorithm', 'training', 'warmStart', 'optimizer'].map((k) => [k, { ...section(k), ...over[k] }])),
+};
+const config = parseExperimentConfig(mergedConfig, configPath);
+const experiment = await resolveExperiment(config, configPath);
 
 const store = openRunStore(join(dir, 'troupe.db'));
-const { config, experiment } = await loadExperiment(configPath);
-const envOptions = over['envOptions'];
-const env = envOptions ? { ...experiment.env, options: { ...(experiment.env.options as object), ...envOptions } } : experiment.env;
-const merged = {
-  ...experiment,
-  env: envOptions ? { ...env, make: (seed: number) => createEnvironment(experiment.env.name as EnvironmentName, seed, env.options) } : env,
-  algorithm: { ...experiment.algorithm, ...over['algorithm'] },
-  training: { ...experiment.training, ...over['training'] },
-  warmStart: { ...experiment.warmStart, ...over['warmStart'] },
-  optimizer: { ...experiment.optimizer, ...over['optimizer'] },
-};
-const run = store.createRun({ name: 'variant', config, runDir: join(dir, 'run') });
+const run = store.createRun({ name: 'variant', config, runDir });
+await createRunFolder({ dir: runDir, runId: run.id, databasePath: join(dir, 'troupe.db'), configSource: configPath, steps: experiment.training.steps }, `${JSON.stringify(mergedConfig, null, 2)}\n`);
 const t0 = performance.now();
 const at = () => `[${((performance.now() - t0) / 1000).toFixed(0)}s]`;
 try {
   const summary = await train({
-    experiment: merged,
+    experiment,
     store,
     runId: run.id,
-    runDir: join(dir, 'run'),
+    runDir,
     cacheRoot: join(root, '.troupe', 'cache', 'warm-start'),
     resume: false,
     log: (line) => console.log(`${at()} ${line}`),

@@ -9,9 +9,13 @@
  * A planner prompt carries `tool: <moves>` (and, with `verdictToPlanner`, `: … goal yes|no`); the
  * planner "copied" when its answer is exactly the proposal. A single agent ('solo') is counted by
  * the turns its solved episodes took.
+ *
+ * For a team it then plays the same seeds with a planner that copies every proposal (and answers
+ * nothing when there is none): the tool alone, the team's success if the planner added nothing.
  */
 import { evaluate, TEST_SEED_OFFSET } from '../../server/rl/evaluate.ts';
 import { createPolicies, routingContext } from '../../server/rl/policies.ts';
+import type { RolloutContext, RolloutPolicy } from '../../server/rl/rollout.ts';
 import { restorePolicies } from '../../server/rl/run-checkpoint.ts';
 import { findRunCheckpoint, parseCheckpointChoice, runBaseWeights } from '../../server/runs/checkpoint-weights.ts';
 import { loadRunExperiment, readRunFolder } from '../../server/runs/run-folder.ts';
@@ -29,13 +33,26 @@ const ck = await findRunCheckpoint(folder.dir, choice);
 const engine = await Engine.start({ executionProvider: exp.engine.executionProvider, log: () => {} });
 const policies = await createPolicies(engine, exp, await runBaseWeights(folder.dir, exp));
 if (ck.dir) await restorePolicies(ck.dir, policies);
-const ev = await evaluate(exp.env.make, routingContext(exp, policies), {
-  episodes,
-  seedOffset: TEST_SEED_OFFSET,
-  temperature: exp.training.validationTemperature,
-  maxNewTokens: exp.algorithm.maxNewTokens,
-  teamRewardWeight: exp.algorithm.teamRewardWeight,
-});
+const play = (ctx: RolloutContext) =>
+  evaluate(exp.env.make, ctx, {
+    episodes,
+    seedOffset: TEST_SEED_OFFSET,
+    temperature: exp.training.validationTemperature,
+    maxNewTokens: exp.algorithm.maxNewTokens,
+    teamRewardWeight: exp.algorithm.teamRewardWeight,
+  });
+const proposal = /^tool: ([A-Z]+)(?::.*goal (yes|no))?$/m;
+const ctx = routingContext(exp, policies);
+const ev = await play(ctx);
+const tok = exp.tokenizer;
+const copier: RolloutPolicy = {
+  generate: async (prompts) => {
+    const tokens = prompts.map((p) => tok.encodeResponse(proposal.exec(tok.decode(p, { specials: 'skip' }))?.[1] ?? ''));
+    return { tokens, logprobs: tokens.map((t) => new Float32Array(t.length)), finish: tokens.map(() => 'stop' as const), prefillMs: 0, decodeMs: 0 };
+  },
+};
+const team = exp.router.has('plan') && exp.router.has('tool');
+const toolAlone = team ? await play({ ...ctx, route: (agent) => (agent === 'plan' ? { policyId: 'copy', policy: copier } : ctx.route(agent)) }) : null;
 await engine.close();
 
 const counts = new Map<string, number>();
@@ -43,7 +60,7 @@ const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
 for (const t of ev.trajectories) {
   count(t.success ? `solved in ${t.turns} turn(s)` : 'not solved');
   for (const s of t.samples.filter((x) => x.kept && x.agent === 'plan')) {
-    const m = /^tool: ([A-Z]+)(?::.*goal (yes|no))?$/m.exec(s.prompt);
+    const m = proposal.exec(s.prompt);
     const verdict = m ? (m[2] ? `goal ${m[2]}` : 'no verdict') : 'no proposal';
     const copied = m !== null && s.response.trim() === m[1];
     count(`turn ${s.turn + 1} planner: tool ${verdict}, ${copied ? 'copied' : 'answered otherwise'}`);
@@ -51,3 +68,4 @@ for (const t of ev.trajectories) {
 }
 console.log(`${exp.name} (${folder.runId}, checkpoint ${ck.label}): test success ${(100 * ev.success).toFixed(1)}% on ${ev.episodes} test seeds`);
 for (const k of [...counts.keys()].sort()) console.log(`  ${k.padEnd(60)} ${String(counts.get(k)).padStart(5)}`);
+if (toolAlone) console.log(`  with a planner that copies every proposal (the tool alone): test success ${(100 * toolAlone.success).toFixed(1)}%`);

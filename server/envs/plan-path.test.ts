@@ -230,9 +230,29 @@ test("verdictToPlanner: false shows the planner only the tool's proposal, as the
   assert.deepEqual(ra, rb);
   for (const env of [on, off]) env.act('plan', 'U');
   assert.equal(on.observe('tool'), off.observe('tool'));
-  assert.match(off.observe('tool'), /\nlast tool: .*goal no\n/);
-  assert.equal(off.clone().observe('tool'), off.observe('tool'));
   assert.throws(() => planPath.create(1, { verdictToPlanner: 'no' }), /verdictToPlanner/);
+});
+
+test("the tool's prompt is the state alone unless reportToTool repeats its last proposal and report", () => {
+  const plain = planPath.create(trainSeed(5));
+  const told = planPath.create(trainSeed(5), { reportToTool: true });
+  const solo = planPath.create(trainSeed(5), { variant: 'single' });
+  const path = plain.solution('tool');
+  const wrong = path.replace(/./g, (ch) => ({ U: 'D', D: 'U', L: 'R', R: 'L' })[ch] ?? ch);
+  for (const env of [plain, told]) {
+    env.act('tool', wrong);
+    env.act('plan', 'U');
+  }
+  solo.act('solo', 'U');
+  // Without the option the tool sees what the solo agent sees in the same state, role line aside.
+  assert.equal(plain.observe('tool').replace(/\ntool: /, '\nsolo: '), solo.observe('solo'));
+  assert.doesNotMatch(plain.observe('tool'), /last tool/);
+  assert.equal(told.observe('tool').replace(/\nlast tool: [^\n]*/, ''), plain.observe('tool'), 'the report line is the only difference');
+  assert.match(told.observe('tool'), new RegExp(`\nlast tool: ${wrong}: \\d+ from G, \\d+ blocked, goal no\ntool: moves`));
+  assert.equal(told.clone().observe('tool'), told.observe('tool'), 'clones keep the option and the report');
+  // The rest of the episode is the same with and without it.
+  assert.deepEqual(told.act('tool', path), plain.act('tool', path));
+  assert.throws(() => planPath.create(1, { reportToTool: 1 }), /reportToTool/);
 });
 
 test('episodes end unsolved after maxTurns rounds of malformed answers', () => {

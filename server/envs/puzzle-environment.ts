@@ -7,6 +7,8 @@
  *    its own action to the real state. Rounds repeat until solved, unsolvable, or maxTurns.
  *    The verdict in that report is a departure from the reference, whose planner sees only the
  *    tool's output (its action list): `verdictToPlanner: false` shows the planner just the proposal.
+ *    The tool's prompt is the state alone, as the solo agent's is; `reportToTool` adds the previous
+ *    round's report ("last tool: ...").
  *  - 'single' (agents ['solo'], the L0 baseline): one agent sees the state and commits directly.
  *
  * Rewards (pettingllms.md section 2.3, "global + local"). Let R(a, s) be the puzzle's summed
@@ -89,6 +91,13 @@ export const workflowOptionsShape = {
     .describe(
       "Team variant: the planner's prompt carries the environment's verdict on the tool's proposal ('tool: RRDD: 2 from G, 1 blocked, goal no'). The reference planner sees only the tool's output ('tool: RRDD'); false matches it, as the paper-comparable configs do.",
     ),
+  /** The tool's prompt repeats its previous proposal with the environment's report on it. */
+  reportToTool: z
+    .boolean()
+    .default(false)
+    .describe(
+      "Team variant: from the second round on, the tool's prompt repeats its previous proposal and the environment's report on it ('last tool: RR: 7 from G, 0 blocked, goal no'). Off by default: the solver's demonstrations rarely show such a line, and with it the warm-started tool solved far fewer episodes after its first round (README, Learning).",
+    ),
 };
 
 export interface WorkflowOptions {
@@ -96,6 +105,8 @@ export interface WorkflowOptions {
   readonly variant: PuzzleVariant;
   /** Default true. */
   readonly verdictToPlanner?: boolean;
+  /** Default false. */
+  readonly reportToTool?: boolean;
 }
 
 const teamAgents = ['tool', 'plan'] as const;
@@ -109,6 +120,7 @@ export class PuzzleEnvironment<A> implements Environment {
   readonly optimalMoves: number;
   readonly variant: PuzzleVariant;
   readonly verdictToPlanner: boolean;
+  readonly reportToTool: boolean;
   #state: PuzzleState<A>;
   #turn = 0;
   #next = 0; // index into agents
@@ -116,7 +128,7 @@ export class PuzzleEnvironment<A> implements Environment {
   #success = false;
   #report: string | null = null; // the tool's report line of this round, with the verdict
   #planReport: string | null = null; // what the planner is shown of it (verdictToPlanner)
-  #lastReport: string | null = null; // the previous round's report, shown to the tool
+  #lastReport: string | null = null; // the previous round's report, shown to the tool with reportToTool
   #stats: Record<string, AgentStats>;
 
   constructor(name: string, seed: number, state: PuzzleState<A>, options: WorkflowOptions) {
@@ -124,6 +136,7 @@ export class PuzzleEnvironment<A> implements Environment {
     this.seed = seed;
     this.variant = options.variant;
     this.verdictToPlanner = options.verdictToPlanner ?? true;
+    this.reportToTool = options.reportToTool ?? false;
     this.agents = options.variant === 'team' ? teamAgents : singleAgents;
     this.maxTurns = options.maxTurns;
     this.optimalMoves = state.optimalMoves;
@@ -159,9 +172,8 @@ export class PuzzleEnvironment<A> implements Environment {
     checkAgent(this, agent);
     const lines = [`${this.#state.title}, turn ${Math.min(this.#turn + 1, this.maxTurns)}/${this.maxTurns}`, this.#state.render()];
     if (agent === 'plan') lines.push(this.#planReport ?? 'tool: no report');
-    // The tool sees how its previous proposal fared, so a greedy tool stuck behind a wall gets a
-    // prompt that differs from the one that led it there.
-    else if (agent === 'tool' && this.#lastReport !== null) lines.push(`last ${this.#lastReport}`);
+    // With `reportToTool` the tool sees how its previous proposal fared.
+    else if (agent === 'tool' && this.reportToTool && this.#lastReport !== null) lines.push(`last ${this.#lastReport}`);
     lines.push(`${agent}: ${this.#state.hint}`);
     return `${lines.join('\n')}\n`;
   }
@@ -183,8 +195,8 @@ export class PuzzleEnvironment<A> implements Environment {
         stats.invalidMoves += out.invalid;
         localReward = out.reward;
         info = `${this.#state.format(parsed.action)}: ${out.summary}`;
-        // The tool's own next prompt ("last tool: ...") keeps the verdict either way: the reference
-        // tool saw its code's execution output, which is what it learns from.
+        // The tool's own next prompt ("last tool: ...", with reportToTool) keeps the verdict either
+        // way: the reference tool saw its code's execution output.
         this.#report = `tool: ${info}`;
         this.#planReport = this.verdictToPlanner ? this.#report : `tool: ${this.#state.format(parsed.action)}`;
       } else {
@@ -240,6 +252,7 @@ export class PuzzleEnvironment<A> implements Environment {
       maxTurns: this.maxTurns,
       variant: this.variant,
       verdictToPlanner: this.verdictToPlanner,
+      reportToTool: this.reportToTool,
     });
     copy.#turn = this.#turn;
     copy.#next = this.#next;

@@ -8,6 +8,7 @@
  */
 import type { Parsed } from '../action-text.ts';
 import type { Environment } from '../environment.ts';
+import { PuzzleEnvironment } from '../puzzle-environment.ts';
 import { finalAnswer } from './chat-answer.ts';
 import { stateLines, type ChatPrompter } from './chat-environment.ts';
 
@@ -56,7 +57,8 @@ export function puzzleChatPrompter(spec: PuzzleChatSpec): ChatPrompter {
         ...role(spec, agent),
         '',
         ...spec.rules,
-        ...(env.agents.includes('tool') ? [`The tool's report reads "${spec.report}": ${spec.reportMeaning}.`, `A line "last tool: ..." is the report of the tool's proposal in the previous round.`] : []),
+        ...(env.agents.includes('tool') ? [`The tool's report reads "${spec.report}": ${spec.reportMeaning}.`] : []),
+        ...(env instanceof PuzzleEnvironment && env.reportToTool ? [`A line "last tool: ..." is the report of the tool's proposal in the previous round.`] : []),
         `You have ${env.maxTurns} rounds; the first line of the state says which round it is.`,
         '',
         `${spec.answer} Think step by step, then write your final answer on the last line as #### followed by the answer, for example:`,
