@@ -21,7 +21,7 @@ import { parseExperimentConfig } from '../protocol/experiment-config.ts';
 import { openRunStore } from '../store/index.ts';
 import { resolveExperiment } from './resolve-experiment.ts';
 import { train } from './trainer.ts';
-import { learnerDemonstrations, solverDemonstrations, warmStart, warmStartKey, weightsContentKey, type WarmStartJob } from './warm-start.ts';
+import { batchOrderSeed, learnerDemonstrations, solverDemonstrations, warmStart, warmStartKey, weightsContentKey, type WarmStartJob } from './warm-start.ts';
 
 const model = parseModelConfig({ vocabSize: 112, hiddenSize: 64, numLayers: 2, numHeads: 4, intermediateSize: 128, maxSequenceLength: 160 });
 const options = { size: 4, maxTurns: 3, wallRatio: 0.2 };
@@ -127,5 +127,28 @@ test('a checkpoint warm start is cached by the weights it holds, not by its path
   } finally {
     store.close();
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('settings that leave the demonstrations as they are train the same weights under another key', { timeout: 120_000 }, async () => {
+  const engine = await Engine.start({ log: () => {} });
+  const cache = await mkdtemp(join(tmpdir(), 'troupe-ws-order-'));
+  try {
+    // A model that learns only the tool: the planner's prompt option changes the key, not its data.
+    const job: WarmStartJob = { modelId: 'tool-model', config: model, weights: initParameters(model, 3), weightsKey: 'init:3', agents: ['tool'], maxNewTokens: 12 };
+    const quiet = { ...options, verdictToPlanner: false };
+    const other = { name: 'plan-path', options: quiet, make: (seed: number) => createEnvironment('plan-path', seed, quiet) };
+    const budget = { demonstrations: 40, steps: 6, batchSize: 8, lr: 5e-3 };
+    assert.notEqual(warmStartKey(job, env, budget, tok), warmStartKey(job, other, budget, tok));
+    assert.deepEqual(solverDemonstrations(env.make, 40, ['tool'], tok), solverDemonstrations(other.make, 40, ['tool'], tok));
+    const a = await warmStart(engine, job, env, budget, tok, cache, () => {});
+    const b = await warmStart(engine, job, other, budget, tok, cache, () => {});
+    assert.equal(b.cached, false);
+    for (const [name, w] of a.weights) assert.deepEqual(b.weights.get(name), w, name);
+    // Other initial weights draw another order.
+    assert.notEqual(batchOrderSeed(job), batchOrderSeed({ ...job, weightsKey: 'init:4' }));
+  } finally {
+    await engine.close();
+    await rm(cache, { recursive: true, force: true });
   }
 });
