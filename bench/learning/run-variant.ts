@@ -3,7 +3,8 @@
  * settings overridden, for learning experiments (the runs behind the README's Learning notes).
  *
  * OVERRIDE (env, JSON) is merged one level deep into the experiment's `algorithm`, `training`,
- * `warmStart`, `optimizer` and `env.options` (as `envOptions`) sections, e.g.
+ * `warmStart`, `optimizer` and `env.options` (as `envOptions`) sections, and `seed` replaces the
+ * run seed, e.g.
  *   OVERRIDE='{"algorithm":{"temperature":0.5},"training":{"steps":40,"validationEpisodes":256}}'
  * Warm starts come from and go to the workspace cache (.troupe/cache/warm-start), so runs that share
  * one start from the same policy. The run itself goes to a throwaway folder under the OS temp dir,
@@ -25,7 +26,7 @@ import { openRunStore } from '../../server/store/index.ts';
 type Section = Record<string, unknown>;
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const configPath = resolve(process.argv[2] ?? join(root, 'configs/plan-path/L2-lora.json'));
-const over = JSON.parse(process.env['OVERRIDE'] ?? '{}') as Record<string, Section | undefined>;
+const { seed, ...over } = JSON.parse(process.env['OVERRIDE'] ?? '{}') as { seed?: number } & Record<string, Section | undefined>;
 const dir = mkdtempSync(join(tmpdir(), 'troupe-variant-'));
 const runDir = join(dir, 'run');
 console.log(`run folder: ${runDir} (database ${join(dir, 'troupe.db')})`);
@@ -37,6 +38,7 @@ const section = (name: string): Section => (raw[name] ?? {}) as Section;
 const env = section('env');
 const mergedConfig = {
   ...raw,
+  ...(seed === undefined ? {} : { seed }),
   env: over['envOptions'] ? { ...env, options: { ...((env['options'] ?? {}) as Section), ...over['envOptions'] } } : env,
   ...Object.fromEntries(['algorithm', 'training', 'warmStart', 'optimizer'].map((k) => [k, { ...section(k), ...over[k] }])),
 };

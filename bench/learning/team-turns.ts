@@ -7,7 +7,8 @@
  *   e.g. node --import tsx bench/learning/team-turns.ts .troupe/runs/<run> initial 512
  *
  * A planner prompt carries `tool: <moves>` (and, with `verdictToPlanner`, `: … goal yes|no`); the
- * planner "copied" when its answer is exactly the proposal. A single agent ('solo') is counted by
+ * planner "copied" when its answer is exactly the proposal, and "solved" when its commit ended the
+ * episode solved. A single agent ('solo') is counted by
  * the turns its solved episodes took.
  *
  * For a team it then plays the same seeds with a planner that copies every proposal (and answers
@@ -63,7 +64,8 @@ for (const t of ev.trajectories) {
     const m = proposal.exec(s.prompt);
     const verdict = m ? (m[2] ? `goal ${m[2]}` : 'no verdict') : 'no proposal';
     const copied = m !== null && s.response.trim() === m[1];
-    count(`turn ${s.turn + 1} planner: tool ${verdict}, ${copied ? 'copied' : 'answered otherwise'}`);
+    const solved = t.success && t.turns === s.turn + 1;
+    count(`turn ${s.turn + 1} planner: tool ${verdict}, ${copied ? 'copied' : 'answered otherwise'}${solved ? ', solved' : ''}`);
   }
 }
 console.log(`${exp.name} (${folder.runId}, checkpoint ${ck.label}): test success ${(100 * ev.success).toFixed(1)}% on ${ev.episodes} test seeds`);

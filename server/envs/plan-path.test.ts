@@ -281,3 +281,45 @@ test('the parser is strict', () => {
   assert.match(verdict('RR\u00e9') ?? '', /bad move code 233 at position 3/);
   assert.match(verdict('R'.repeat(51)) ?? '', /too many moves: at most 50/);
 });
+
+test("the planner's solution is the tool's proposal when it scores as well as the solver's answer", () => {
+  // A seed whose solver path has a neighbouring pair that swaps into another shortest path.
+  let found: { seed: number; canonical: string; other: string } | null = null;
+  for (let i = 0; i < 200 && !found; i++) {
+    const env = planPath.create(trainSeed(i), { size: 7 });
+    const canonical = env.solution('tool');
+    for (let j = 0; j + 1 < canonical.length && !found; j++) {
+      if (canonical[j] === canonical[j + 1]) continue;
+      const other = canonical.slice(0, j) + canonical[j + 1] + canonical[j] + canonical.slice(j + 2);
+      const commit = (text: string) => {
+        const probe = env.clone();
+        probe.act('tool', text);
+        return probe.act('plan', text);
+      };
+      if (commit(other).success && commit(other).teamReward === commit(canonical).teamReward) found = { seed: trainSeed(i), canonical, other };
+    }
+  }
+  assert.ok(found, 'some seed has two shortest paths');
+  const { seed, canonical, other } = found;
+  const env = planPath.create(seed, { size: 7 });
+  assert.equal(env.solution('plan'), canonical, 'before any proposal');
+  env.act('tool', other);
+  assert.equal(env.solution('plan'), other, 'another shortest path is copied');
+  assert.equal(env.clone().solution('plan'), other, 'clones keep the proposal');
+  assert.equal(env.solution('tool'), canonical, "the tool's own solution is the solver's");
+  const committed = env.clone();
+  const viaCopy = committed.act('plan', other);
+  const viaSolver = env.clone().act('plan', canonical);
+  assert.equal(viaCopy.teamReward, viaSolver.teamReward, 'as good: the same reward');
+  // A proposal that scores worse (one move short, or padded past the goal) is overruled.
+  for (const worse of [canonical.slice(0, -1), `${canonical}U`]) {
+    const e = planPath.create(seed, { size: 7 });
+    e.act('tool', worse);
+    assert.equal(e.solution('plan'), canonical, worse);
+  }
+  // The next round starts without a proposal.
+  const next = planPath.create(seed, { size: 7 });
+  next.act('tool', other);
+  next.act('plan', 'U');
+  if (!next.done) assert.equal(next.solution('plan'), next.solution('tool'));
+});

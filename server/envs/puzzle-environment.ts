@@ -129,6 +129,7 @@ export class PuzzleEnvironment<A> implements Environment {
   #report: string | null = null; // the tool's report line of this round, with the verdict
   #planReport: string | null = null; // what the planner is shown of it (verdictToPlanner)
   #lastReport: string | null = null; // the previous round's report, shown to the tool with reportToTool
+  #proposal: A | null = null; // the tool's parsed proposal of this round
   #stats: Record<string, AgentStats>;
 
   constructor(name: string, seed: number, state: PuzzleState<A>, options: WorkflowOptions) {
@@ -199,11 +200,13 @@ export class PuzzleEnvironment<A> implements Environment {
         // way: the reference tool saw its code's execution output.
         this.#report = `tool: ${info}`;
         this.#planReport = this.verdictToPlanner ? this.#report : `tool: ${this.#state.format(parsed.action)}`;
+        this.#proposal = parsed.action;
       } else {
         localReward = parsePenalty;
         info = `parse error: ${parsed.error}`;
         this.#report = 'tool: no valid proposal';
         this.#planReport = this.#report;
+        this.#proposal = null;
       }
     } else if (parsed.ok) {
       const out = this.#state.apply(parsed.action);
@@ -234,6 +237,7 @@ export class PuzzleEnvironment<A> implements Environment {
       this.#lastReport = this.#report;
       this.#report = null;
       this.#planReport = null;
+      this.#proposal = null;
       this.#turn++;
       this.#next = 0;
       if (this.#state.solved) {
@@ -261,13 +265,26 @@ export class PuzzleEnvironment<A> implements Environment {
     copy.#report = this.#report;
     copy.#planReport = this.#planReport;
     copy.#lastReport = this.#lastReport;
+    copy.#proposal = this.#proposal; // never mutated: apply() reads actions
     copy.#stats = copyStats(this.#stats);
     return copy;
   }
 
+  /**
+   * The solver's answer; for the planner, the tool's proposal when committing it scores as well as
+   * the solver's answer (another shortest path, say): copying a proposal the report shows to be
+   * right is what the planner should learn, and a label that differs from it would teach the
+   * planner to ignore it.
+   */
   solution(agent: string): string {
     checkAgent(this, agent);
     if (this.#done) throw new Error(`${this.name}: no solution once the episode is over`);
-    return this.#state.format(this.#state.solve());
+    const best = this.#state.solve();
+    if (agent === 'plan' && this.#proposal !== null) {
+      const proposal = this.#proposal;
+      const score = (a: A) => this.#state.clone().apply(a).reward;
+      if (score(proposal) >= score(best) - 1e-9) return this.#state.format(proposal);
+    }
+    return this.#state.format(best);
   }
 }

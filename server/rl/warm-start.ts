@@ -81,6 +81,27 @@ export interface WarmStartResult {
  */
 const NOISY_EVERY = 3;
 
+/**
+ * In a team, one in `PROPOSAL_NOISE_EVERY` demonstration episodes (offset from the botched ones)
+ * starts with a tool proposal that is the solver's answer perturbed (`perturbAnswer`): played, but
+ * the tool's recorded answer in that state stays the solver's. The planner's recorded answer is then the proposal when it is as good (a
+ * swap often gives another shortest path) and the solver's answer when it is not, so the planner's
+ * demonstrations show proposals to copy and proposals to overrule — with the solver playing the
+ * tool, every proposal it saw was right and equal to its own answer.
+ */
+const PROPOSAL_NOISE_EVERY = 3;
+
+/**
+ * `text` with one pair of different neighbouring characters swapped (the `at`-th, modulo their
+ * count); without such a pair ("RRRR"), `text` less its last character.
+ */
+function perturbAnswer(text: string, at: number): string {
+  const pairs = [...text.slice(1)].flatMap((ch, j) => (ch === text.charAt(j) ? [] : [j]));
+  if (pairs.length === 0) return text.slice(0, -1);
+  const i = pairs[at % pairs.length]!;
+  return text.slice(0, i) + text.charAt(i + 1) + text.charAt(i) + text.slice(i + 2);
+}
+
 /** (prompt, response) sequences from solver rollouts on training seeds, for the given agents. */
 export function solverDemonstrations(make: (seed: number) => Environment, count: number, agents: readonly string[], tok: TextTokenizer): TrainSequence[] {
   const wanted = new Set(agents);
@@ -99,6 +120,13 @@ export function solverDemonstrations(make: (seed: number) => Environment, count:
         env.act(agent, full.slice(0, Math.floor(full.length / 2)));
       }
       if (env.done) continue;
+    } else if (i % PROPOSAL_NOISE_EVERY === 0 && wanted.has('plan') && env.currentAgent() === 'tool') {
+      const full = env.solution('tool');
+      if (full.length > 1) {
+        // The tool's own label in this state is still the solver's answer.
+        if (wanted.has('tool')) push(env.observe('tool'), full);
+        env.act('tool', perturbAnswer(full, Math.floor(i / PROPOSAL_NOISE_EVERY)));
+      }
     }
     for (const d of rolloutSolver(env).demonstrations) if (wanted.has(d.agent)) push(d.observation, d.response);
   }

@@ -1,0 +1,29 @@
+/**
+ * Solver demonstrations for a team: the planner is shown proposals to copy and proposals to
+ * overrule, and the tool's demonstrations are what they would be without the planner's.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createEnvironment } from '../envs/environments.ts';
+import { defaultTokenizer as tok } from '../models/tokenizer.ts';
+import type { TrainSequence } from '../models/train-batch.ts';
+import { solverDemonstrations } from './warm-start.ts';
+
+const make = (seed: number) => createEnvironment('plan-path', seed, { size: 7 });
+const text = (s: TrainSequence) => ({ prompt: tok.decode(s.tokens.subarray(0, s.promptLength)), answer: tok.decode(s.tokens.subarray(s.promptLength), { specials: 'skip' }) });
+
+test("a team's planner demonstrations copy right proposals and overrule wrong ones", () => {
+  const demos = solverDemonstrations(make, 120, ['tool', 'plan'], tok).map(text);
+  const plan = demos.flatMap((d) => {
+    const m = /\ntool: ([UDLR]+): .*goal (yes|no)\nplan: /.exec(d.prompt);
+    return m ? [{ proposal: m[1]!, right: m[2] === 'yes', answer: d.answer }] : [];
+  });
+  const wrong = plan.filter((p) => !p.right);
+  assert.ok(wrong.length >= 20, `${wrong.length} of ${plan.length} planner demonstrations show a wrong proposal`);
+  assert.ok(wrong.every((p) => p.answer !== p.proposal), 'a wrong proposal is never copied');
+  assert.ok(plan.filter((p) => p.right).every((p) => p.answer === p.proposal), 'a right proposal is copied (it scores as well as the solver)');
+  // The tool's demonstrations are the ones a tool-only model gets: the planner's do not change them.
+  const toolOnly = solverDemonstrations(make, 120, ['tool'], tok).map(text);
+  assert.deepEqual(demos.filter((d) => d.prompt.includes('\ntool: moves')), toolOnly);
+});
+
