@@ -8,8 +8,7 @@
  *
  * A planner prompt carries `tool: <moves>` (and, with `verdictToPlanner`, `: … goal yes|no`); the
  * planner "copied" when its answer is exactly the proposal, and "solved" when its commit ended the
- * episode solved. A single agent ('solo') is counted by
- * the turns its solved episodes took.
+ * episode solved. A single agent ('solo') is counted by the turns its solved episodes took.
  *
  * For a team it then plays the same seeds with a planner that copies every proposal (and answers
  * nothing when there is none): the tool alone, the team's success if the planner added nothing.
