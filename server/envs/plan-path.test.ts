@@ -296,7 +296,8 @@ test("the planner's solution is the tool's proposal when it scores as well as th
         probe.act('tool', text);
         return probe.act('plan', text);
       };
-      if (commit(other).success && commit(other).teamReward === commit(canonical).teamReward) found = { seed: trainSeed(i), canonical, other };
+      const swapped = commit(other);
+      if (swapped.success && swapped.teamReward === commit(canonical).teamReward) found = { seed: trainSeed(i), canonical, other };
     }
   }
   assert.ok(found, 'some seed has two shortest paths');
@@ -307,8 +308,7 @@ test("the planner's solution is the tool's proposal when it scores as well as th
   assert.equal(env.solution('plan'), other, 'another shortest path is copied');
   assert.equal(env.clone().solution('plan'), other, 'clones keep the proposal');
   assert.equal(env.solution('tool'), canonical, "the tool's own solution is the solver's");
-  const committed = env.clone();
-  const viaCopy = committed.act('plan', other);
+  const viaCopy = env.clone().act('plan', other);
   const viaSolver = env.clone().act('plan', canonical);
   assert.equal(viaCopy.teamReward, viaSolver.teamReward, 'as good: the same reward');
   // A proposal that scores worse (one move short, or padded past the goal) is overruled.

@@ -41,12 +41,12 @@ export interface ModelInputs {
   readonly loraScale: number;
 }
 
-/** Declares every weight (and LoRA tensor) as a graph input. */
 /** The outputs of a decode graph whose KV cache stays on the device (generate.ts 'device'): the grown cache per layer. */
 export function deviceCacheOutputs(c: ModelConfig): string[] {
   return Array.from({ length: c.numLayers }, (_, i) => [`cache.${i}.key`, `cache.${i}.value`]).flat();
 }
 
+/** Declares every weight (and LoRA tensor) as a graph input. */
 export function declareModelInputs(b: Graph, c: ModelConfig, dtype: DType, lora: LoraSpec | null): ModelInputs {
   const weights = new Map<string, Node>();
   for (const [name, shape] of parameterShapes(c)) weights.set(name, b.input(name, dtype, shape));
