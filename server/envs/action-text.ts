@@ -71,3 +71,19 @@ export function parseMoves(text: unknown, maxMoves: number): Parsed<Direction[]>
 export function formatMoves(moves: readonly Direction[]): string {
   return moves.join('');
 }
+
+/**
+ * `moves` with one small mistake, for proposals a planner must judge (`PuzzleState.flaw`): the
+ * `variant`-th pair (modulo their count) of different neighbouring moves swapped, which is often
+ * another shortest path and often a bump; without such a pair ("RRRR"), the last move dropped.
+ * Null when fewer than two moves leave nothing to flaw.
+ */
+export function flawMoves(moves: readonly Direction[], variant: number): Direction[] | null {
+  if (moves.length < 2) return null;
+  const pairs = moves.slice(1).flatMap((d, j) => (d === moves[j] ? [] : [j]));
+  if (pairs.length === 0) return moves.slice(0, -1);
+  const i = pairs[variant % pairs.length]!;
+  const out = [...moves];
+  [out[i], out[i + 1]] = [moves[i + 1]!, moves[i]!];
+  return out;
+}

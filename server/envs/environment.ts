@@ -110,6 +110,12 @@ export interface Environment {
   clone(): Environment;
   /** The solver's ideal response for `agent` now, as text `act` accepts. Throws once done. */
   solution(agent: string): string;
+  /**
+   * The solver's response with one small mistake (`variant` picks which), still text `act`
+   * accepts; null when it has none to make. Optional: warm starts use it, where an environment has
+   * it, to show a team's later agents proposals to overrule. Throws once done.
+   */
+  flawedSolution?(agent: string, variant: number): string | null;
 }
 
 /** Creates environments of one kind. Options are validated; errors name the offending field. */

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Environment } from './environment.ts';
+import { flawMoves, type Direction } from './action-text.ts';
 import { planPath, planPathRewards } from './plan-path.ts';
 import { trainSeed } from './seed-ranges.ts';
 
@@ -322,4 +323,16 @@ test("the planner's solution is the tool's proposal when it scores as well as th
   next.act('tool', other);
   next.act('plan', 'U');
   if (!next.done) assert.equal(next.solution('plan'), next.solution('tool'));
+});
+
+test('flawed moves swap the chosen pair of different neighbours, else drop the last move', () => {
+  assert.deepEqual(flawMoves([...'RRDD'] as Direction[], 0), [...'RDRD']);
+  assert.deepEqual(flawMoves([...'RDLU'] as Direction[], 1), [...'RLDU']);
+  assert.deepEqual(flawMoves([...'RDLU'] as Direction[], 4), [...'RLDU'], 'the variant wraps over the 3 pairs');
+  assert.deepEqual(flawMoves([...'UUU'] as Direction[], 2), [...'UU']);
+  assert.equal(flawMoves(['U'], 0), null);
+  // The environment flaws the solver's answer, whose text acts like any other.
+  const env = planPath.create(trainSeed(4), { size: 7 });
+  const text = env.flawedSolution('tool', 0)!;
+  assert.equal(text, flawMoves([...env.solution('tool')] as Direction[], 0)!.join(''));
 });

@@ -39,7 +39,7 @@
  * Unlike the reference, which always showed the original grid, the prompt shows the current position.
  */
 import { z } from 'zod';
-import { directionOrder, directions, formatMoves, parseMoves, type Direction, type Parsed } from './action-text.ts';
+import { directionOrder, directions, flawMoves, formatMoves, parseMoves, type Direction, type Parsed } from './action-text.ts';
 import { checkSeed, parseOptions, type EnvironmentFactory } from './environment.ts';
 import { PuzzleEnvironment, workflowOptionsShape, type MoveOutcome, type PuzzleState } from './puzzle-environment.ts';
 import { Rng } from './rng.ts';
@@ -216,6 +216,10 @@ class PlanPathState implements PuzzleState<Direction[]> {
     const path = shortestPath(this.grid.size, this.distance, this.position);
     if (path === null) throw new Error('plan-path: goal unreachable (generator invariant broken)');
     return path;
+  }
+
+  flaw(moves: Direction[], variant: number): Direction[] | null {
+    return flawMoves(moves, variant);
   }
 
   clone(): PlanPathState {

@@ -72,6 +72,12 @@ export interface PuzzleState<A> {
   apply(action: A): MoveOutcome;
   /** An ideal action from here; only called when neither solved nor stuck. */
   solve(): A;
+  /**
+   * `action` (normally `solve()`'s) with one small, plausible mistake — two moves swapped, one
+   * fill's digit changed — still well formed; `variant` picks which. Null when there is nothing to
+   * flaw. The team's warm start plays these as the tool's proposals (`Environment.flawedSolution`).
+   */
+  flaw(action: A, variant: number): A | null;
   clone(): PuzzleState<A>;
 }
 
@@ -286,5 +292,12 @@ export class PuzzleEnvironment<A> implements Environment {
       if (score(proposal) >= score(best) - 1e-9) return this.#state.format(proposal);
     }
     return this.#state.format(best);
+  }
+
+  flawedSolution(agent: string, variant: number): string | null {
+    checkAgent(this, agent);
+    if (this.#done) throw new Error(`${this.name}: no solution once the episode is over`);
+    const flawed = this.#state.flaw(this.#state.solve(), variant);
+    return flawed === null ? null : this.#state.format(flawed);
   }
 }

@@ -34,7 +34,7 @@
  * Symbols: # wall, . floor, G goal, B box, P player, + player on the goal, * box on the goal.
  */
 import { z } from 'zod';
-import { directionOrder, directions, formatMoves, parseMoves, type Direction, type Parsed } from './action-text.ts';
+import { directionOrder, directions, flawMoves, formatMoves, parseMoves, type Direction, type Parsed } from './action-text.ts';
 import { checkSeed, parseOptions, type EnvironmentFactory } from './environment.ts';
 import { PuzzleEnvironment, workflowOptionsShape, type MoveOutcome, type PuzzleState } from './puzzle-environment.ts';
 import { Rng } from './rng.ts';
@@ -260,6 +260,10 @@ class SokobanState implements PuzzleState<Direction[]> {
     const path = solveSokoban(this.room, this.player, this.box);
     if (path === null) throw new Error('sokoban: no solution from a stuck position');
     return path;
+  }
+
+  flaw(moves: Direction[], variant: number): Direction[] | null {
+    return flawMoves(moves, variant);
   }
 
   clone(): SokobanState {

@@ -268,6 +268,14 @@ class SudokuState implements PuzzleState<Fill[]> {
     }
   }
 
+  /** One digit fill (the `variant`-th, modulo their count) given the next digit instead, 9 wrapping to 1. */
+  flaw(fills: Fill[], variant: number): Fill[] | null {
+    const digits = fills.flatMap((f, i) => (f.value === 0 ? [] : [i]));
+    if (digits.length === 0) return null;
+    const i = digits[variant % digits.length]!;
+    return fills.map((f, j) => (j === i ? { cell: f.cell, value: (f.value % this.spec.n) + 1 } : f));
+  }
+
   clone(): SudokuState {
     return new SudokuState(this.spec, [...this.cells], this.clean, this.optimalMoves);
   }

@@ -27,3 +27,14 @@ test("a team's planner demonstrations copy right proposals and overrule wrong on
   assert.deepEqual(demos.filter((d) => d.prompt.includes('\ntool: moves')), toolOnly);
 });
 
+
+test("a Sudoku team's flawed proposals are well formed: the planner sees a digit to overrule, never 'no valid proposal'", () => {
+  const sudoku = (seed: number) => createEnvironment('sudoku', seed, {});
+  const demos = solverDemonstrations(sudoku, 30, ['plan'], tok).map(text);
+  const reports = demos.map((d) => /\ntool: (.*)\nplan: /.exec(d.prompt)?.[1] ?? '');
+  assert.ok(reports.every((r) => r !== 'no valid proposal'), 'every proposal parses');
+  // Episodes 0, 3, 6, ... start with a flawed proposal; the solver overrules it (a flawed fill never solves).
+  const flawed = demos.filter((_, i) => !/solved yes$/.test(reports[i]!));
+  assert.ok(flawed.length >= 8, `${flawed.length} of ${demos.length} planner demonstrations show a flawed proposal`);
+  for (const d of flawed) assert.notEqual(d.answer, /\ntool: (.*): \d+ ok/.exec(d.prompt)?.[1], 'a flawed proposal is not copied');
+});

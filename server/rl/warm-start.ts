@@ -25,10 +25,11 @@ import type { Engine } from '../runtime/engine.ts';
 /**
  * Bump when the warm-start procedure or the training numerics change (3: RMSNorm became a fused
  * ONNX Runtime kernel, whose float32 rounding leads SFT elsewhere; 4: the batch order is drawn
- * from `batchOrderSeed`), so a cache made by an older build is not reused: a fresh clone and an
+ * from `batchOrderSeed`; 5: a team's flawed proposals come from the environment, so Sudoku's are
+ * well formed), so a cache made by an older build is not reused: a fresh clone and an
  * old workspace must start from the same policy.
  */
-const WARM_START_VERSION = 4;
+const WARM_START_VERSION = 5;
 
 /**
  * Training seeds for demonstrations start here, far from the seeds RL steps draw (which start
@@ -83,26 +84,15 @@ const NOISY_EVERY = 3;
 
 /**
  * In a team, one in `PROPOSAL_NOISE_EVERY` demonstration episodes (offset from the botched ones)
- * starts with a tool proposal that is the solver's answer perturbed (`perturbAnswer`): played, but
- * the tool's recorded answer in that state stays the solver's. The planner's recorded answer is
- * then the proposal when it is as good (a swap often gives another shortest path) and the solver's
- * answer when it is not (`PuzzleEnvironment.solution`), so the planner's demonstrations show
- * proposals to copy and proposals to overrule. With the solver playing the tool, every proposal
- * the planner saw was right and equal to its own answer (measured on 7x7 Plan-Path: README,
- * Learning).
+ * starts with a flawed tool proposal (`Environment.flawedSolution`: two moves swapped, one digit
+ * changed): played, but the tool's recorded answer in that state stays the solver's. The planner's
+ * recorded answer is then the proposal when it is as good (a swap often gives another shortest
+ * path) and the solver's answer when it is not (`PuzzleEnvironment.solution`), so the planner's
+ * demonstrations show proposals to copy and proposals to overrule. With the solver playing the
+ * tool, every proposal the planner saw was right and equal to its own answer (measured on 7x7
+ * Plan-Path: README, Learning).
  */
 const PROPOSAL_NOISE_EVERY = 3;
-
-/**
- * `text` with one pair of different neighbouring characters swapped (the `at`-th, modulo their
- * count); without such a pair ("RRRR"), `text` less its last character.
- */
-function perturbAnswer(text: string, at: number): string {
-  const pairs = [...text.slice(1)].flatMap((ch, j) => (ch === text.charAt(j) ? [] : [j]));
-  if (pairs.length === 0) return text.slice(0, -1);
-  const i = pairs[at % pairs.length]!;
-  return text.slice(0, i) + text.charAt(i + 1) + text.charAt(i) + text.slice(i + 2);
-}
 
 /** (prompt, response) sequences from solver rollouts on training seeds, for the given agents. */
 export function solverDemonstrations(make: (seed: number) => Environment, count: number, agents: readonly string[], tok: TextTokenizer): TrainSequence[] {
@@ -123,11 +113,11 @@ export function solverDemonstrations(make: (seed: number) => Environment, count:
       }
       if (env.done) continue;
     } else if (i % PROPOSAL_NOISE_EVERY === 0 && wanted.has('plan') && env.currentAgent() === 'tool') {
-      const full = env.solution('tool');
-      if (full.length > 1) {
+      const flawed = env.flawedSolution?.('tool', Math.floor(i / PROPOSAL_NOISE_EVERY)) ?? null;
+      if (flawed !== null) {
         // The tool's own label in this state is still the solver's answer.
-        if (wanted.has('tool')) push(env.observe('tool'), full);
-        env.act('tool', perturbAnswer(full, Math.floor(i / PROPOSAL_NOISE_EVERY)));
+        if (wanted.has('tool')) push(env.observe('tool'), env.solution('tool'));
+        env.act('tool', flawed);
       }
     }
     for (const d of rolloutSolver(env).demonstrations) if (wanted.has(d.agent)) push(d.observation, d.response);

@@ -53,6 +53,28 @@ test("the solver's chat answers play every environment exactly as its terse answ
   }
 });
 
+test("a team's flawed proposals are well formed, differ from the solver's, and play the same in chat", () => {
+  for (const c of cases.filter((c) => createEnvironment(c.name, trainSeed(0), c.options).agents.includes('plan'))) {
+    let flawed = 0;
+    for (let i = 0; i < 20; i++) {
+      const terse = createEnvironment(c.name, trainSeed(i), c.options);
+      const wrapped = chat(c.name, trainSeed(i), c.options) as ChatEnvironment;
+      const what = `${c.name} ${JSON.stringify(c.options)} seed ${trainSeed(i)}`;
+      const text = terse.flawedSolution?.('tool', i) ?? null;
+      const chatText = wrapped.flawedSolution('tool', i);
+      assert.equal(chatText === null, text === null, what);
+      if (text === null || chatText === null) continue;
+      flawed++;
+      assert.notEqual(text, terse.solution('tool'), what);
+      assert.match(chatText, /^#### /m, what);
+      assert.equal(terse.act('tool', text).parseError, null, what);
+      assert.equal(wrapped.act('tool', chatText).parseError, null, what);
+      assert.equal(wrapped.inner.observe('plan'), terse.observe('plan'), `${what}: the chat answer is the same proposal`);
+    }
+    assert.ok(flawed >= 15, `${c.name}: ${flawed} of 20 states have a flawed solution`);
+  }
+});
+
 test('system and user messages: role, rules and answer format; the state from the terse observation', () => {
   const env = chat('plan-path', trainSeed(3), {}) as ChatEnvironment;
   const [system, user] = env.messages('tool');

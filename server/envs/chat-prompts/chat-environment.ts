@@ -115,6 +115,11 @@ export class ChatEnvironment implements Environment {
   solution(agent: string): string {
     return this.#prompter.formatAnswer(this.#env, agent, this.#env.solution(agent));
   }
+
+  flawedSolution(agent: string, variant: number): string | null {
+    const flawed = this.#env.flawedSolution?.(agent, variant) ?? null;
+    return flawed === null ? null : this.#prompter.formatAnswer(this.#env, agent, flawed);
+  }
 }
 
 /**
