@@ -190,13 +190,12 @@ class KvDecoder {
     private readonly req: GenerateRequest,
     private readonly session: ort.InferenceSession,
     private readonly weights: Record<string, ort.Tensor>,
-    lens: readonly number[],
     private readonly Tp: number,
   ) {
     const { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V } = req.contract;
     this.Hkv = Hkv;
     this.D = D;
-    const B = lens.length;
+    const B = req.prompts.length;
     this.rows = Array.from({ length: B }, (_, b) => b);
     this.logits = new Float32Array(B * V);
     this.layout = req.contract.cacheLayout ?? 'time-major';
@@ -382,11 +381,10 @@ class DeviceKvDecoder implements Decoder {
     private readonly req: GenerateRequest,
     private readonly session: ort.InferenceSession,
     private readonly weights: Record<string, ort.Tensor>,
-    lens: readonly number[],
     private readonly Tp: number,
     private readonly device: DeviceTensors,
   ) {
-    this.rows = lens.map((_, b) => b);
+    this.rows = req.prompts.map((_, b) => b);
   }
 
   private async run(ids: BigInt64Array, pos: BigInt64Array, bias: Float32Array, T: number): Promise<void> {
@@ -499,9 +497,9 @@ export async function generate(
   let decoder: Decoder;
   if (req.contract.cacheLayout === 'device') {
     if (!device) throw new Error("generate: a 'device' KV cache needs the webgpu execution provider");
-    decoder = new DeviceKvDecoder(req, session, weights, lens, Tp, device);
+    decoder = new DeviceKvDecoder(req, session, weights, Tp, device);
   } else {
-    decoder = new KvDecoder(req, session, weights, lens, Tp);
+    decoder = new KvDecoder(req, session, weights, Tp);
   }
   try {
     return await decode(req, decoder);
