@@ -10,8 +10,10 @@
  * planner "copied" when its answer is exactly the proposal, and "solved" when its commit ended the
  * episode solved. A single agent ('solo') is counted by the turns its solved episodes took.
  *
- * For a team it then plays the same seeds with a planner that copies every proposal (and answers
- * nothing when there is none): the tool alone, the team's success if the planner added nothing.
+ * For a team it then plays the same seeds twice more: with a planner that copies every proposal
+ * (and answers nothing when there is none) — the tool alone, the team's success if the planner
+ * added nothing — and with the team's planner shown "tool: no valid proposal" in place of every
+ * proposal — the planner alone, the team's success if the planner ignored the tool.
  */
 import { evaluate, TEST_SEED_OFFSET } from '../../server/rl/evaluate.ts';
 import { createPolicies, routingContext } from '../../server/rl/policies.ts';
@@ -53,6 +55,19 @@ const copier: RolloutPolicy = {
 };
 const team = exp.router.has('plan') && exp.router.has('tool');
 const toolAlone = team ? await play({ ...ctx, route: (agent) => (agent === 'plan' ? { policyId: 'copy', policy: copier } : ctx.route(agent)) }) : null;
+const blindPlanner = (planner: RolloutPolicy): RolloutPolicy => ({
+  generate: (prompts, options) =>
+    planner.generate(
+      prompts.map((p) => {
+        const text = tok.decode(p, { specials: 'skip' });
+        const again = tok.encodePrompt([{ role: 'user', text }]);
+        if (again.length !== p.length || again.some((t, i) => t !== p[i])) throw new Error('team-turns: a planner prompt does not re-encode to itself');
+        return tok.encodePrompt([{ role: 'user', text: text.replace(proposal, 'tool: no valid proposal') }]);
+      }),
+      options,
+    ),
+});
+const plannerAlone = team ? await play({ ...ctx, route: (agent) => (agent === 'plan' ? { policyId: 'blind', policy: blindPlanner(ctx.route('plan').policy) } : ctx.route(agent)) }) : null;
 await engine.close();
 
 const counts = new Map<string, number>();
@@ -70,3 +85,4 @@ for (const t of ev.trajectories) {
 console.log(`${exp.name} (${folder.runId}, checkpoint ${ck.label}): test success ${(100 * ev.success).toFixed(1)}% on ${ev.episodes} test seeds`);
 for (const k of [...counts.keys()].sort()) console.log(`  ${k.padEnd(60)} ${String(counts.get(k)).padStart(5)}`);
 if (toolAlone) console.log(`  with a planner that copies every proposal (the tool alone): test success ${(100 * toolAlone.success).toFixed(1)}%`);
+if (plannerAlone) console.log(`  with the planner shown no proposal (the planner alone): test success ${(100 * plannerAlone.success).toFixed(1)}%`);
