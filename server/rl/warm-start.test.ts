@@ -27,7 +27,6 @@ test("a team's planner demonstrations copy right proposals and overrule wrong on
   assert.deepEqual(demos.filter((d) => d.prompt.includes('\ntool: moves')), toolOnly);
 });
 
-
 test("a Sudoku team's flawed proposals are well formed: the planner sees a digit to overrule, never 'no valid proposal'", () => {
   const sudoku = (seed: number) => createEnvironment('sudoku', seed, {});
   const demos = solverDemonstrations(sudoku, 30, ['plan'], tok).map(text);
