@@ -268,7 +268,7 @@ class SudokuState implements PuzzleState<Fill[]> {
     }
   }
 
-  /** One digit fill (the `variant`-th, modulo their count) given the next digit instead, 9 wrapping to 1. */
+  /** One digit fill (the `variant`-th, modulo their count) given the next digit instead, n wrapping to 1. */
   flaw(fills: Fill[], variant: number): Fill[] | null {
     const digits = fills.flatMap((f, i) => (f.value === 0 ? [] : [i]));
     if (digits.length === 0) return null;
