@@ -7,7 +7,7 @@
  *   e.g. node --import tsx bench/learning/team-turns.ts .troupe/runs/<run> initial 512
  *
  * A planner prompt carries `tool: <moves>` (and, with `verdictToPlanner`, `: … goal yes|no`); the
- * planner "copied" when its answer is exactly the proposal, and "solved" when its commit ended the
+ * planner "copied" when its answer is exactly the proposal (or `accept`, with `planAccepts`), and "solved" when its commit ended the
  * episode solved. A single agent ('solo') is counted by the turns its solved episodes took.
  *
  * For a team it then plays the same seeds twice more: with a planner that copies every proposal
@@ -15,6 +15,7 @@
  * added nothing — and with the team's planner shown "tool: no valid proposal" in place of every
  * proposal — the planner alone, the team's success if the planner ignored the tool.
  */
+import { acceptAnswer } from '../../server/envs/puzzle-environment.ts';
 import { evaluate, TEST_SEED_OFFSET } from '../../server/rl/evaluate.ts';
 import { createPolicies, routingContext } from '../../server/rl/policies.ts';
 import type { RolloutContext, RolloutPolicy } from '../../server/rl/rollout.ts';
@@ -77,7 +78,7 @@ for (const t of ev.trajectories) {
   for (const s of t.samples.filter((x) => x.kept && x.agent === 'plan')) {
     const m = proposal.exec(s.prompt);
     const verdict = m ? (m[2] ? `goal ${m[2]}` : 'no verdict') : 'no proposal';
-    const copied = m !== null && s.response.trim() === m[1];
+    const copied = m !== null && (s.response.trim() === m[1] || s.response.trim() === acceptAnswer); // planAccepts' 'accept' copies too
     const solved = t.success && t.turns === s.turn + 1;
     count(`turn ${s.turn + 1} planner: tool ${verdict}, ${copied ? 'copied' : 'answered otherwise'}${solved ? ', solved' : ''}`);
   }

@@ -82,7 +82,7 @@ describe('completion: property names', () => {
 
   test('env.options complete from the chosen environment\'s options schema', () => {
     const { list } = completeAt(edit(flagship, '"size": 5,', '"size": 5, ¦'));
-    assert.deepEqual(labels(list), ['wallRatio', 'verdictToPlanner', 'reportToTool']);
+    assert.deepEqual(labels(list), ['wallRatio', 'verdictToPlanner', 'planAccepts', 'reportToTool']);
     assert.match(item(list, 'wallRatio').documentation?.value ?? '', /Probability that a cell is a wall/);
     const tic = completeAt('{"env": {"name": "tic-tac-toe", "options": {¦}}}').list;
     assert.deepEqual(labels(tic), ['openingMoves', 'reward']);

@@ -234,6 +234,43 @@ test("verdictToPlanner: false shows the planner only the tool's proposal, as the
   assert.throws(() => planPath.create(1, { verdictToPlanner: 'no' }), /verdictToPlanner/);
 });
 
+test("planAccepts: the planner's 'accept' commits the tool's proposal as parsed, and is its label when the proposal is right", () => {
+  const env = planPath.create(trainSeed(5), { planAccepts: true });
+  const path = env.solution('tool');
+  assert.ok(path.length >= 2, 'seed 5 needs a path worth copying');
+  env.act('tool', path);
+  assert.match(env.observe('plan'), /\nplan: moves \(U\/D\/L\/R\) or accept\n$/);
+  assert.equal(env.solution('plan'), 'accept', 'a right proposal is labelled accept');
+  // Accepting scores exactly as writing the proposal out does.
+  const copied = env.clone();
+  const accepted = env.act('plan', ' accept\n');
+  const written = copied.act('plan', path);
+  assert.deepEqual({ ...accepted, info: accepted.info.replace(/^accept /, '') }, written);
+  assert.match(accepted.info, new RegExp(`^accept ${path}: `));
+  assert.equal(accepted.success, true);
+
+  // A wrong proposal keeps the solver's answer as the label; accepting it commits the wrong moves.
+  const wrongEnv = planPath.create(trainSeed(5), { planAccepts: true });
+  const wrong = path.replace(/./g, (ch) => ({ U: 'D', D: 'U', L: 'R', R: 'L' })[ch] ?? ch);
+  wrongEnv.act('tool', wrong);
+  assert.equal(wrongEnv.solution('plan'), path);
+  const r = wrongEnv.act('plan', 'accept');
+  assert.equal(r.parseError, null);
+  assert.equal(r.success, false);
+  assert.match(r.info, new RegExp(`^accept ${wrong}: `));
+
+  // Nothing to accept after a malformed proposal; and without the option 'accept' is no answer.
+  const none = planPath.create(trainSeed(5), { planAccepts: true });
+  none.act('tool', 'go right');
+  assert.match(none.act('plan', 'accept').parseError ?? '', /nothing to accept: the tool made no valid proposal/);
+  const off = planPath.create(trainSeed(5));
+  off.act('tool', path);
+  assert.equal(off.solution('plan'), path);
+  assert.match(off.observe('plan'), /\nplan: moves \(U\/D\/L\/R\)\n$/);
+  assert.match(off.act('plan', 'accept').parseError ?? '', /bad move 'a'/);
+  assert.throws(() => planPath.create(1, { planAccepts: 1 }), /planAccepts/);
+});
+
 test("the tool's prompt is the state alone unless reportToTool repeats its last proposal and report", () => {
   const plain = planPath.create(trainSeed(5));
   const told = planPath.create(trainSeed(5), { reportToTool: true });

@@ -97,6 +97,13 @@ export const workflowOptionsShape = {
     .describe(
       "Team variant: the planner's prompt carries the environment's verdict on the tool's proposal ('tool: RRDD: 2 from G, 1 blocked, goal no'). The reference planner sees only the tool's output ('tool: RRDD'); false matches it, as the paper-comparable configs do.",
     ),
+  /** The planner may commit the tool's proposal by answering `accept` (a departure from the reference). */
+  planAccepts: z
+    .boolean()
+    .default(false)
+    .describe(
+      "Team variant: the planner may answer 'accept' to commit the tool's proposal exactly as parsed, instead of writing the action out again. A departure from the reference, whose planner always writes its own action; it spares a small model the copy of a long proposal, where most of its mistakes on right proposals were (README, Learning).",
+    ),
   /** The tool's prompt repeats its previous proposal with the environment's report on it. */
   reportToTool: z
     .boolean()
@@ -113,7 +120,12 @@ export interface WorkflowOptions {
   readonly verdictToPlanner?: boolean;
   /** Default false. */
   readonly reportToTool?: boolean;
+  /** Default false. */
+  readonly planAccepts?: boolean;
 }
+
+/** The planner's answer that commits the tool's proposal as it stands (`planAccepts`). */
+export const acceptAnswer = 'accept';
 
 const teamAgents = ['tool', 'plan'] as const;
 const singleAgents = ['solo'] as const;
@@ -127,6 +139,7 @@ export class PuzzleEnvironment<A> implements Environment {
   readonly variant: PuzzleVariant;
   readonly verdictToPlanner: boolean;
   readonly reportToTool: boolean;
+  readonly planAccepts: boolean;
   #state: PuzzleState<A>;
   #turn = 0;
   #next = 0; // index into agents
@@ -144,6 +157,7 @@ export class PuzzleEnvironment<A> implements Environment {
     this.variant = options.variant;
     this.verdictToPlanner = options.verdictToPlanner ?? true;
     this.reportToTool = options.reportToTool ?? false;
+    this.planAccepts = options.planAccepts ?? false;
     this.agents = options.variant === 'team' ? teamAgents : singleAgents;
     this.maxTurns = options.maxTurns;
     this.optimalMoves = state.optimalMoves;
@@ -181,7 +195,7 @@ export class PuzzleEnvironment<A> implements Environment {
     if (agent === 'plan') lines.push(this.#planReport ?? 'tool: no report');
     // With `reportToTool` the tool sees how its previous proposal fared.
     else if (agent === 'tool' && this.reportToTool && this.#lastReport !== null) lines.push(`last ${this.#lastReport}`);
-    lines.push(`${agent}: ${this.#state.hint}`);
+    lines.push(`${agent}: ${this.#state.hint}${agent === 'plan' && this.planAccepts ? ` or ${acceptAnswer}` : ''}`);
     return `${lines.join('\n')}\n`;
   }
 
@@ -189,7 +203,7 @@ export class PuzzleEnvironment<A> implements Environment {
     checkActor(this, agent);
     const stats = this.#stats[agent] as AgentStats;
     stats.acts++;
-    const parsed = this.#state.parse(text);
+    const parsed: Parsed<A> & { accepted?: boolean } = agent === 'plan' ? this.#parseCommit(text) : this.#state.parse(text);
     if (!parsed.ok) stats.parseErrors++;
 
     let teamReward = 0;
@@ -219,7 +233,7 @@ export class PuzzleEnvironment<A> implements Environment {
       stats.invalidMoves += out.invalid;
       teamReward = out.reward;
       localReward = out.reward;
-      info = `${this.#state.format(parsed.action)}: ${out.summary}`;
+      info = `${parsed.accepted ? `${acceptAnswer} ` : ''}${this.#state.format(parsed.action)}: ${out.summary}`;
     } else {
       localReward = parsePenalty;
       info = `parse error: ${parsed.error}`;
@@ -234,6 +248,16 @@ export class PuzzleEnvironment<A> implements Environment {
       success: this.#success,
       info,
     };
+  }
+
+  /**
+   * The planner's answer: an action, or with `planAccepts` the word `accept`, which commits this
+   * round's proposal (an error when the tool made no valid one).
+   */
+  #parseCommit(text: string): Parsed<A> & { accepted?: boolean } {
+    if (!this.planAccepts || text.trim() !== acceptAnswer) return this.#state.parse(text);
+    if (this.#proposal === null) return { ok: false, error: `nothing to ${acceptAnswer}: the tool made no valid proposal` };
+    return { ok: true, action: this.#proposal, accepted: true };
   }
 
   /** Moves to the next agent; a round ends after the last agent, and the episode may end with it. */
@@ -263,6 +287,7 @@ export class PuzzleEnvironment<A> implements Environment {
       variant: this.variant,
       verdictToPlanner: this.verdictToPlanner,
       reportToTool: this.reportToTool,
+      planAccepts: this.planAccepts,
     });
     copy.#turn = this.#turn;
     copy.#next = this.#next;
@@ -280,7 +305,7 @@ export class PuzzleEnvironment<A> implements Environment {
    * The solver's answer; for the planner, the tool's proposal when committing it scores as well as
    * the solver's answer (another shortest path, say): copying a proposal the report shows to be
    * right is what the planner should learn, and a label that differs from it would teach the
-   * planner to ignore it.
+   * planner to ignore it. With `planAccepts` that label is `accept`.
    */
   solution(agent: string): string {
     checkAgent(this, agent);
@@ -289,7 +314,7 @@ export class PuzzleEnvironment<A> implements Environment {
     if (agent === 'plan' && this.#proposal !== null) {
       const proposal = this.#proposal;
       const score = (a: A) => this.#state.clone().apply(a).reward;
-      if (score(proposal) >= score(best) - 1e-9) return this.#state.format(proposal);
+      if (score(proposal) >= score(best) - 1e-9) return this.planAccepts ? acceptAnswer : this.#state.format(proposal);
     }
     return this.#state.format(best);
   }

@@ -19,8 +19,10 @@ import { withPromptStyle } from './prompt-styles.ts';
 const cases = [
   { name: 'plan-path', options: {} },
   { name: 'plan-path', options: { variant: 'single', size: 8 } },
+  { name: 'plan-path', options: { planAccepts: true } },
   { name: 'sokoban', options: {} },
   { name: 'sudoku', options: {} },
+  { name: 'sudoku', options: { planAccepts: true } },
   { name: 'sudoku', options: { size: 9, emptyCells: 30, variant: 'single' } },
   { name: 'tic-tac-toe', options: { openingMoves: 2, reward: 'minimax' } },
 ] as const;
@@ -90,6 +92,24 @@ test('system and user messages: role, rules and answer format; the state from th
     const e = chat(name, trainSeed(1), {});
     for (const agent of e.agents) for (const t of promptTurns(e, agent)) assert.ok(isPrintableText(t.text), `${name} ${agent} ${t.role}`);
   }
+});
+
+test("planAccepts in chat: the planner is told it may answer '#### accept', which commits the proposal", () => {
+  const env = chat('plan-path', trainSeed(5), { planAccepts: true }) as ChatEnvironment;
+  const path = env.inner.solution('tool');
+  env.act('tool', env.solution('tool'));
+  assert.match(env.messages('plan')[0]!.text, /you may answer "#### accept" instead of writing it out again/);
+  assert.doesNotMatch(env.messages('tool')[0]!.text, /accept/, 'only the planner is offered it');
+  assert.equal(env.solution('plan'), '#### accept');
+  const r = env.act('plan', 'The report says it reaches G.\n#### **Accept**');
+  assert.equal(r.parseError, null);
+  assert.equal(r.success, true);
+  assert.match(r.info, new RegExp(`^accept ${path}: `));
+  // Without the option the word is no move list.
+  const off = chat('plan-path', trainSeed(5), {}) as ChatEnvironment;
+  off.act('tool', off.solution('tool'));
+  assert.doesNotMatch(off.messages('plan')[0]!.text, /accept/);
+  assert.notEqual(off.act('plan', '#### accept').parseError, null);
 });
 
 test('an unreadable answer: the environment penalises and counts it, with the chat reason', () => {

@@ -8,7 +8,7 @@
  */
 import type { Parsed } from '../action-text.ts';
 import type { Environment } from '../environment.ts';
-import { PuzzleEnvironment } from '../puzzle-environment.ts';
+import { acceptAnswer, PuzzleEnvironment } from '../puzzle-environment.ts';
 import { finalAnswer } from './chat-answer.ts';
 import { stateLines, type ChatPrompter } from './chat-environment.ts';
 
@@ -49,6 +49,9 @@ function role(spec: PuzzleChatSpec, agent: string): string[] {
   return [`You must ${spec.task}. Your answer is applied to the puzzle directly.`];
 }
 
+/** Whether the planner may answer `accept` (`planAccepts`). */
+const accepts = (env: Environment): boolean => env instanceof PuzzleEnvironment && env.planAccepts;
+
 /** The chat prompter of a puzzle, from its spec. */
 export function puzzleChatPrompter(spec: PuzzleChatSpec): ChatPrompter {
   return {
@@ -58,6 +61,7 @@ export function puzzleChatPrompter(spec: PuzzleChatSpec): ChatPrompter {
         '',
         ...spec.rules,
         ...(env.agents.includes('tool') ? [`The tool's report reads "${spec.report}": ${spec.reportMeaning}.`] : []),
+        ...(agent === 'plan' && accepts(env) ? [`To commit the tool's proposal exactly as it stands, you may answer "#### ${acceptAnswer}" instead of writing it out again.`] : []),
         ...(env instanceof PuzzleEnvironment && env.reportToTool ? [`A line "last tool: ..." is the report of the tool's proposal in the previous round.`] : []),
         `You have ${env.maxTurns} rounds; the first line of the state says which round it is.`,
         '',
@@ -68,10 +72,13 @@ export function puzzleChatPrompter(spec: PuzzleChatSpec): ChatPrompter {
       const request = agent === 'tool' ? spec.request.tool : agent === 'plan' ? spec.request.plan : spec.request.solo;
       return `The current state:\n\n${stateLines(observation, agent)}\n\n${request} Reason briefly, then end with the line "#### <answer>".`;
     },
-    toAction: (_env: Environment, agent: string, response: string, observation: string) => {
+    toAction: (env: Environment, agent: string, response: string, observation: string) => {
       const payload = finalAnswer(response, { actionsList: agent === 'tool' });
-      return payload.ok ? spec.toAction(payload.action, observation) : payload;
+      if (!payload.ok) return payload;
+      if (agent === 'plan' && accepts(env) && payload.action.toLowerCase() === acceptAnswer) return { ok: true, action: acceptAnswer };
+      return spec.toAction(payload.action, observation);
     },
-    formatAnswer: (_env: Environment, _agent: string, action: string) => spec.formatAnswer(action),
+    formatAnswer: (env: Environment, agent: string, action: string) =>
+      agent === 'plan' && accepts(env) && action === acceptAnswer ? `#### ${acceptAnswer}` : spec.formatAnswer(action),
   };
 }
