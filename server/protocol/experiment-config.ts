@@ -360,6 +360,15 @@ export const warmStartSchema = z
       .describe(
         "DAgger (Ross et al., 2011): solver demonstrations only show states on the solver's own path, so the model never learns what to do after its own mistakes (a proposal that hits a wall, a tool report that says the goal was not reached). Each round adds the states the model's own greedy play reaches, labelled by the solver.",
       ),
+    /** How a team's demonstrations vary the tool's proposal. */
+    proposals: z
+      .object({
+        flawedEvery: z.int().min(0).max(1000).default(3).describe("One in this many team demonstration episodes (besides those that start with a botched round) starts with a flawed tool proposal (two moves swapped, one digit changed); the planner's label is the proposal when it is as good as the solver's answer and the solver's answer when not. 0: never."),
+        missingEvery: z.int().min(0).max(1000).default(0).describe("Of the flawed-proposal episodes, one in this many has the tool answer nothing readable instead, so the planner sees 'tool: no valid proposal' and learns to solve from the state alone. 0: never."),
+      })
+      .strict()
+      .prefault({})
+      .describe("Team workflows: the tool proposals the planner's demonstrations show besides the solver's own. Solver-only proposals teach a planner that copies; flawed ones teach it to overrule, missing ones to solve alone (README, Learning)."),
   })
   .strict()
   .describe(

@@ -53,6 +53,7 @@ export interface ResolvedExperiment {
     readonly batchSize: number;
     readonly lr: number;
     readonly dagger: { readonly rounds: number; readonly episodes: number };
+    readonly proposals: { readonly flawedEvery: number; readonly missingEvery: number };
   };
   readonly training: {
     readonly steps: number;

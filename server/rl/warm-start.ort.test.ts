@@ -70,6 +70,11 @@ test('a warm start with DAgger rounds trains on the added states and is cached u
     const dagger = { ...plain, dagger: { rounds: 2, episodes: 16 } };
     assert.notEqual(warmStartKey(job, env, plain, tok), warmStartKey(job, env, dagger, tok));
     assert.equal(warmStartKey(job, env, plain, tok), warmStartKey(job, env, { ...plain, dagger: { rounds: 0, episodes: 99 } }, tok), 'without rounds the episode count is irrelevant');
+    // The default proposal mix keys as a budget without one (caches made before it was a setting stay valid); another mix has its own key.
+    for (const b of [plain, dagger]) {
+      assert.equal(warmStartKey(job, env, b, tok), warmStartKey(job, env, { ...b, proposals: { flawedEvery: 3, missingEvery: 0 } }, tok));
+      assert.notEqual(warmStartKey(job, env, b, tok), warmStartKey(job, env, { ...b, proposals: { flawedEvery: 1, missingEvery: 2 } }, tok));
+    }
     const lines: string[] = [];
     const first = await warmStart(engine, job, env, dagger, tok, cache, (l) => lines.push(l));
     assert.equal(first.cached, false);

@@ -37,3 +37,22 @@ test("a Sudoku team's flawed proposals are well formed: the planner sees a digit
   assert.ok(flawed.length >= 8, `${flawed.length} of ${demos.length} planner demonstrations show a flawed proposal`);
   for (const d of flawed) assert.notEqual(d.answer, /\ntool: (.*): \d+ ok/.exec(d.prompt)?.[1], 'a flawed proposal is not copied');
 });
+
+test('warmStart.proposals sets the mix: no flawed proposals at 0, and missing ones teach the planner to solve alone', () => {
+  const planPrompts = (noise: { flawedEvery: number; missingEvery: number }) =>
+    solverDemonstrations(make, 60, ['tool', 'plan'], tok, noise)
+      .map(text)
+      .filter((d) => /\nplan: moves/.test(d.prompt));
+  const none = planPrompts({ flawedEvery: 0, missingEvery: 0 });
+  assert.ok(planPrompts({ flawedEvery: 3, missingEvery: 0 }).some((d) => /goal no\nplan:/.test(d.prompt) && /turn 1\//.test(d.prompt)), 'the default mix has first-round flaws');
+  assert.ok(none.every((d) => !/goal no\nplan:/.test(d.prompt) || /turn [2-9]/.test(d.prompt)), 'no first-round proposal is flawed');
+  // The default mix is the one solverDemonstrations uses without a mix.
+  assert.deepEqual(planPrompts({ flawedEvery: 3, missingEvery: 0 }), solverDemonstrations(make, 60, ['tool', 'plan'], tok).map(text).filter((d) => /\nplan: moves/.test(d.prompt)));
+
+  const mixed = planPrompts({ flawedEvery: 1, missingEvery: 2 });
+  const missing = mixed.filter((d) => /\ntool: no valid proposal\nplan: /.test(d.prompt));
+  // Episodes 0, 1, 3, 4, ... (not botched) alternate flawed and missing proposals: about a third of 60 are missing.
+  assert.ok(missing.length >= 15, `${missing.length} planner demonstrations show no proposal`);
+  for (const d of missing) assert.match(d.answer, /^[UDLR]+$/, "the planner answers with the solver's moves from the state alone");
+  assert.ok(mixed.filter((d) => /goal no\nplan:/.test(d.prompt) && /turn 1\//.test(d.prompt)).length >= 5, 'flawed proposals remain');
+});

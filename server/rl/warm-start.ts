@@ -50,7 +50,28 @@ export interface WarmStartBudget {
    * it reaches is labelled with the solver's answer and joins the demonstrations. 0 disables.
    */
   readonly dagger?: { readonly rounds: number; readonly episodes: number };
+  /** How a team's demonstrations vary the tool's proposal; `defaultProposalNoise` when absent. */
+  readonly proposals?: ProposalNoise;
 }
+
+/**
+ * In a team, one in `flawedEvery` demonstration episodes (offset from the botched ones) starts
+ * with a flawed tool proposal (`Environment.flawedSolution`: two moves swapped, one digit changed):
+ * played, but the tool's recorded answer in that state stays the solver's. The planner's recorded
+ * answer is then the proposal when it is as good (a swap often gives another shortest path) and
+ * the solver's answer when it is not (`PuzzleEnvironment.solution`), so the planner's
+ * demonstrations show proposals to copy and proposals to overrule. With the solver playing the
+ * tool, every proposal the planner saw was right and equal to its own answer (measured on 7x7
+ * Plan-Path: README, Learning). Of those episodes, one in `missingEvery` has the tool answer
+ * nothing readable instead ("tool: no valid proposal"), so the planner also learns to solve from
+ * the state alone. 0 turns either off.
+ */
+export interface ProposalNoise {
+  readonly flawedEvery: number;
+  readonly missingEvery: number;
+}
+
+export const defaultProposalNoise: ProposalNoise = { flawedEvery: 3, missingEvery: 0 };
 
 export interface WarmStartJob {
   readonly modelId: string;
@@ -82,20 +103,14 @@ export interface WarmStartResult {
  */
 const NOISY_EVERY = 3;
 
-/**
- * In a team, one in `PROPOSAL_NOISE_EVERY` demonstration episodes (offset from the botched ones)
- * starts with a flawed tool proposal (`Environment.flawedSolution`: two moves swapped, one digit
- * changed): played, but the tool's recorded answer in that state stays the solver's. The planner's
- * recorded answer is then the proposal when it is as good (a swap often gives another shortest
- * path) and the solver's answer when it is not (`PuzzleEnvironment.solution`), so the planner's
- * demonstrations show proposals to copy and proposals to overrule. With the solver playing the
- * tool, every proposal the planner saw was right and equal to its own answer (measured on 7x7
- * Plan-Path: README, Learning).
- */
-const PROPOSAL_NOISE_EVERY = 3;
-
 /** (prompt, response) sequences from solver rollouts on training seeds, for the given agents. */
-export function solverDemonstrations(make: (seed: number) => Environment, count: number, agents: readonly string[], tok: TextTokenizer): TrainSequence[] {
+export function solverDemonstrations(
+  make: (seed: number) => Environment,
+  count: number,
+  agents: readonly string[],
+  tok: TextTokenizer,
+  noise: ProposalNoise = defaultProposalNoise,
+): TrainSequence[] {
   const wanted = new Set(agents);
   const out: TrainSequence[] = [];
   const push = (observation: string, response: string) => {
@@ -112,12 +127,15 @@ export function solverDemonstrations(make: (seed: number) => Environment, count:
         env.act(agent, full.slice(0, Math.floor(full.length / 2)));
       }
       if (env.done) continue;
-    } else if (i % PROPOSAL_NOISE_EVERY === 0 && wanted.has('plan') && env.currentAgent() === 'tool') {
-      const flawed = env.flawedSolution?.('tool', Math.floor(i / PROPOSAL_NOISE_EVERY)) ?? null;
-      if (flawed !== null) {
+    } else if (noise.flawedEvery > 0 && i % noise.flawedEvery === 0 && wanted.has('plan') && env.currentAgent() === 'tool') {
+      const variant = Math.floor(i / noise.flawedEvery);
+      const missing = noise.missingEvery > 0 && variant % noise.missingEvery === noise.missingEvery - 1;
+      // An empty answer parses in no environment: the planner is told "tool: no valid proposal".
+      const proposal = missing ? '' : (env.flawedSolution?.('tool', variant) ?? null);
+      if (proposal !== null) {
         // The tool's own label in this state is still the solver's answer.
         if (wanted.has('tool')) push(env.observe('tool'), env.solution('tool'));
-        env.act('tool', flawed);
+        env.act('tool', proposal);
       }
     }
     for (const d of rolloutSolver(env).demonstrations) if (wanted.has(d.agent)) push(d.observation, d.response);
@@ -198,7 +216,8 @@ export function warmStartKey(job: WarmStartJob, env: { name: string; options: un
   const h = createHash('sha256');
   // A few demonstrations' text stands in for the environment's code: a change to its rendering
   // or its solver changes the key, so a stale warm start is never reused.
-  const demos = solverDemonstrations(env.make, 3, job.agents, tok);
+  const noise = budget.proposals ?? defaultProposalNoise;
+  const demos = solverDemonstrations(env.make, 3, job.agents, tok, noise);
   const sample = demos.map((s) => tok.decode(s.tokens));
   h.update(
     JSON.stringify({
@@ -209,7 +228,9 @@ export function warmStartKey(job: WarmStartJob, env: { name: string; options: un
       env,
       agents: [...job.agents].sort(),
       // Without DAgger rounds the budget keys as it did before DAgger existed, so caches stay valid.
-      budget: (budget.dagger?.rounds ?? 0) > 0 ? { ...budget, maxNewTokens: job.maxNewTokens } : { demonstrations: budget.demonstrations, steps: budget.steps, batchSize: budget.batchSize, lr: budget.lr },
+      budget: (budget.dagger?.rounds ?? 0) > 0 ? { ...withoutProposals(budget), maxNewTokens: job.maxNewTokens } : { demonstrations: budget.demonstrations, steps: budget.steps, batchSize: budget.batchSize, lr: budget.lr },
+      // The default mix keys as before it was a setting, so caches stay valid.
+      ...(noise.flawedEvery === defaultProposalNoise.flawedEvery && noise.missingEvery === defaultProposalNoise.missingEvery ? {} : { proposals: noise }),
       // The character tokenizer keys by its spec (as before Hugging Face tokenizers, so caches stay
       // valid). A Hugging Face tokenizer keys by what it makes of the sample — the chat template,
       // merges and special ids behind these prompts and answers — and its stop and padding ids.
@@ -217,6 +238,11 @@ export function warmStartKey(job: WarmStartJob, env: { name: string; options: un
     }),
   );
   return h.digest('hex').slice(0, 24);
+}
+
+function withoutProposals(budget: WarmStartBudget): Omit<WarmStartBudget, 'proposals'> {
+  const { proposals: _, ...rest } = budget;
+  return rest;
 }
 
 /**
@@ -239,7 +265,7 @@ export async function warmStart(
     log(`warm start of '${job.modelId}': reusing cache ${key}`);
     return { weights: ck.params, cached: true, cacheDir: dir, firstLoss: Number.NaN, lastLoss: Number.NaN, demonstrations: 0 };
   }
-  const demos = solverDemonstrations(env.make, budget.demonstrations, job.agents, tok);
+  const demos = solverDemonstrations(env.make, budget.demonstrations, job.agents, tok, budget.proposals);
   if (demos.length === 0) throw new Error(`warm start of '${job.modelId}': the solver produced no demonstrations for agents ${job.agents.join(', ')}`);
   log(`warm start of '${job.modelId}': ${demos.length} demonstrations from ${budget.demonstrations} solver episodes, ${budget.steps} steps of ${budget.batchSize}`);
   const policy = await Policy.create(engine, {
