@@ -7,8 +7,8 @@
  *   e.g. node --import tsx bench/learning/team-turns.ts .troupe/runs/<run> initial 512
  *
  * A planner prompt carries `tool: <moves>` (and, with `verdictToPlanner`, `: … goal yes|no`); the
- * planner "copied" when its answer is exactly the proposal (or `accept`, with `planAccepts`), and "solved" when its commit ended the
- * episode solved. A single agent ('solo') is counted by the turns its solved episodes took.
+ * planner "copied" when its answer is exactly the proposal (or `accept`, with `planAccepts`), and
+ * "solved" when its commit ended the episode solved. A single agent ('solo') is counted by the turns its solved episodes took.
  *
  * For a team it then plays the same seeds twice more: with a planner that copies every proposal
  * (and answers nothing when there is none) — the tool alone, the team's success if the planner

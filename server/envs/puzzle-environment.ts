@@ -9,6 +9,8 @@
  *    tool's output (its action list): `verdictToPlanner: false` shows the planner just the proposal.
  *    The tool's prompt is the state alone, as the solo agent's is; `reportToTool` adds the previous
  *    round's report ("last tool: ...").
+ *    With `planAccepts` the planner may answer `accept` to commit the proposal as parsed (another
+ *    departure: the reference's planner always writes its action out).
  *  - 'single' (agents ['solo'], the L0 baseline): one agent sees the state and commits directly.
  *
  * Rewards (pettingllms.md section 2.3, "global + local"). Let R(a, s) be the puzzle's summed
