@@ -230,4 +230,13 @@ describe('diagnostics: warnings and information', () => {
       [3, '500', 'warmStart.dagger.episodes: has no effect: warmStart.dagger.rounds is 0'],
     ]);
   });
+
+  test('missing proposals without flawed ones have no effect', () => {
+    const text = edit(flagship, '"lr": 0.003', '"lr": 0.003,\n    "proposals": { "flawedEvery": 0, "missingEvery": 2 }');
+    const ds = service.diagnose(text);
+    assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered, d.message]), [
+      [3, '2', 'warmStart.proposals.missingEvery: has no effect: warmStart.proposals.flawedEvery is 0 (missing proposals replace some of the flawed ones)'],
+    ]);
+    assert.deepEqual(service.diagnose(edit(flagship, '"lr": 0.003', '"lr": 0.003,\n    "proposals": { "flawedEvery": 1, "missingEvery": 2 }')), []);
+  });
 });

@@ -135,7 +135,8 @@ function suspicious(c: ExperimentConfig): ConfigIssue[] {
 
 /**
  * Settings that do nothing: warm-start settings while the warm start is off, DAgger episodes
- * without DAgger rounds, curriculum candidates with the uniform curriculum.
+ * without DAgger rounds, missing proposals without flawed ones, curriculum candidates with the
+ * uniform curriculum.
  */
 function noEffect(json: unknown): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
@@ -144,6 +145,10 @@ function noEffect(json: unknown): ConfigIssue[] {
     for (const k of Object.keys(warmStart)) if (k !== 'enabled') issues.push({ path: ['warmStart', k], message: 'has no effect: warmStart.enabled is false' });
   } else if (field(field(warmStart, 'dagger'), 'rounds') === 0 && field(field(warmStart, 'dagger'), 'episodes') !== undefined) {
     issues.push({ path: ['warmStart', 'dagger', 'episodes'], message: 'has no effect: warmStart.dagger.rounds is 0' });
+  }
+  const proposals = field(warmStart, 'proposals');
+  if (field(warmStart, 'enabled') !== false && field(proposals, 'flawedEvery') === 0 && field(proposals, 'missingEvery') !== undefined) {
+    issues.push({ path: ['warmStart', 'proposals', 'missingEvery'], message: 'has no effect: warmStart.proposals.flawedEvery is 0 (missing proposals replace some of the flawed ones)' });
   }
   const curriculum = field(field(json, 'algorithm'), 'curriculum');
   if (field(curriculum, 'kind') !== 'greedy-failures' && field(curriculum, 'candidates') !== undefined) {
