@@ -11,6 +11,7 @@ import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import type { LoraSpec } from '../models/transformer-graph.ts';
 import type { ExecutionProviderChoice } from '../runtime/engine.ts';
 import type { AdvantageNorm, GroupFilter } from './advantages.ts';
+import type { ProposalNoise } from './warm-start.ts';
 
 export type ModelSource = { readonly kind: 'init'; readonly seed: number } | { readonly kind: 'checkpoint'; readonly path: string };
 
@@ -53,7 +54,7 @@ export interface ResolvedExperiment {
     readonly batchSize: number;
     readonly lr: number;
     readonly dagger: { readonly rounds: number; readonly episodes: number };
-    readonly proposals: { readonly flawedEvery: number; readonly missingEvery: number };
+    readonly proposals: ProposalNoise;
   };
   readonly training: {
     readonly steps: number;

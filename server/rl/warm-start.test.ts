@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { createEnvironment } from '../envs/environments.ts';
 import { defaultTokenizer as tok } from '../models/tokenizer.ts';
 import type { TrainSequence } from '../models/train-batch.ts';
-import { solverDemonstrations } from './warm-start.ts';
+import { solverDemonstrations, type ProposalNoise } from './warm-start.ts';
 
 const make = (seed: number) => createEnvironment('plan-path', seed, { size: 7 });
 const text = (s: TrainSequence) => ({ prompt: tok.decode(s.tokens.subarray(0, s.promptLength)), answer: tok.decode(s.tokens.subarray(s.promptLength), { specials: 'skip' }) });
@@ -39,20 +39,22 @@ test("a Sudoku team's flawed proposals are well formed: the planner sees a digit
 });
 
 test('warmStart.proposals sets the mix: no flawed proposals at 0, and missing ones teach the planner to solve alone', () => {
-  const planPrompts = (noise: { flawedEvery: number; missingEvery: number }) =>
+  const planPrompts = (noise: ProposalNoise) =>
     solverDemonstrations(make, 60, ['tool', 'plan'], tok, noise)
       .map(text)
       .filter((d) => /\nplan: moves/.test(d.prompt));
+  const firstRoundFlaw = (d: { prompt: string }) => /goal no\nplan:/.test(d.prompt) && /turn 1\//.test(d.prompt);
+  const defaults = planPrompts({ flawedEvery: 3, missingEvery: 0 });
   const none = planPrompts({ flawedEvery: 0, missingEvery: 0 });
-  assert.ok(planPrompts({ flawedEvery: 3, missingEvery: 0 }).some((d) => /goal no\nplan:/.test(d.prompt) && /turn 1\//.test(d.prompt)), 'the default mix has first-round flaws');
+  assert.ok(defaults.some(firstRoundFlaw), 'the default mix has first-round flaws');
   assert.ok(none.every((d) => !/goal no\nplan:/.test(d.prompt) || /turn [2-9]/.test(d.prompt)), 'no first-round proposal is flawed');
   // The default mix is the one solverDemonstrations uses without a mix.
-  assert.deepEqual(planPrompts({ flawedEvery: 3, missingEvery: 0 }), solverDemonstrations(make, 60, ['tool', 'plan'], tok).map(text).filter((d) => /\nplan: moves/.test(d.prompt)));
+  assert.deepEqual(defaults, solverDemonstrations(make, 60, ['tool', 'plan'], tok).map(text).filter((d) => /\nplan: moves/.test(d.prompt)));
 
   const mixed = planPrompts({ flawedEvery: 1, missingEvery: 2 });
   const missing = mixed.filter((d) => /\ntool: no valid proposal\nplan: /.test(d.prompt));
   // Episodes 0, 1, 3, 4, ... (not botched) alternate flawed and missing proposals: about a third of 60 are missing.
   assert.ok(missing.length >= 15, `${missing.length} planner demonstrations show no proposal`);
   for (const d of missing) assert.match(d.answer, /^[UDLR]+$/, "the planner answers with the solver's moves from the state alone");
-  assert.ok(mixed.filter((d) => /goal no\nplan:/.test(d.prompt) && /turn 1\//.test(d.prompt)).length >= 5, 'flawed proposals remain');
+  assert.ok(mixed.filter(firstRoundFlaw).length >= 5, 'flawed proposals remain');
 });
