@@ -63,6 +63,8 @@ interface SeedRun {
   /** Test success (held-out seeds apart from validation's) of the warm start and after RL; null without testEpisodes. */
   testBefore: number | null;
   testAfter: number | null;
+  /** The step whose policy the test after RL played: the last, or with training.select 'best' the best validated one. */
+  testedStep: number | null;
   wallSeconds: number;
 }
 
@@ -167,7 +169,7 @@ async function main(): Promise<void> {
             },
           });
           curve.unshift({ step: 0, success: s.initial?.success ?? Number.NaN, meanReward: s.initial?.meanReward ?? Number.NaN });
-          runs.push({ seed, curve, testBefore: s.initialTest?.success ?? null, testAfter: s.finalTest?.success ?? null, wallSeconds: (performance.now() - t0) / 1000 });
+          runs.push({ seed, curve, testBefore: s.initialTest?.success ?? null, testAfter: s.finalTest?.success ?? null, testedStep: s.testedStep, wallSeconds: (performance.now() - t0) / 1000 });
           store.setRunState(run.id, 'done');
         }
         results[env].push(summarise(variant, `configs/${folder}/${file}`, runs));

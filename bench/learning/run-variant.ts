@@ -69,7 +69,7 @@ try {
   console.log(`${at()} validation: before RL ${pct(summary.initial?.success)}, after RL ${pct(summary.final?.success)}`);
   if (summary.initialTest && summary.finalTest) {
     const gain = (summary.finalTest.success - summary.initialTest.success) * 100;
-    console.log(`${at()} test (${summary.finalTest.episodes} seeds): warm start ${pct(summary.initialTest.success)}, after RL ${pct(summary.finalTest.success)}, RL gain ${gain >= 0 ? '+' : ''}${gain.toFixed(1)} points`);
+    console.log(`${at()} test (${summary.finalTest.episodes} seeds): warm start ${pct(summary.initialTest.success)}, after RL ${pct(summary.finalTest.success)} (policy of step ${summary.testedStep}), RL gain ${gain >= 0 ? '+' : ''}${gain.toFixed(1)} points`);
   }
 } finally {
   store.close();

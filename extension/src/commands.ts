@@ -174,6 +174,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       const steps = [...new Set(checkpoints.map((k) => k.step))].sort((x, y) => y - x);
       return [
         { label: 'Latest checkpoint', value: 'latest' as ExportCheckpoint },
+        { label: 'Best validation', description: 'the validated step with the highest success', value: 'best' as ExportCheckpoint },
         { label: 'Warm start', description: 'step 0, before RL', value: 'initial' as ExportCheckpoint },
         ...steps.filter((s) => s > 0).map((s) => ({ label: `Step ${s}`, value: s as ExportCheckpoint })),
       ];

@@ -105,6 +105,7 @@ test('export folders are named after the run and checkpoint', () => {
   assert.equal(exportFolderName('plan-path L2 LoRA (AT-GRPO)', 40), 'plan-path-l2-lora-at-grpo-step40');
   assert.equal(exportFolderName('???', 'latest'), 'run-latest');
   assert.equal(exportFolderName('x', 'initial'), 'x-initial');
+  assert.equal(exportFolderName('x', 'best'), 'x-best');
 });
 
 test('the same task at another step is offered for validation trajectories only', () => {

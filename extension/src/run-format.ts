@@ -185,11 +185,11 @@ export function parseRewardRange(text: string): { ok: true; minReward?: number; 
 }
 
 /** Which checkpoint `adapters/export` writes. */
-export type ExportCheckpoint = 'initial' | 'latest' | number;
+export type ExportCheckpoint = 'initial' | 'latest' | 'best' | number;
 
 /**
  * The folder made for an export inside a chosen folder that is not empty (the server writes only
- * into a new or empty one): `<run name>-step40`, `-latest` or `-initial`, in file-name-safe form.
+ * into a new or empty one): `<run name>-step40`, `-latest`, `-best` or `-initial`, in file-name-safe form.
  */
 export function exportFolderName(runName: string, checkpoint: ExportCheckpoint): string {
   const slug =

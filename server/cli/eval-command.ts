@@ -34,6 +34,7 @@ model folder before any training.
 options:
   --checkpoint C   initial: the warm-started team before any RL step (step 0);
                    latest: the state after the last finished step (default);
+                   best: the validated step with the highest validation success;
                    <step>: the history checkpoint of that step (checkpoints/step-<step>)
   --episodes N     episodes to play (default: the config's training.validationEpisodes)
   --seed-offset S  first validation seed index (default 0, the seeds training validates on)

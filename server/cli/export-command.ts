@@ -20,7 +20,8 @@ Writes a run's policies at a checkpoint (default latest) into DIR, which must be
 
 options:
   --out DIR        where to write
-  --checkpoint C   initial (the warm-started team, step 0), latest (default) or a step number
+  --checkpoint C   initial (the warm-started team, step 0), latest (default), best (the
+                   validated step with the highest validation success) or a step number
   -h, --help       this text
 `;
 

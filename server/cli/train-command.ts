@@ -114,9 +114,14 @@ function printValidationSummary(store: RunStore, runId: string, exp: ResolvedExp
   write(`validation success on ${exp.training.validationEpisodes} held-out seeds:`);
   write(`  before RL (step 0, warm-started policy)  ${percent(before.value).padStart(6)}`);
   if (after) {
-    const delta = (after.value - before.value) * 100;
-    const label = `  after RL  (step ${after.step})`.padEnd(42);
-    write(`${label} ${percent(after.value).padStart(6)}  (${delta >= 0 ? '+' : ''}${delta.toFixed(1)} points)`);
+    const row = (label: string, value: number) => {
+      const delta = (value - before.value) * 100;
+      write(`${label.padEnd(42)} ${percent(value).padStart(6)}  (${delta >= 0 ? '+' : ''}${delta.toFixed(1)} points)`);
+    };
+    row(`  after RL  (step ${after.step})`, after.value);
+    // The trainer's rule: the highest validation, a tie going to the earlier step.
+    const best = series.reduce((b, p) => (p.value > b.value ? p : b));
+    if (best.step !== after.step) row(`  best      (step ${best.step}${best.step === 0 ? ', before RL' : ''})`, best.value);
   } else {
     write(`  after RL: not validated since step 0 (validation runs every ${exp.training.validateEvery} steps and after the last)`);
   }
@@ -126,8 +131,11 @@ function printValidationSummary(store: RunStore, runId: string, exp: ResolvedExp
   const testAfter = test.filter((p) => p.step > 0).at(-1);
   if (testBefore && testAfter) {
     const delta = (testAfter.value - testBefore.value) * 100;
+    // With training.select 'best' the test after RL played the best validated policy.
+    const played = store.metricSeries({ runId, name: 'test/policy_step', fromStep: testAfter.step, toStep: testAfter.step })[0]?.value ?? testAfter.step;
+    const which = played === testAfter.step ? `after RL (step ${played})` : `best validated policy (step ${played} of ${testAfter.step})`;
     write(`test success on ${exp.training.testEpisodes} test seeds (apart from the validation seeds):`);
-    write(`  warm start ${percent(testBefore.value)}, after RL (step ${testAfter.step}) ${percent(testAfter.value)}: RL gain ${delta >= 0 ? '+' : ''}${delta.toFixed(1)} points`);
+    write(`  warm start ${percent(testBefore.value)}, ${which} ${percent(testAfter.value)}: RL gain ${delta >= 0 ? '+' : ''}${delta.toFixed(1)} points`);
   }
 }
 

@@ -209,7 +209,7 @@ describe('defaults', () => {
     });
     assert.deepEqual(config.optimizer, { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, maxGradNorm: 1, schedule: { kind: 'constant' } });
     assert.deepEqual(config.warmStart, { enabled: true, demonstrations: 1500, steps: 300, batchSize: 32, lr: 3e-3, dagger: { rounds: 0, episodes: 500 }, proposals: { flawedEvery: 3, missingEvery: 0 } });
-    assert.deepEqual(config.training, { steps: 100, validateEvery: 10, validationEpisodes: 64, testEpisodes: 0, validationTemperature: 0, checkpointEvery: 20 });
+    assert.deepEqual(config.training, { steps: 100, validateEvery: 10, validationEpisodes: 64, testEpisodes: 0, validationTemperature: 0, checkpointEvery: 20, select: 'last' });
     assert.deepEqual(config.engine, { executionProvider: 'cpu' });
     assert.deepEqual(config.policies['a']?.lora, { rank: 4, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'], dropout: 0 });
   });

@@ -402,6 +402,13 @@ export const trainingSchema = z
       ),
     /** Sampling temperature of validation; 0 is greedy. */
     validationTemperature: z.number().min(0).max(10).default(0).describe('Sampling temperature of validation episodes; 0 decodes greedily.'),
+    /** Which policy the run ends with: the last step's, or the best validated one. */
+    select: z
+      .enum(['last', 'best'])
+      .default('last')
+      .describe(
+        "The policy the run's test reports. last: the last step's. best: the validated policy with the highest validation success (the warm-started one at step 0 included; a tie goes to the earlier step), chosen on the validation seeds only, never the test seeds. Either way checkpoints/best.json names the best validated step, every new best gets a checkpoint (checkpoints/step-<n>), and `troupe eval|export --checkpoint best` read it.",
+      ),
     /** Checkpoint interval in steps. */
     checkpointEvery: z.int().min(1).default(20).describe('Write a checkpoint every this many steps (the last step always gets one); a run resumes from its last checkpoint.'),
     /** Most padded tokens per forward/backward pass (memory only). */

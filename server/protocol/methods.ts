@@ -190,8 +190,8 @@ export const trajectoriesForTaskParamsSchema = runIdParams.extend({
 export const adaptersExportParamsSchema = runIdParams.extend({
   /** Folder to write into; must be new or empty. Absolute, or relative to the workspace. */
   outDir: z.string().min(1),
-  /** Which checkpoint: `initial` (step 0), `latest` (default), or a step number. */
-  checkpoint: z.union([z.literal('initial'), z.literal('latest'), z.int().nonnegative()]).default('latest'),
+  /** Which checkpoint: `initial` (step 0), `latest` (default), `best` (the best validated step), or a step number. */
+  checkpoint: z.union([z.literal('initial'), z.literal('latest'), z.literal('best'), z.int().nonnegative()]).default('latest'),
   ...workDone,
 });
 

@@ -62,6 +62,8 @@ export interface ResolvedExperiment {
     readonly validationEpisodes: number;
     readonly testEpisodes: number;
     readonly checkpointEvery: number;
+    /** Which policy the test after RL plays: the last step's or the best validated one. */
+    readonly select: 'last' | 'best';
     readonly validationTemperature: number;
     readonly microBatchTokens?: number | undefined;
   };

@@ -3,6 +3,8 @@
  *   checkpoints/warmstart/<modelId>/   the warm-started base model (config.json + model.safetensors)
  *   checkpoints/step-<n>/              history checkpoints (every `checkpointEvery` steps, and the last)
  *   checkpoints/resume/                the state after the last finished step, replaced every step
+ *   checkpoints/best.json              which validated step scored best on the validation seeds
+ *                                      (every new best also gets a step-<n> checkpoint)
  * A policy's state is `<policyId>.safetensors` (its trainable tensors: the adapter with LoRA, all
  * weights otherwise), `<policyId>.optim.safetensors` (AdamW moments) and `state.json`.
  * Every folder is written under a temporary name and renamed into place, so a crash leaves
@@ -26,6 +28,40 @@ export const checkpointsDir = (runDir: string) => join(runDir, 'checkpoints');
 export const resumeDir = (runDir: string) => join(checkpointsDir(runDir), 'resume');
 export const stepDir = (runDir: string, step: number) => join(checkpointsDir(runDir), `step-${step}`);
 export const warmStartDir = (runDir: string, modelId: string) => join(checkpointsDir(runDir), 'warmstart', modelId);
+export const bestFile = (runDir: string) => join(checkpointsDir(runDir), 'best.json');
+
+const bestSchema = z.object({
+  /** The validated step (0: the warm-started policy) whose checkpoint is the best so far. */
+  step: z.number().int().min(0),
+  /** Its validation success (0..1) and the episodes it was measured on. */
+  validationSuccess: z.number().min(0).max(1),
+  episodes: z.number().int().min(1),
+});
+export type BestValidation = z.infer<typeof bestSchema>;
+
+/** Writes checkpoints/best.json (through a temporary file and a rename, so a crash leaves the old or the new one). */
+export async function writeBest(runDir: string, best: BestValidation): Promise<void> {
+  await mkdir(checkpointsDir(runDir), { recursive: true });
+  const file = bestFile(runDir);
+  const tmp = `${file}.tmp-${process.pid}`;
+  await writeFile(tmp, `${JSON.stringify(best, null, 2)}\n`);
+  await rename(tmp, file);
+}
+
+/** Reads checkpoints/best.json, or null when the run has none (no validation yet, or a run from before it existed). Errors name the file. */
+export async function readBest(runDir: string): Promise<BestValidation | null> {
+  const file = bestFile(runDir);
+  if (!existsSync(file)) return null;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await readFile(file, 'utf8'));
+  } catch (e) {
+    throw new Error(`${file}: not valid JSON (${e instanceof Error ? e.message : String(e)})`);
+  }
+  const r = bestSchema.safeParse(raw);
+  if (!r.success) throw new Error(`${file}: ${r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+  return r.data;
+}
 
 async function writePolicies(dir: string, step: number, policies: ReadonlyMap<string, Policy>): Promise<void> {
   const tmp = `${dir}.tmp-${process.pid}`;

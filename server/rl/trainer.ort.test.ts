@@ -25,6 +25,10 @@ import { selectTasks } from './curriculum.ts';
 import { rollout } from './rollout.ts';
 import { solverDemonstrations } from './warm-start.ts';
 import { train, type StepReport } from './trainer.ts';
+import { evaluate, TEST_SEED_OFFSET } from './evaluate.ts';
+import { createPolicies, routingContext } from './policies.ts';
+import { bestFile, readBest } from './run-checkpoint.ts';
+import { findRunCheckpoint, policyTensors, runBaseWeights } from '../runs/checkpoint-weights.ts';
 
 const config = {
   name: 'trainer test',
@@ -208,5 +212,70 @@ test('the greedy-failures curriculum rolls out the candidates the greedy policy 
     await policy.dispose();
   } finally {
     await engine.close();
+  }
+});
+
+test('select best: the test plays the best validated policy, latest stays the last step, and a resume restores best.json', { timeout: 240_000 }, async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-trainer-best-'));
+  const store = openRunStore(join(dir, 'troupe.db'));
+  const runDir = join(dir, 'run');
+  try {
+    // A learning rate far too high for RL: the warm-started team is good and the steps wreck it,
+    // so the best validation is step 0's and the last policy is not the one to test.
+    const cfg = {
+      ...config,
+      name: 'select best test',
+      optimizer: { lr: 0.5, maxGradNorm: 0 },
+      warmStart: { demonstrations: 200, steps: 60, batchSize: 16, lr: 0.01 },
+      training: { steps: 3, validateEvery: 1, validationEpisodes: 24, testEpisodes: 24, checkpointEvery: 3, select: 'best' },
+    };
+    const experiment = await resolveExperiment(parseExperimentConfig(cfg, 'select best test'), join(dir, 'config.json'));
+    const run = store.createRun({ name: cfg.name, config: cfg, runDir });
+    const base = { experiment, store, runId: run.id, runDir, cacheRoot: join(dir, 'cache'), log: () => {} };
+    await train({ ...base, resume: false, steps: 2 });
+    // A kill between a step's commit and best.json's rename: the file is behind (here, gone).
+    await rm(bestFile(runDir));
+    const lines: string[] = [];
+    const summary = await train({ ...base, resume: true, log: (l) => lines.push(l) });
+    assert.equal(summary.lastStep, 3);
+
+    const val = store.metricSeries({ runId: run.id, name: 'val/success' });
+    assert.deepEqual(val.map((p) => p.step), [0, 1, 2, 3]);
+    const argmax = val.reduce((b, p) => (p.value > b.value ? p : b));
+    assert.ok(argmax.value > 0, `the warm start solves some validation tasks (${val.map((p) => p.value).join(', ')})`);
+    assert.ok(val.at(-1)!.value < argmax.value, `the last step is not the best (${val.map((p) => p.value).join(', ')})`);
+    assert.deepEqual(summary.best, { step: argmax.step, validationSuccess: argmax.value, episodes: 24 });
+    assert.deepEqual(await readBest(runDir), summary.best, 'best.json rewritten on resume');
+    assert.equal(summary.testedStep, argmax.step);
+    // (The first invocation ended at step 2 and tested there too.)
+    assert.deepEqual(store.metricSeries({ runId: run.id, name: 'test/policy_step' }).at(-1), { step: 3, value: argmax.step });
+    assert.ok(lines.some((l) => l.startsWith(`step ${argmax.step} (best validation, `) && l.includes('last step 3)')), lines.join('\n'));
+
+    // The test after RL is the best checkpoint's: replayed on its own, it scores the same.
+    const ck = await findRunCheckpoint(runDir, { kind: 'best' });
+    assert.equal(ck.step, argmax.step);
+    const engine = await Engine.start({ log: () => {} });
+    try {
+      const policies = await createPolicies(engine, experiment, await runBaseWeights(runDir, experiment));
+      const replay = async (tensors: Map<string, Map<string, Float32Array>>) => {
+        for (const [id, p] of policies) await p.restore(tensors.get(id)!, new Map(), 0);
+        return evaluate(experiment.env.make, routingContext(experiment, policies), { episodes: 24, seedOffset: TEST_SEED_OFFSET, temperature: 0, maxNewTokens: config.algorithm.maxNewTokens, teamRewardWeight: 1 });
+      };
+      const bases = await runBaseWeights(runDir, experiment);
+      assert.equal((await replay(await policyTensors(experiment, ck, bases))).success, summary.finalTest!.success);
+      // latest is the state the last step reached, not the restored best.
+      const latest = await findRunCheckpoint(runDir, { kind: 'latest' });
+      assert.equal(latest.step, 3);
+      const [last, resumed] = [await policyTensors(experiment, await findRunCheckpoint(runDir, { kind: 'step', step: 3 }), bases), await policyTensors(experiment, latest, bases)];
+      for (const [id, t] of last) for (const [name, data] of t) assert.deepEqual(resumed.get(id)!.get(name), data, `${id}/${name}`);
+      const lastTest = (await replay(last)).success;
+      assert.notEqual(lastTest, summary.finalTest!.success, 'the last policy tests differently, so the test above tells them apart');
+      for (const p of policies.values()) await p.dispose();
+    } finally {
+      await engine.close();
+    }
+  } finally {
+    store.close();
+    await rm(dir, { recursive: true, force: true });
   }
 });

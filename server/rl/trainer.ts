@@ -27,7 +27,7 @@ import type { ResolvedExperiment } from './experiment.ts';
 import { createPolicies, routingContext, stringSeed } from './policies.ts';
 import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
 import { rollout, type RolloutOptions, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
-import { readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, warmStartDir } from './run-checkpoint.ts';
+import { readBest, readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, stepDir, warmStartDir, writeBest, type BestValidation } from './run-checkpoint.ts';
 import { mismatchMetrics, rolloutMetrics, testMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
 import { warmStart, weightsContentKey } from './warm-start.ts';
 
@@ -79,6 +79,10 @@ export interface TrainSummary {
   /** The test (training.testEpisodes > 0) of the warm-started policy and of the final one; null when not run here. */
   readonly initialTest: Evaluation | null;
   readonly finalTest: Evaluation | null;
+  /** The step whose policy `finalTest` played: the last step, or with `training.select: best` the best validated one. */
+  readonly testedStep: number | null;
+  /** The best validated step so far (checkpoints/best.json). */
+  readonly best: BestValidation | null;
   readonly lastStep: number;
   readonly stopped: boolean;
 }
@@ -216,10 +220,12 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     let initialTest: Evaluation | null = null;
     let finalTest: Evaluation | null = null;
     const resumeState = o.resume ? await readCheckpointState(resumeDir(o.runDir)) : null;
+    let best: BestValidation | null = null;
     if (resumeState) {
       await restorePolicies(resumeDir(o.runDir), policies);
       startStep = resumeState.step + 1;
       o.log(`resuming after step ${resumeState.step} (store has steps up to ${o.store.lastCommittedStep(o.runId) ?? 'none'})`);
+      best = await resumedBest(o, resumeState.step, exp.training.validationEpisodes);
     } else {
       // Step 0: the warm-started team before any RL, on the validation seeds.
       const t0 = performance.now();
@@ -232,6 +238,10 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       }
       const timingsMs = { validation: tVal - t0, ...(initialTest ? { test: performance.now() - tVal } : {}) };
       const metrics = [...validationMetrics(initial), ...(initialTest ? testMetrics(initialTest) : [])];
+      // The first validation is the best so far; its checkpoint (the warm-started team's state,
+      // listed in the store as the warm start) lets `select: best` come back to it.
+      best = { step: 0, validationSuccess: initial.success, episodes: initial.episodes };
+      await saveStepCheckpoint(o.runDir, 0, policies);
       o.store.commitStep(o.runId, {
         step: 0,
         timingsMs,
@@ -240,11 +250,13 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         checkpoints: exp.warmStart.enabled ? warmRows.filter((r) => existsSync(r.path)) : [],
       });
       await saveResumeState(o.runDir, 0, policies);
+      await writeBest(o.runDir, best);
       o.log(`step 0 (warm-started policy): validation success ${(initial.success * 100).toFixed(1)}%, mean reward ${initial.meanReward.toFixed(3)}`);
       o.onCommit?.({ step: 0, steps: totalSteps, ms: performance.now() - t0, metrics, timingsMs, validation: initial });
     }
 
     let final: Evaluation | null = null;
+    let testedStep: number | null = null;
     let lastStep = startStep - 1;
     let stopped = false;
     // A stop asked for during the warm start or step 0 takes effect before the first RL step.
@@ -266,10 +278,27 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       let val: Evaluation | null = null;
       if (step % exp.training.validateEvery === 0 || step === totalSteps) val = await validate();
       const tVal = performance.now();
-      if (step === totalSteps && exp.training.testEpisodes > 0) finalTest = await validate(true);
+      // A validation above every earlier one is the new best (a tie keeps the earlier step); it
+      // gets a checkpoint like the history ones, written before the step is committed.
+      const newBest = val !== null && (best === null || val.success > best.validationSuccess) ? { step, validationSuccess: val.success, episodes: val.episodes } : null;
+      if (newBest) best = newBest;
+      const history = step % exp.training.checkpointEvery === 0 || step === totalSteps || newBest !== null;
+      const stepCk = history ? await saveStepCheckpoint(o.runDir, step, policies) : null;
+      if (step === totalSteps && exp.training.testEpisodes > 0) {
+        testedStep = exp.training.select === 'best' && best ? best.step : step;
+        if (testedStep === step) finalTest = await validate(true);
+        else {
+          // Test the best validated policy, then put the last step's state back: the resume
+          // checkpoint and `latest` stay the state training reached.
+          await restorePolicies(stepDir(o.runDir, testedStep), policies);
+          finalTest = await validate(true);
+          await restorePolicies(stepDir(o.runDir, step), policies);
+        }
+      }
       const tTest = performance.now();
       // 6. Log and commit the step in one transaction.
-      const metrics: Metric[] = [...rolloutMetrics(r), ...selection.metrics, ...upd.metrics, ...(val ? validationMetrics(val) : []), ...(step === totalSteps && finalTest ? testMetrics(finalTest) : [])];
+      const tested = step === totalSteps && finalTest ? [...testMetrics(finalTest), { name: 'test/policy_step', value: testedStep ?? step }] : [];
+      const metrics: Metric[] = [...rolloutMetrics(r), ...selection.metrics, ...upd.metrics, ...(val ? validationMetrics(val) : []), ...tested];
       const timingsMs = { curriculum: selection.ms, rollout: tRollout - tStep - selection.ms, inference: r.inferenceMs, env: r.envMs, update: tUpdate - tRollout, validation: tVal - tUpdate, ...(tTest > tVal + 0.5 ? { test: tTest - tVal } : {}), total: tTest - tStep };
       metrics.push(...Object.entries(timingsMs).map(([k, v]) => ({ name: `time/${k}_ms`, value: v })));
       const firstOfGroup = new Map<string, { s: Sample; members: number }>();
@@ -284,8 +313,6 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         const g = groups.get(s.groupId)!;
         return { groupId, envInstance: s.envInstance, agentId: s.agent, turn: s.turn, size: a.name === 'at-grpo' ? g.size : members, rewardMean: g.mean, rewardStd: g.std };
       });
-      const history = step % exp.training.checkpointEvery === 0 || step === totalSteps;
-      const stepCk = history ? await saveStepCheckpoint(o.runDir, step, policies) : null;
       o.store.commitStep(o.runId, {
         step,
         timingsMs,
@@ -294,8 +321,9 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         trajectories: [...trajectoryRows('train', exp.env.name, r.trajectories, trained), ...(val ? trajectoryRows('validation', exp.env.name, val.trajectories, null) : [])],
         checkpoints: stepCk ? [{ step, kind: step === totalSteps ? 'final' : 'rl', path: stepCk }] : [],
       });
-      // 7. Checkpoint the state the next step starts from.
+      // 7. Checkpoint the state the next step starts from, then name a new best.
       await saveResumeState(o.runDir, step, policies);
+      if (newBest) await writeBest(o.runDir, newBest);
       lastStep = step;
       if (val) final = val;
       const commit: StepCommit = { step, steps: totalSteps, ms: performance.now() - tStep, metrics, timingsMs, validation: val };
@@ -309,14 +337,33 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       if (step === totalSteps && finalTest) {
         const before = initialTest?.success ?? o.store.metricSeries({ runId: o.runId, name: 'test/success', toStep: 0 })[0]?.value;
         const gain = before === undefined ? '' : ` (warm start ${pct(before)}, RL gain ${signed((finalTest.success - before) * 100)} points)`;
-        o.log(`step ${step} (after RL): test success ${pct(finalTest.success)} on ${finalTest.episodes} test seeds${gain}`);
+        const which = testedStep === step ? `step ${step} (after RL)` : `step ${testedStep} (best validation, ${pct(best!.validationSuccess)}; last step ${step})`;
+        o.log(`${which}: test success ${pct(finalTest.success)} on ${finalTest.episodes} test seeds${gain}`);
       }
       if (o.shouldStop?.() && step < totalSteps) stopped = true;
     }
-    return { initial, final, initialTest, finalTest, lastStep, stopped };
+    return { initial, final, initialTest, finalTest, testedStep, best, lastStep, stopped };
   } finally {
     if (!o.engine) await engine.close();
   }
+}
+
+/**
+ * The best validated step of a resumed run, from the store's committed validations up to the
+ * resume checkpoint's step (later ones are re-run), and checkpoints/best.json brought in line with
+ * it: a kill between a step's commit and best.json's rename leaves the file one best behind.
+ * Validations without a checkpoint (a run from before best checkpoints were kept) are passed over.
+ */
+async function resumedBest(o: TrainOptions, resumeStep: number, episodes: number): Promise<BestValidation | null> {
+  let best: BestValidation | null = null;
+  for (const p of o.store.metricSeries({ runId: o.runId, name: 'val/success', toStep: resumeStep })) {
+    if (best !== null && p.value <= best.validationSuccess) continue;
+    if (!(await readCheckpointState(stepDir(o.runDir, p.step)))) continue;
+    best = { step: p.step, validationSuccess: p.value, episodes };
+  }
+  const saved = await readBest(o.runDir);
+  if (best && (saved?.step !== best.step || saved.validationSuccess !== best.validationSuccess)) await writeBest(o.runDir, best);
+  return best;
 }
 
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;

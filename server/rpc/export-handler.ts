@@ -26,7 +26,7 @@ export function exportHandler(manager: RunManager, paths: PathConfinement): Requ
     const run = manager.store.getRun(p.runId);
     if (!run) throw new RpcError(ErrorCodes.UnknownRun, `unknown run '${p.runId}'`);
     const choice: CheckpointChoice =
-      p.checkpoint === 'initial' || p.checkpoint === 0 ? { kind: 'initial' } : p.checkpoint === 'latest' ? { kind: 'latest' } : { kind: 'step', step: p.checkpoint };
+      p.checkpoint === 'initial' || p.checkpoint === 0 ? { kind: 'initial' } : p.checkpoint === 'latest' || p.checkpoint === 'best' ? { kind: p.checkpoint } : { kind: 'step', step: p.checkpoint };
     ctx.progress.begin(`Exporting run ${run.id}`, `checkpoint ${String(p.checkpoint)}`);
     try {
       const r = await exportRun(run.runDir, choice, out, ctx.signal);

@@ -3,6 +3,7 @@
  *   initial  the warm-started team before any RL step: base weights from checkpoints/warmstart/<model>,
  *            LoRA adapters fresh (B = 0, so the base itself), exactly the policy validated at step 0;
  *   latest   checkpoints/resume, the state after the last finished step;
+ *   best     the validated step with the highest validation success (checkpoints/best.json);
  *   <step>   checkpoints/step-<step> (0 is the same as initial).
  */
 import { existsSync } from 'node:fs';
@@ -15,21 +16,21 @@ import { readSafetensorsFile } from '../models/safetensors.ts';
 import type { ModelConfig } from '../models/model-config.ts';
 import type { ModelSource, ResolvedExperiment } from '../rl/experiment.ts';
 import { stringSeed } from '../rl/policies.ts';
-import { checkpointsDir, readCheckpointState, resumeDir, stepDir, warmStartDir } from '../rl/run-checkpoint.ts';
+import { bestFile, checkpointsDir, readBest, readCheckpointState, resumeDir, stepDir, warmStartDir } from '../rl/run-checkpoint.ts';
 
-export type CheckpointChoice = { readonly kind: 'initial' } | { readonly kind: 'latest' } | { readonly kind: 'step'; readonly step: number };
+export type CheckpointChoice = { readonly kind: 'initial' } | { readonly kind: 'latest' } | { readonly kind: 'best' } | { readonly kind: 'step'; readonly step: number };
 
-export const checkpointChoiceHelp = 'initial | latest | <step>';
+export const checkpointChoiceHelp = 'initial | latest | best | <step>';
 
 /** Parses the `--checkpoint` value; null when it is none of the forms. */
 export function parseCheckpointChoice(text: string): CheckpointChoice | null {
-  if (text === 'initial' || text === 'latest') return { kind: text };
+  if (text === 'initial' || text === 'latest' || text === 'best') return { kind: text };
   if (/^(0|[1-9][0-9]*)$/.test(text)) return Number(text) === 0 ? { kind: 'initial' } : { kind: 'step', step: Number(text) };
   return null;
 }
 
 export interface RunCheckpoint {
-  /** `initial`, `latest` or `step-<n>`. */
+  /** `initial`, `latest`, `best` or `step-<n>`. */
   readonly label: string;
   /** The RL step the weights are from (0: before RL). */
   readonly step: number;
@@ -45,12 +46,20 @@ export async function findRunCheckpoint(runDir: string, choice: CheckpointChoice
     if (!state) throw new Error(`run folder ${runDir} has no checkpoint yet (${resumeDir(runDir)} is missing: the run has not finished its first validation)`);
     return { label: 'latest', step: state.step, dir: resumeDir(runDir) };
   }
+  if (choice.kind === 'best') {
+    const best = await readBest(runDir);
+    if (!best) throw new Error(`run folder ${runDir} has no best validation (${bestFile(runDir)} is missing: the run has not finished its first validation, or predates best checkpoints)`);
+    // Step 0's policy is the warm-started team, which 'initial' rebuilds when its checkpoint is not there.
+    if (best.step === 0 && !(await readCheckpointState(stepDir(runDir, 0)))) return { label: 'best', step: 0, dir: null };
+    const found = await findRunCheckpoint(runDir, { kind: 'step', step: best.step });
+    return { ...found, label: 'best' };
+  }
   const dir = stepDir(runDir, choice.step);
   if (!(await readCheckpointState(dir))) {
     const steps = existsSync(checkpointsDir(runDir))
       ? (await readdir(checkpointsDir(runDir))).flatMap((n) => /^step-(\d+)$/.exec(n)?.[1] ?? []).map(Number).sort((a, b) => a - b)
       : [];
-    throw new Error(`run folder ${runDir} has no checkpoint of step ${choice.step}; available: initial, latest${steps.length ? `, ${steps.join(', ')}` : ''}`);
+    throw new Error(`run folder ${runDir} has no checkpoint of step ${choice.step}; available: initial, latest${existsSync(bestFile(runDir)) ? ', best' : ''}${steps.length ? `, ${steps.join(', ')}` : ''}`);
   }
   return { label: `step-${choice.step}`, step: choice.step, dir };
 }

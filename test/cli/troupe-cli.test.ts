@@ -125,7 +125,10 @@ describe('troupe CLI', () => {
     });
     assert.deepEqual(stepsOf(runId), [0, 1, 2]);
 
-    for (const [checkpoint, step] of [['initial', 0], ['latest', 2]] as const) {
+    // best: the highest validation, a tie going to the earlier step (checkpoints/best.json).
+    const best = withStore((s) => s.metricSeries({ runId, name: 'val/success' })).reduce((b, p) => (p.value > b.value ? p : b));
+    if (best.step !== 2) assert.match(r.stdout, new RegExp(`best {6}\\(step ${best.step}`));
+    for (const [checkpoint, step] of [['initial', 0], ['latest', 2], ['best', best.step]] as const) {
       const e = await troupe('eval', 'run-a', '--checkpoint', checkpoint, '--episodes', '4', '--seed-offset', '0', '--json');
       expectOk(e, `eval ${checkpoint}`);
       const out = JSON.parse(e.stdout) as { success: number; meanReward: number; perAgent: Record<string, { meanReward: number }>; checkpoint: string; step: number; episodes: number; seedOffset: number };
