@@ -3,7 +3,7 @@
  * turn, what the planner did with the tool's proposal (the Plan-Path / Sudoku / Sokoban team
  * workflow: the tool proposes, the planner commits) and how many turns solved episodes took.
  *
- * Usage: node --import tsx bench/learning/team-turns.ts <run folder> [initial|latest|<step>] [episodes]
+ * Usage: node --import tsx bench/learning/team-turns.ts <run folder> [initial|latest|best|<step>] [episodes]
  *   e.g. node --import tsx bench/learning/team-turns.ts .troupe/runs/<run> initial 512
  *
  * A planner prompt carries `tool: <moves>` (and, with `verdictToPlanner`, `: … goal yes|no`); the
@@ -25,7 +25,7 @@ import { loadRunExperiment, readRunFolder } from '../../server/runs/run-folder.t
 import { Engine } from '../../server/runtime/engine.ts';
 
 const [dir, which = 'initial', n = '512'] = process.argv.slice(2);
-if (!dir) throw new Error('usage: team-turns.ts <run folder> [initial|latest|<step>] [episodes]');
+if (!dir) throw new Error('usage: team-turns.ts <run folder> [initial|latest|best|<step>] [episodes]');
 const choice = parseCheckpointChoice(which);
 if (!choice) throw new Error(`checkpoint must be initial, latest or a step, got '${which}'`);
 const episodes = Number(n);
