@@ -17,8 +17,10 @@ set -euo pipefail
 log() { printf '[webgpu setup] %s\n' "$*"; }
 
 mesa_major() {
-  # "25.0.7-2~bpo12+1" -> 25; empty when the package is not installed.
-  dpkg-query -W -f='${db:Status-Abbrev} ${Version}\n' mesa-vulkan-drivers 2>/dev/null |
+  # "25.0.7-2~bpo12+1" -> 25; empty when the package is not installed. dpkg-query fails for a
+  # package dpkg has never seen (a fresh machine): that is "not installed", not an error for
+  # pipefail and set -e to stop the script on.
+  { dpkg-query -W -f='${db:Status-Abbrev} ${Version}\n' mesa-vulkan-drivers 2>/dev/null || true; } |
     awk '$1 == "ii" { split($2, v, "."); print v[1] }'
 }
 installed() { dpkg-query -W -f='${db:Status-Abbrev}\n' "$1" 2>/dev/null | grep -q '^ii'; }
