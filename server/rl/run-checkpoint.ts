@@ -50,7 +50,11 @@ export async function writeBest(runDir: string, best: BestValidation): Promise<v
 
 /** Reads checkpoints/best.json, or null when the run has none (no validation yet, or a run from before it existed). Errors name the file. */
 export async function readBest(runDir: string): Promise<BestValidation | null> {
-  const file = bestFile(runDir);
+  return readJsonFile(bestFile(runDir), bestSchema);
+}
+
+/** A small JSON file checked against its schema, or null when it does not exist. Errors name the file and what is wrong in it. */
+async function readJsonFile<T>(file: string, schema: z.ZodType<T>): Promise<T | null> {
   if (!existsSync(file)) return null;
   let raw: unknown;
   try {
@@ -58,7 +62,7 @@ export async function readBest(runDir: string): Promise<BestValidation | null> {
   } catch (e) {
     throw new Error(`${file}: not valid JSON (${e instanceof Error ? e.message : String(e)})`);
   }
-  const r = bestSchema.safeParse(raw);
+  const r = schema.safeParse(raw);
   if (!r.success) throw new Error(`${file}: ${r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
   return r.data;
 }
@@ -108,17 +112,7 @@ async function recoverSetAside(dir: string): Promise<void> {
 /** Reads a checkpoint folder's state, or null when there is none. Errors name the file. */
 export async function readCheckpointState(dir: string): Promise<CheckpointState | null> {
   await recoverSetAside(dir);
-  const file = join(dir, 'state.json');
-  if (!existsSync(file)) return null;
-  let raw: unknown;
-  try {
-    raw = JSON.parse(await readFile(file, 'utf8'));
-  } catch (e) {
-    throw new Error(`${file}: not valid JSON (${e instanceof Error ? e.message : String(e)})`);
-  }
-  const r = stateSchema.safeParse(raw);
-  if (!r.success) throw new Error(`${file}: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  return r.data;
+  return readJsonFile(join(dir, 'state.json'), stateSchema);
 }
 
 /** Restores every policy from a checkpoint folder. */
