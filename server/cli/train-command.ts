@@ -12,6 +12,7 @@ import { resolve } from 'node:path';
 import { constants } from 'node:os';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
 import type { StepReport } from '../rl/trainer.ts';
+import type { BestValidation } from '../rl/run-checkpoint.ts';
 import { createRun, loadConfigFile, prepareResume, recordFailure, trainRun } from '../runs/run-session.ts';
 import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index.ts';
 import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
@@ -105,8 +106,8 @@ function stepFields(r: StepReport): string[] {
   ];
 }
 
-/** Validation success before RL (step 0) and at the latest validated step, from the store. */
-function printValidationSummary(store: RunStore, runId: string, exp: ResolvedExperiment, write: (line: string) => void): void {
+/** Validation success before RL (step 0) and at the latest validated step, from the store, and the trainer's best validated step when it is another. */
+function printValidationSummary(store: RunStore, runId: string, exp: ResolvedExperiment, best: BestValidation | null, write: (line: string) => void): void {
   const series = store.metricSeries({ runId, name: 'val/success' });
   const before = series.find((p) => p.step === 0);
   const after = series.filter((p) => p.step > 0).at(-1);
@@ -119,9 +120,7 @@ function printValidationSummary(store: RunStore, runId: string, exp: ResolvedExp
       write(`${label.padEnd(42)} ${percent(value).padStart(6)}  (${delta >= 0 ? '+' : ''}${delta.toFixed(1)} points)`);
     };
     row(`  after RL  (step ${after.step})`, after.value);
-    // The trainer's rule: the highest validation, a tie going to the earlier step.
-    const best = series.reduce((b, p) => (p.value > b.value ? p : b));
-    if (best.step !== after.step) row(`  best      (step ${best.step}${best.step === 0 ? ', before RL' : ''})`, best.value);
+    if (best && best.step !== after.step) row(`  best      (step ${best.step}${best.step === 0 ? ', before RL' : ''})`, best.validationSuccess);
   } else {
     write(`  after RL: not validated since step 0 (validation runs every ${exp.training.validateEvery} steps and after the last)`);
   }
@@ -185,7 +184,7 @@ async function trainSession(s: Session): Promise<number> {
       store.setRunState(runId, 'done');
       write(`done: run ${runId} trained to step ${summary.lastStep} (${formatDuration(performance.now() - t0)})`);
     }
-    printValidationSummary(store, runId, experiment, write);
+    printValidationSummary(store, runId, experiment, summary.best, write);
     return signalled === null ? 0 : 128 + constants.signals[signalled];
   } catch (e) {
     bar.finish();
