@@ -102,6 +102,15 @@ export function validationMetrics(v: Evaluation): Metric[] {
 }
 
 /** The test (held-out seeds apart from validation's), at step 0 and after the last step. */
+/**
+ * `val/best_success`: the best validation success up to and including this step (a running
+ * maximum, committed with every validation), so the dashboard shows where the best checkpoint
+ * (checkpoints/best.json, what `select: best` tests) was taken: the step where the line last rose.
+ */
+export function bestMetric(best: { readonly validationSuccess: number }): Metric {
+  return { name: 'val/best_success', value: best.validationSuccess };
+}
+
 export function testMetrics(v: Evaluation): Metric[] {
   return [
     { name: 'test/success', value: v.success },

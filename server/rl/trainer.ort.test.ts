@@ -245,6 +245,9 @@ test('select best: the test plays the best validated policy, latest stays the la
     assert.ok(argmax.value > 0, `the warm start solves some validation tasks (${val.map((p) => p.value).join(', ')})`);
     assert.ok(val.at(-1)!.value < argmax.value, `the last step is not the best (${val.map((p) => p.value).join(', ')})`);
     assert.deepEqual(summary.best, { step: argmax.step, validationSuccess: argmax.value, episodes: 24 });
+    // The dashboard's best line: the running maximum at every validation, across the resume too.
+    const runningMax = val.map((p, i) => ({ step: p.step, value: Math.max(...val.slice(0, i + 1).map((q) => q.value)) }));
+    assert.deepEqual(store.metricSeries({ runId: run.id, name: 'val/best_success' }), runningMax);
     assert.deepEqual(await readBest(runDir), summary.best, 'best.json rewritten on resume');
     assert.equal(summary.testedStep, argmax.step);
     // (The first invocation ended at step 2 and tested there too.)

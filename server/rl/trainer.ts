@@ -28,7 +28,7 @@ import { createPolicies, routingContext, stringSeed } from './policies.ts';
 import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
 import { rollout, type RolloutOptions, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
 import { readBest, readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, stepDir, warmStartDir, writeBest, type BestValidation } from './run-checkpoint.ts';
-import { mismatchMetrics, rolloutMetrics, testMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
+import { mismatchMetrics, rolloutMetrics, bestMetric, testMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
 import { warmStart, weightsContentKey } from './warm-start.ts';
 
 export interface TrainOptions {
@@ -237,10 +237,10 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         o.log(`step 0 (warm-started policy): test success ${pct(initialTest.success)} on ${initialTest.episodes} test seeds`);
       }
       const timingsMs = { validation: tVal - t0, ...(initialTest ? { test: performance.now() - tVal } : {}) };
-      const metrics = [...validationMetrics(initial), ...(initialTest ? testMetrics(initialTest) : [])];
       // The first validation is the best so far; its checkpoint (the warm-started team's state,
       // listed in the store as the warm start) lets `select: best` come back to it.
       best = { step: 0, validationSuccess: initial.success, episodes: initial.episodes };
+      const metrics = [...validationMetrics(initial), bestMetric(best), ...(initialTest ? testMetrics(initialTest) : [])];
       await saveStepCheckpoint(o.runDir, 0, policies);
       o.store.commitStep(o.runId, {
         step: 0,
@@ -298,7 +298,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       const tTest = performance.now();
       // 6. Log and commit the step in one transaction.
       const tested = step === totalSteps && finalTest ? [...testMetrics(finalTest), { name: 'test/policy_step', value: testedStep ?? step }] : [];
-      const metrics: Metric[] = [...rolloutMetrics(r), ...selection.metrics, ...upd.metrics, ...(val ? validationMetrics(val) : []), ...tested];
+      const metrics: Metric[] = [...rolloutMetrics(r), ...selection.metrics, ...upd.metrics, ...(val ? validationMetrics(val) : []), ...(val && best ? [bestMetric(best)] : []), ...tested];
       const timingsMs = { curriculum: selection.ms, rollout: tRollout - tStep - selection.ms, inference: r.inferenceMs, env: r.envMs, update: tUpdate - tRollout, validation: tVal - tUpdate, ...(tTest > tVal + 0.5 ? { test: tTest - tVal } : {}), total: tTest - tStep };
       metrics.push(...Object.entries(timingsMs).map(([k, v]) => ({ name: `time/${k}_ms`, value: v })));
       const firstOfGroup = new Map<string, { s: Sample; members: number }>();

@@ -12,6 +12,7 @@ test('the trainer metric names go to their charts', () => {
     'reward/local': 'reward-split',
     'train/success': 'success',
     'val/success': 'success',
+    'val/best_success': 'success',
     'val/vs_minimax/win_rate': 'success',
     'val/reward': 'val-reward',
     'advantage/std': 'advantage',

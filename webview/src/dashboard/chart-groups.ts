@@ -29,7 +29,7 @@ export interface ChartSpec {
 export const chartSpecs: readonly ChartSpec[] = [
   { id: 'reward', title: 'Reward (kept branches)', match: /^(reward\/mean|train\/team_return|reward)$/ },
   { id: 'reward-split', title: 'Team vs local reward', match: /^reward\/(team|local)$/ },
-  { id: 'success', title: 'Success (train · validation)', match: /^(train\/success|val\/success|curriculum\/candidate_success|val\/vs_[^/]+\/(win_rate|non_loss_rate))$/, unit: 'fraction' },
+  { id: 'success', title: 'Success (train · validation)', match: /^(train\/success|val\/(best_)?success|curriculum\/candidate_success|val\/vs_[^/]+\/(win_rate|non_loss_rate))$/, unit: 'fraction' },
   { id: 'val-reward', title: 'Validation reward', match: /^val\/(reward|team_return)$/ },
   { id: 'advantage', title: 'Advantage spread (std within groups)', match: /^(advantage\/std|reward\/std|advantage\/(mean|max|min))$/ },
   { id: 'kl', title: 'KL divergence', match: /^(kl\/.+|update\/(approx_)?kl.*|kl)$/ },

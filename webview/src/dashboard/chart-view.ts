@@ -123,6 +123,8 @@ export class ChartView {
       width: 1.5,
       dash: byName ? [] : DASHES[s.nameIndex % DASHES.length]!,
       spanGaps: true,
+      // A running maximum (val/best_success) holds its value until the step that beat it.
+      ...(s.name === 'val/best_success' ? { paths: uPlot.paths.stepped!({ align: 1 }) } : {}),
       points: { show: false },
       // Stacked columns hold running sums; the legend shows the part itself.
       value: (_u, v, _si, row) => formatValue(s.stacked && row !== null ? this.chart.rawValue(index, row) : v, unit),
