@@ -199,7 +199,7 @@ describe('diagnostics: the environment', () => {
 
 describe('diagnostics: warnings and information', () => {
   test('a duplicate key warns at the occurrence JSON.parse ignores', () => {
-    const text = edit(flagship, '"lr": 0.0003,', '"lr": 0.01,\n    "lr": 0.0003,');
+    const text = edit(flagship, '"lr": 0.003,', '"lr": 0.01,\n    "lr": 0.003,');
     const d = only(text);
     assert.equal(d.severity, 2);
     assert.equal(d.code, 'duplicate-key');
@@ -223,7 +223,7 @@ describe('diagnostics: warnings and information', () => {
   });
 
   test('DAgger episodes without rounds, and curriculum candidates of the uniform curriculum, have no effect', () => {
-    const text = edit(edit(flagship, '"lr": 0.003', '"lr": 0.003,\n    "dagger": { "rounds": 0, "episodes": 500 }'), '"envsPerStep": 16,', '"envsPerStep": 16,\n    "curriculum": { "kind": "uniform", "candidates": 64 },');
+    const text = edit(edit(flagship, '"batchSize": 32,', '"batchSize": 32,\n    "dagger": { "rounds": 0, "episodes": 500 },'), '"envsPerStep": 16,', '"envsPerStep": 16,\n    "curriculum": { "kind": "uniform", "candidates": 64 },');
     const ds = service.diagnose(text);
     assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered, d.message]), [
       [3, '64', "algorithm.curriculum.candidates: has no effect: only the 'greedy-failures' curriculum screens candidates"],
@@ -232,11 +232,11 @@ describe('diagnostics: warnings and information', () => {
   });
 
   test('missing proposals without flawed ones have no effect', () => {
-    const text = edit(flagship, '"lr": 0.003', '"lr": 0.003,\n    "proposals": { "flawedEvery": 0, "missingEvery": 2 }');
+    const text = edit(flagship, '"batchSize": 32,', '"batchSize": 32,\n    "proposals": { "flawedEvery": 0, "missingEvery": 2 },');
     const ds = service.diagnose(text);
     assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered, d.message]), [
       [3, '2', 'warmStart.proposals.missingEvery: has no effect: warmStart.proposals.flawedEvery is 0 (missing proposals replace some of the flawed ones)'],
     ]);
-    assert.deepEqual(service.diagnose(edit(flagship, '"lr": 0.003', '"lr": 0.003,\n    "proposals": { "flawedEvery": 1, "missingEvery": 2 }')), []);
+    assert.deepEqual(service.diagnose(edit(flagship, '"batchSize": 32,', '"batchSize": 32,\n    "proposals": { "flawedEvery": 1, "missingEvery": 2 },')), []);
   });
 });
