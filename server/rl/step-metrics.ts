@@ -101,7 +101,6 @@ export function validationMetrics(v: Evaluation): Metric[] {
   return out;
 }
 
-/** The test (held-out seeds apart from validation's), at step 0 and after the last step. */
 /**
  * `val/best_success`: the best validation success up to and including this step (a running
  * maximum, committed with every validation), so the dashboard shows where the best checkpoint
@@ -111,6 +110,7 @@ export function bestMetric(best: { readonly validationSuccess: number }): Metric
   return { name: 'val/best_success', value: best.validationSuccess };
 }
 
+/** The test (held-out seeds apart from validation's), at step 0 and after the last step. */
 export function testMetrics(v: Evaluation): Metric[] {
   return [
     { name: 'test/success', value: v.success },

@@ -28,7 +28,7 @@ import { createPolicies, routingContext, stringSeed } from './policies.ts';
 import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
 import { rollout, type RolloutOptions, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
 import { readBest, readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, stepDir, warmStartDir, writeBest, type BestValidation } from './run-checkpoint.ts';
-import { mismatchMetrics, rolloutMetrics, bestMetric, testMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
+import { bestMetric, mismatchMetrics, rolloutMetrics, testMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
 import { warmStart, weightsContentKey } from './warm-start.ts';
 
 export interface TrainOptions {
