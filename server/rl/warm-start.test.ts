@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { Environment } from '../envs/environment.ts';
 import { createEnvironment } from '../envs/environments.ts';
 import { defaultTokenizer as tok } from '../models/tokenizer.ts';
 import type { TrainSequence } from '../models/train-batch.ts';
@@ -57,4 +58,40 @@ test('warmStart.proposals sets the mix: no flawed proposals at 0, and missing on
   assert.ok(missing.length >= 15, `${missing.length} planner demonstrations show no proposal`);
   for (const d of missing) assert.match(d.answer, /^[UDLR]+$/, "the planner answers with the solver's moves from the state alone");
   assert.ok(mixed.filter(firstRoundFlaw).length >= 5, 'flawed proposals remain');
+});
+
+/** Plan-Path's team with its agents renamed: roles must come from the turn order, not the names. */
+class RenamedTeam implements Environment {
+  readonly #env: Environment;
+  readonly #names: Record<string, string>;
+  readonly #inner: Record<string, string>;
+  constructor(env: Environment, names: Record<string, string>) {
+    this.#env = env;
+    this.#names = names;
+    this.#inner = Object.fromEntries(Object.entries(names).map(([inner, outer]) => [outer, inner]));
+  }
+  get name() { return this.#env.name; }
+  get seed() { return this.#env.seed; }
+  get agents() { return this.#env.agents.map((a) => this.#names[a]!); }
+  get maxTurns() { return this.#env.maxTurns; }
+  get turn() { return this.#env.turn; }
+  get done() { return this.#env.done; }
+  get success() { return this.#env.success; }
+  get optimalMoves() { return this.#env.optimalMoves; }
+  get stats() { return this.#env.stats; }
+  currentAgent() { return this.#names[this.#env.currentAgent()]!; }
+  observe(agent: string) { return this.#env.observe(this.#inner[agent]!); }
+  act(agent: string, text: string) { return this.#env.act(this.#inner[agent]!, text); }
+  clone(): Environment { return new RenamedTeam(this.#env.clone(), this.#names); }
+  solution(agent: string) { return this.#env.solution(this.#inner[agent]!); }
+  flawedSolution(agent: string, variant: number) { return this.#env.flawedSolution!(this.#inner[agent]!, variant); }
+}
+
+test("flawed proposals go to whichever agent reviews the round's first answer, whatever the agents are called", () => {
+  const renamed = (seed: number) => new RenamedTeam(make(seed), { tool: 'scout', plan: 'lead' });
+  assert.deepEqual(renamed(1).agents, ['scout', 'lead']);
+  const noise: ProposalNoise = { flawedEvery: 1, missingEvery: 2 };
+  // Same environment, same demonstrations: the names change nothing, so the reviewer sees flawed and missing proposals.
+  assert.deepEqual(solverDemonstrations(renamed, 40, ['scout', 'lead'], tok, noise).map(text), solverDemonstrations(make, 40, ['tool', 'plan'], tok, noise).map(text));
+  assert.deepEqual(solverDemonstrations(renamed, 40, ['lead'], tok, noise).map(text), solverDemonstrations(make, 40, ['plan'], tok, noise).map(text));
 });

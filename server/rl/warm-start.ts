@@ -56,7 +56,7 @@ export interface WarmStartBudget {
 
 /**
  * In a team, one in `flawedEvery` demonstration episodes (offset from the botched ones) starts
- * with a flawed tool proposal (`Environment.flawedSolution`: two moves swapped, one digit changed):
+ * with a flawed proposal from the round's first agent (the tool; roles follow the turn order) (`Environment.flawedSolution`: two moves swapped, one digit changed):
  * played, but the tool's recorded answer in that state stays the solver's. The planner's recorded
  * answer is then the proposal when it is as good (a swap often gives another shortest path) and
  * the solver's answer when it is not (`PuzzleEnvironment.solution`), so the planner's
@@ -103,6 +103,16 @@ export interface WarmStartResult {
  */
 const NOISY_EVERY = 3;
 
+/**
+ * Whether `env` is at the start of a round whose first agent proposes to later agents that are
+ * learning (`wanted`): a team (tool, then plan) whose environment can flaw an answer. Roles come
+ * from the environment's turn order, not from agent names.
+ */
+function proposesTo(env: Environment, wanted: ReadonlySet<string>): boolean {
+  const [proposer, ...reviewers] = env.agents;
+  return env.flawedSolution !== undefined && env.currentAgent() === proposer && reviewers.some((a) => wanted.has(a));
+}
+
 /** (prompt, response) sequences from solver rollouts on training seeds, for the given agents. */
 export function solverDemonstrations(
   make: (seed: number) => Environment,
@@ -127,15 +137,16 @@ export function solverDemonstrations(
         env.act(agent, full.slice(0, Math.floor(full.length / 2)));
       }
       if (env.done) continue;
-    } else if (noise.flawedEvery > 0 && i % noise.flawedEvery === 0 && wanted.has('plan') && env.currentAgent() === 'tool') {
+    } else if (noise.flawedEvery > 0 && i % noise.flawedEvery === 0 && proposesTo(env, wanted)) {
+      const proposer = env.currentAgent();
       const variant = Math.floor(i / noise.flawedEvery);
       const missing = noise.missingEvery > 0 && variant % noise.missingEvery === noise.missingEvery - 1;
       // An empty answer parses in no environment: the planner is told "tool: no valid proposal".
-      const proposal = missing ? '' : (env.flawedSolution?.('tool', variant) ?? null);
+      const proposal = missing ? '' : env.flawedSolution!(proposer, variant);
       if (proposal !== null) {
-        // The tool's own label in this state is still the solver's answer.
-        if (wanted.has('tool')) push(env.observe('tool'), env.solution('tool'));
-        env.act('tool', proposal);
+        // The proposer's own label in this state is still the solver's answer.
+        if (wanted.has(proposer)) push(env.observe(proposer), env.solution(proposer));
+        env.act(proposer, proposal);
       }
     }
     for (const d of rolloutSolver(env).demonstrations) if (wanted.has(d.agent)) push(d.observation, d.response);
