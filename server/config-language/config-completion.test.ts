@@ -9,7 +9,7 @@ import type { CompletionItem, CompletionList } from '../protocol/lsp.ts';
 import { ConfigLanguageService } from './config-language-service.ts';
 import { LineIndex } from './line-index.ts';
 
-const flagship = readFileSync(fileURLToPath(new URL('../../configs/plan-path/L2-lora.json', import.meta.url)), 'utf8');
+const team = readFileSync(fileURLToPath(new URL('./fixtures/team.json', import.meta.url)), 'utf8');
 const service = new ConfigLanguageService();
 const cursor = '¦';
 
@@ -42,7 +42,7 @@ function replaced(text: string, it: CompletionItem): string {
 
 describe('completion: property names', () => {
   test('offers the properties the object lacks, with snippets and descriptions', () => {
-    const { list, text } = completeAt(edit(flagship, '"branches": 4,', '"branches": 4,\n    ¦'));
+    const { list, text } = completeAt(edit(team, '"branches": 4,', '"branches": 4,\n    ¦'));
     assert.deepEqual(labels(list), ['topP', 'topK', 'distinctBranches', 'advantageNorm', 'clipEps', 'entropyCoef', 'ppoEpochs', 'microBatch', 'curriculum']);
     const topP = item(list, 'topP');
     assert.equal(topP.kind, 10);
@@ -56,14 +56,14 @@ describe('completion: property names', () => {
   });
 
   test('replaces a partly typed key and filters on it with its quote', () => {
-    const { list, text } = completeAt(edit(flagship, '"branches": 4,', '"branches": 4, "te¦'));
+    const { list, text } = completeAt(edit(team, '"branches": 4,', '"branches": 4, "te¦'));
     const it = item(list, 'teamRewardWeight');
     assert.equal(replaced(text, it), '"te');
     assert.equal(it.filterText, '"teamRewardWeight"');
   });
 
   test('over an existing key, replaces only the name and keeps its value', () => {
-    const { list, text } = completeAt(edit(flagship, '"branches": 4', '"bran¦ches": 4'));
+    const { list, text } = completeAt(edit(team, '"branches": 4', '"bran¦ches": 4'));
     const it = item(list, 'branches');
     assert.equal(replaced(text, it), '"branches"');
     assert.equal(it.textEdit?.newText, '"branches"');
@@ -81,7 +81,7 @@ describe('completion: property names', () => {
   });
 
   test('env.options complete from the chosen environment\'s options schema', () => {
-    const { list } = completeAt(edit(flagship, '"size": 5,', '"size": 5, ¦'));
+    const { list } = completeAt(edit(team, '"size": 5,', '"size": 5, ¦'));
     assert.deepEqual(labels(list), ['wallRatio', 'verdictToPlanner', 'planAccepts', 'reportToTool']);
     assert.match(item(list, 'wallRatio').documentation?.value ?? '', /Probability that a cell is a wall/);
     const tic = completeAt('{"env": {"name": "tic-tac-toe", "options": {¦}}}').list;
@@ -94,7 +94,7 @@ describe('completion: property names', () => {
   });
 
   test('router keys complete to the environment\'s agents that have no policy yet', () => {
-    const { list } = completeAt(edit(flagship, '"plan": "plan-lora"', '¦'));
+    const { list } = completeAt(edit(team, '"plan": "plan-lora"', '¦'));
     assert.deepEqual(labels(list), ['plan']);
     assert.equal(item(list, 'plan').textEdit?.newText, '"plan": "${1|tool-lora,plan-lora|}"');
     assert.equal(item(list, 'plan').detail, 'agent of plan-path');
@@ -103,7 +103,7 @@ describe('completion: property names', () => {
 
 describe('completion: values', () => {
   test('enum members, replacing the value being typed', () => {
-    const { list, text } = completeAt(edit(flagship, '"name": "at-grpo"', '"name": "at¦"'));
+    const { list, text } = completeAt(edit(team, '"name": "at-grpo"', '"name": "at¦"'));
     assert.deepEqual(labels(list), ['"at-grpo"', '"grpo"']);
     const it = item(list, '"at-grpo"');
     assert.equal(replaced(text, it), '"at"');
@@ -112,13 +112,13 @@ describe('completion: values', () => {
   });
 
   test('enum members after the colon, with the comma the next property needs', () => {
-    const { list } = completeAt(edit(flagship, '"name": "at-grpo",', '"name": ¦'));
+    const { list } = completeAt(edit(team, '"name": "at-grpo",', '"name": ¦'));
     assert.equal(item(list, '"grpo"').textEdit?.newText, '"grpo",');
     assert.equal(item(list, '"grpo"').filterText, 'grpo');
   });
 
   test('booleans', () => {
-    const { list } = completeAt(edit(flagship, '"dropZeroVariance": true', '"dropZeroVariance": ¦'));
+    const { list } = completeAt(edit(team, '"dropZeroVariance": true', '"dropZeroVariance": ¦'));
     assert.deepEqual(labels(list), ['true', 'false']);
   });
 
@@ -128,14 +128,14 @@ describe('completion: values', () => {
   });
 
   test('router values complete to the declared policies', () => {
-    const { list, text } = completeAt(edit(flagship, '"plan": "plan-lora"', '"plan": "pl¦"'));
+    const { list, text } = completeAt(edit(team, '"plan": "plan-lora"', '"plan": "pl¦"'));
     assert.deepEqual(labels(list), ['"tool-lora"', '"plan-lora"']);
     assert.equal(item(list, '"plan-lora"').detail, 'policy on model base, LoRA rank 16');
     assert.equal(replaced(text, item(list, '"plan-lora"')), '"pl"');
   });
 
   test('a policy\'s model completes to the declared models, or the default one', () => {
-    const { list } = completeAt(edit(flagship, '"model": "base",\n      "lora": {\n        "rank": 16,\n        "alpha": 32\n      }\n    },\n    "plan', '"model": ¦,\n      "lora": {\n        "rank": 16,\n        "alpha": 32\n      }\n    },\n    "plan'));
+    const { list } = completeAt(edit(team, '"model": "base",\n      "lora": {\n        "rank": 16,\n        "alpha": 32\n      }\n    },\n    "plan', '"model": ¦,\n      "lora": {\n        "rank": 16,\n        "alpha": 32\n      }\n    },\n    "plan'));
     assert.deepEqual(labels(list), ['"base"']);
     assert.equal(item(list, '"base"').detail, 'model, preset default');
     const implicit = completeAt('{"policies": {"p": {"model": "¦"}}}').list;

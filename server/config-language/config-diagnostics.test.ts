@@ -21,7 +21,10 @@ function configFiles(dir: string): string[] {
   });
 }
 
-const flagship = readFileSync(join(configsDir, 'plan-path', 'L2-lora.json'), 'utf8');
+// The edits below start from fixtures of this folder's own, not from shipped configs, which change with
+// every measured recipe.
+const fixtures = join(root, 'server', 'config-language', 'fixtures');
+const team = readFileSync(join(fixtures, 'team.json'), 'utf8');
 const service = new ConfigLanguageService();
 
 /** `text` with `from` replaced by `to`, failing loudly if `from` is not there (a stale test). */
@@ -45,8 +48,8 @@ function only(text: string): Diagnostic {
 
 const lineOf = (text: string, needle: string): number => text.slice(0, text.indexOf(needle)).split('\n').length - 1;
 
-describe('diagnostics: shipped configs', () => {
-  for (const path of configFiles(configsDir)) {
+describe('diagnostics: shipped configs and the fixtures', () => {
+  for (const path of [...configFiles(configsDir), ...configFiles(fixtures)]) {
     test(`${relative(root, path)} has none`, () => {
       assert.deepEqual(service.diagnose(readFileSync(path, 'utf8')), []);
     });
@@ -65,9 +68,9 @@ describe('diagnostics: syntax', () => {
   });
 
   test('a trailing comma, once, at the comma', () => {
-    const text = edit(flagship, '"alpha": 32\n      }\n    },\n    "plan', '"alpha": 32,\n      }\n    },\n    "plan');
+    const text = edit(team, '"alpha": 32\n      }\n    },\n    "plan', '"alpha": 32,\n      }\n    },\n    "plan');
     const d = only(text);
-    assert.deepEqual(at(text, d), { line: lineOf(flagship, '"alpha": 32'), covered: ',' });
+    assert.deepEqual(at(text, d), { line: lineOf(team, '"alpha": 32'), covered: ',' });
     assert.equal(d.message, 'trailing comma before "}": JSON allows none');
   });
 
@@ -84,7 +87,7 @@ describe('diagnostics: syntax', () => {
 
 describe('diagnostics: schema and cross-field rules', () => {
   test('a bad enum value, on the value, naming the allowed ones', () => {
-    const text = edit(flagship, '"name": "at-grpo"', '"name": "atgrpo"');
+    const text = edit(team, '"name": "at-grpo"', '"name": "atgrpo"');
     const d = only(text);
     assert.deepEqual(at(text, d), { line: lineOf(text, '"atgrpo"'), covered: '"atgrpo"' });
     assert.equal(d.message, 'algorithm.name: expected one of "at-grpo", "grpo", got "atgrpo"');
@@ -92,35 +95,35 @@ describe('diagnostics: schema and cross-field rules', () => {
   });
 
   test('an unknown key, on the key, with a suggestion', () => {
-    const text = edit(flagship, '"envsPerStep"', '"envPerStep"');
+    const text = edit(team, '"envsPerStep"', '"envPerStep"');
     const d = only(text);
     assert.deepEqual(at(text, d), { line: lineOf(text, '"envPerStep"'), covered: '"envPerStep"' });
     assert.match(d.message, /^algorithm\.envPerStep: unknown key "envPerStep" \(did you mean "envsPerStep"\?\); allowed: "name", "branches"/);
   });
 
   test('a missing field, on the enclosing object\'s key, naming the field', () => {
-    const text = edit(flagship, '"name": "plan-path",', '');
+    const text = edit(team, '"name": "plan-path",', '');
     const d = only(text);
     assert.deepEqual(at(text, d), { line: lineOf(text, '"env"'), covered: '"env"' });
     assert.equal(d.message, 'missing required property "name" in env: expected one of "plan-path", "sudoku", "sokoban", "tic-tac-toe"');
   });
 
   test('a missing top-level field, on the opening brace', () => {
-    const text = edit(flagship, '"specialization": "L2",', '');
+    const text = edit(team, '"specialization": "L2",', '');
     const d = only(text);
     assert.deepEqual(d.range, { start: { line: 0, character: 0 }, end: { line: 0, character: 1 } });
     assert.equal(d.message, 'missing required property "specialization": expected one of "L0", "L1", "L2", "L3"');
   });
 
   test('K < 2, on the value', () => {
-    const text = edit(flagship, '"branches": 4', '"branches": 1');
+    const text = edit(team, '"branches": 4', '"branches": 1');
     const d = only(text);
     assert.deepEqual(at(text, d), { line: lineOf(text, '"branches"'), covered: '1' });
     assert.equal(d.message, 'algorithm.branches: must be >= 2, got 1');
   });
 
   test('an unknown policy in the router, on the value, with a suggestion (and the orphaned policy)', () => {
-    const text = edit(flagship, '"plan": "plan-lora"', '"plan": "plan-lra"');
+    const text = edit(team, '"plan": "plan-lora"', '"plan": "plan-lra"');
     const ds = service.diagnose(text);
     assert.deepEqual(
       ds.map((d) => at(text, d)),
@@ -134,14 +137,14 @@ describe('diagnostics: schema and cross-field rules', () => {
   });
 
   test('an invalid id as a record key, on the key', () => {
-    const text = edit(flagship, '"tool-lora": {', '"1tool": {');
+    const text = edit(team, '"tool-lora": {', '"1tool": {');
     const d = service.diagnose(text).find((x) => x.message.includes('invalid name'));
     assert.ok(d);
     assert.deepEqual(at(text, d), { line: lineOf(text, '"1tool"'), covered: '"1tool"' });
   });
 
   test('a rule failing on a default, on the nearest key the file has', () => {
-    const text = edit(edit(flagship, '    "validateEvery": 20,\n', ''), '"steps": 40,\n    "validationEpisodes"', '"steps": 6,\n    "validationEpisodes"');
+    const text = edit(edit(team, '    "validateEvery": 20,\n', ''), '"steps": 40,\n    "validationEpisodes"', '"steps": 6,\n    "validationEpisodes"');
     const ds = service.diagnose(text);
     const d = ds.find((x) => x.message.startsWith('training.validateEvery'));
     assert.ok(d, JSON.stringify(ds));
@@ -159,7 +162,7 @@ describe('diagnostics: schema and cross-field rules', () => {
 
 describe('diagnostics: the environment', () => {
   test('an unknown agent, on the router key, and the agent left without a policy', () => {
-    const text = edit(flagship, '"plan": "plan-lora"', '"planner": "plan-lora"');
+    const text = edit(team, '"plan": "plan-lora"', '"planner": "plan-lora"');
     const ds = service.diagnose(text);
     assert.deepEqual(
       ds.map((d) => [at(text, d), d.code]),
@@ -173,14 +176,14 @@ describe('diagnostics: the environment', () => {
   });
 
   test('agents follow the options: the single variant has one agent', () => {
-    const text = edit(flagship, '"variant": "team"', '"variant": "single"');
+    const text = edit(team, '"variant": "team"', '"variant": "single"');
     const ds = service.diagnose(text);
     assert.ok(ds.some((d) => at(text, d).covered === '"L2"' && /L2 is for several agents/.test(d.message)));
     assert.ok(ds.some((d) => at(text, d).covered === '"tool"' && /unknown agent "tool"; plan-path has agents "solo"/.test(d.message)));
   });
 
   test('a bad option value, on the value, even while the rest of the config is invalid', () => {
-    const text = edit(edit(flagship, '"size": 5', '"size": 50'), '"branches": 4', '"branches": 1');
+    const text = edit(edit(team, '"size": 5', '"size": 50'), '"branches": 4', '"branches": 1');
     const ds = service.diagnose(text);
     assert.deepEqual(
       ds.map((d) => at(text, d).covered),
@@ -190,7 +193,7 @@ describe('diagnostics: the environment', () => {
   });
 
   test('an unknown option, on its key', () => {
-    const text = edit(flagship, '"size": 5', '"sise": 5');
+    const text = edit(team, '"size": 5', '"sise": 5');
     const d = only(text);
     assert.deepEqual(at(text, d), { line: lineOf(text, '"sise"'), covered: '"sise"' });
     assert.match(d.message, /^env\.options\.sise: unknown key "sise" \(did you mean "size"\?\)/);
@@ -199,7 +202,7 @@ describe('diagnostics: the environment', () => {
 
 describe('diagnostics: warnings and information', () => {
   test('a duplicate key warns at the occurrence JSON.parse ignores', () => {
-    const text = edit(flagship, '"lr": 0.003,', '"lr": 0.01,\n    "lr": 0.003,');
+    const text = edit(team, '"lr": 0.003,', '"lr": 0.01,\n    "lr": 0.003,');
     const d = only(text);
     assert.equal(d.severity, 2);
     assert.equal(d.code, 'duplicate-key');
@@ -207,7 +210,7 @@ describe('diagnostics: warnings and information', () => {
   });
 
   test('a LoRA-sized learning rate on a policy that trains all its weights', () => {
-    const l1 = readFileSync(join(configsDir, 'plan-path', 'L1-shared.json'), 'utf8');
+    const l1 = readFileSync(join(fixtures, 'l1-shared.json'), 'utf8');
     const text = edit(l1, '"lr": 0.0001', '"lr": 0.001');
     const d = only(text);
     assert.equal(d.severity, 2);
@@ -216,14 +219,14 @@ describe('diagnostics: warnings and information', () => {
   });
 
   test('warm-start settings while the warm start is off have no effect', () => {
-    const text = edit(flagship, '"enabled": true', '"enabled": false');
+    const text = edit(team, '"enabled": true', '"enabled": false');
     const ds = service.diagnose(text);
     assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered]), [[3, '1500'], [3, '300'], [3, '32'], [3, '0.003']]);
     assert.equal(ds[0]!.message, 'warmStart.demonstrations: has no effect: warmStart.enabled is false');
   });
 
   test('DAgger episodes without rounds, and curriculum candidates of the uniform curriculum, have no effect', () => {
-    const text = edit(edit(flagship, '"batchSize": 32,', '"batchSize": 32,\n    "dagger": { "rounds": 0, "episodes": 500 },'), '"envsPerStep": 16,', '"envsPerStep": 16,\n    "curriculum": { "kind": "uniform", "candidates": 64 },');
+    const text = edit(edit(team, '"batchSize": 32,', '"batchSize": 32,\n    "dagger": { "rounds": 0, "episodes": 500 },'), '"envsPerStep": 16,', '"envsPerStep": 16,\n    "curriculum": { "kind": "uniform", "candidates": 64 },');
     const ds = service.diagnose(text);
     assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered, d.message]), [
       [3, '64', "algorithm.curriculum.candidates: has no effect: only the 'greedy-failures' curriculum screens candidates"],
@@ -232,11 +235,11 @@ describe('diagnostics: warnings and information', () => {
   });
 
   test('missing proposals without flawed ones have no effect', () => {
-    const text = edit(flagship, '"batchSize": 32,', '"batchSize": 32,\n    "proposals": { "flawedEvery": 0, "missingEvery": 2 },');
+    const text = edit(team, '"batchSize": 32,', '"batchSize": 32,\n    "proposals": { "flawedEvery": 0, "missingEvery": 2 },');
     const ds = service.diagnose(text);
     assert.deepEqual(ds.map((d) => [d.severity, at(text, d).covered, d.message]), [
       [3, '2', 'warmStart.proposals.missingEvery: has no effect: warmStart.proposals.flawedEvery is 0 (missing proposals replace some of the flawed ones)'],
     ]);
-    assert.deepEqual(service.diagnose(edit(flagship, '"batchSize": 32,', '"batchSize": 32,\n    "proposals": { "flawedEvery": 1, "missingEvery": 2 },')), []);
+    assert.deepEqual(service.diagnose(edit(team, '"batchSize": 32,', '"batchSize": 32,\n    "proposals": { "flawedEvery": 1, "missingEvery": 2 },')), []);
   });
 });

@@ -8,7 +8,7 @@ import type { Hover } from '../protocol/lsp.ts';
 import { ConfigLanguageService } from './config-language-service.ts';
 import { LineIndex } from './line-index.ts';
 
-const flagship = readFileSync(fileURLToPath(new URL('../../configs/plan-path/L2-lora.json', import.meta.url)), 'utf8');
+const team = readFileSync(fileURLToPath(new URL('./fixtures/team.json', import.meta.url)), 'utf8');
 const service = new ConfigLanguageService();
 
 /** Hover at the first character of the `nth` occurrence of `needle` in `text`, plus what its range covers. */
@@ -24,7 +24,7 @@ function hoverOn(text: string, needle: string, nth = 0): { hover: Hover | null; 
 
 describe('hover', () => {
   test('a key: description, type with bounds, default', () => {
-    const { hover, covered } = hoverOn(flagship, '"branches"');
+    const { hover, covered } = hoverOn(team, '"branches"');
     assert.equal(covered, '"branches"');
     assert.equal(hover?.contents.kind, 'markdown');
     assert.equal(
@@ -35,42 +35,42 @@ describe('hover', () => {
   });
 
   test('a value: its property\'s documentation, with the allowed values', () => {
-    const { hover, covered } = hoverOn(flagship, '"at-grpo"');
+    const { hover, covered } = hoverOn(team, '"at-grpo"');
     assert.equal(covered, '"at-grpo"');
     assert.match(hover?.contents.value ?? '', /^\*\*name\*\* · `"at-grpo" \| "grpo"` · default `"at-grpo"`\n\nat-grpo: at each \(turn, agent\)/);
   });
 
   test('markdown in descriptions is escaped', () => {
-    const { hover } = hoverOn(flagship, '"teamRewardWeight"');
+    const { hover } = hoverOn(team, '"teamRewardWeight"');
     assert.match(hover?.contents.value ?? '', /alpha \\\* r\\_team \+ r\\_local/);
   });
 
   test('a field of the cosine branch of the schedule union', () => {
-    const { hover } = hoverOn(flagship, '"warmupSteps"');
+    const { hover } = hoverOn(team, '"warmupSteps"');
     assert.equal(hover?.contents.value, '**warmupSteps** · `integer, ≥ 0`\n\nOptimizer steps of linear warm-up from 0 to lr.');
   });
 
   test('an env option, from the environment\'s own schema', () => {
-    const { hover, covered } = hoverOn(flagship, '"size"');
+    const { hover, covered } = hoverOn(team, '"size"');
     assert.equal(covered, '"size"');
     assert.equal(hover?.contents.value, '**size** · `integer, 3 to 16` · default `5`\n\nSide of the square grid (reference: 10).');
   });
 
   test('a record entry takes the record\'s description; a router entry says whose agent and which policy', () => {
-    const policy = hoverOn(flagship, '"tool-lora"').hover?.contents.value ?? '';
+    const policy = hoverOn(team, '"tool-lora"').hover?.contents.value ?? '';
     assert.match(policy, /^\*\*tool-lora\*\* · `object`\n\nA trainable policy/);
-    const route = hoverOn(flagship, '"tool"', 0).hover?.contents.value ?? '';
+    const route = hoverOn(team, '"tool"', 0).hover?.contents.value ?? '';
     assert.match(route, /^\*\*tool\*\* · `string`\n\nWhich policy acts for each agent/);
     assert.match(route, /Agent `tool` of plan-path, acted by policy `tool-lora` on model `base` with a LoRA adapter\.$/);
   });
 
   test('nothing over punctuation or an unknown key', () => {
-    assert.equal(service.hover(flagship, { line: 0, character: 0 }), null);
-    assert.equal(hoverOn(flagship.replace('"envsPerStep"', '"envPerStep"'), '"envPerStep"').hover, null);
+    assert.equal(service.hover(team, { line: 0, character: 0 }), null);
+    assert.equal(hoverOn(team.replace('"envsPerStep"', '"envPerStep"'), '"envPerStep"').hover, null);
   });
 
   test('works while the text has a syntax error', () => {
-    const text = flagship.replace('"branches": 4,', '"branches": 4,,');
+    const text = team.replace('"branches": 4,', '"branches": 4,,');
     assert.match(hoverOn(text, '"envsPerStep"').hover?.contents.value ?? '', /^\*\*envsPerStep\*\*/);
   });
 });
