@@ -2,10 +2,12 @@
  * `npm run bench:learning` — AT-GRPO vs GRPO vs a single agent, same model, budget and tasks,
  * each with several run seeds.
  *
- * For each environment (Plan-Path 5×5, Sokoban 6×6) three configs differ only in what is compared:
- *   at-grpo  configs/<env>/L2-lora.json   tool + plan, a LoRA adapter each, tree sampling
- *   grpo     configs/<env>/L2-grpo.json   same team, independent rollouts grouped per task
- *   single   configs/<env>/L0-single.json one solo agent (the puzzle's single variant)
+ * For each environment (Plan-Path 5×5, Sokoban 6×6) four configs differ only in what is compared:
+ *   at-grpo      configs/<env>/L2-lora.json         tool + plan, a LoRA adapter each, tree sampling
+ *   grpo         configs/<env>/L2-grpo.json         same team, independent rollouts grouped per task
+ *   single       configs/<env>/L0-single.json       one solo agent (the puzzle's single variant), AT-GRPO
+ *   single-grpo  configs/<env>/L0-single-grpo.json  the same solo agent with GRPO: the paper's
+ *                                                   single-agent baseline (SA + GRPO)
  * Each (method, seed) runs its warm start (cached per seed: the seed initialises the model and
  * draws its demonstrations) and RL, with validation on the same held-out seeds every few steps and
  * the test (training.testEpisodes, seeds apart from validation's) before and after RL. Per method
@@ -15,7 +17,7 @@
  *
  * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too; plan-path-7x7 runs
  * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS
- * (at-grpo,grpo,single), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3"; default 3),
+ * (at-grpo,grpo,single,single-grpo), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3"; default 3),
  * LEARNING_STEPS (override training.steps), LEARNING_KEEP_SEEDS=1 (add seeds: a method's stored
  * runs of seeds this run does not repeat are kept, and its summary is over all of them; only for
  * the same config and step count, so that the runs are comparable).
@@ -32,12 +34,13 @@ import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sokoban').split(',');
-const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? 'at-grpo,grpo,single').split(',');
+const VARIANT_ORDER = ['at-grpo', 'grpo', 'single', 'single-grpo'];
+const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? VARIANT_ORDER.join(',')).split(',');
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
 const KEEP_SEEDS = process.env['LEARNING_KEEP_SEEDS'] === '1';
-const files: Record<string, string> = { 'at-grpo': 'L2-lora.json', grpo: 'L2-grpo.json', single: 'L0-single.json' };
-const VARIANT_ORDER = ['at-grpo', 'grpo', 'single'];
+const files: Record<string, string> = { 'at-grpo': 'L2-lora.json', grpo: 'L2-grpo.json', single: 'L0-single.json', 'single-grpo': 'L0-single-grpo.json' };
+for (const v of VARIANTS) if (!files[v]) throw new Error(`LEARNING_VARIANTS: unknown variant ${JSON.stringify(v)} (${VARIANT_ORDER.join(', ')})`);
 
 /**
  * The configs a LEARNING_ENVS entry names: `plan-path` is configs/plan-path/{L2-lora,L2-grpo,
