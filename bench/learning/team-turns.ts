@@ -14,6 +14,10 @@
  * (and answers nothing when there is none) — the tool alone, the team's success if the planner
  * added nothing — and with the team's planner shown "tool: no valid proposal" in place of every
  * proposal — the planner alone, the team's success if the planner ignored the tool.
+ *
+ * TEAM_TURNS_EXAMPLES=N (env) also prints the first N spoiled proposals as `proposal -> commit`:
+ * a proposal the report marks right ("goal yes"; needs `verdictToPlanner`) that the planner did
+ * not copy, in a round after which the episode was not solved.
  */
 import { acceptAnswer } from '../../server/envs/puzzle-environment.ts';
 import { evaluate, TEST_SEED_OFFSET } from '../../server/rl/evaluate.ts';
@@ -71,6 +75,9 @@ const blindPlanner = (planner: RolloutPolicy): RolloutPolicy => ({
 const plannerAlone = team ? await play({ ...ctx, route: (agent) => (agent === 'plan' ? { policyId: 'blind', policy: blindPlanner(ctx.route('plan').policy) } : ctx.route(agent)) }) : null;
 await engine.close();
 
+const exampleCount = Number(process.env['TEAM_TURNS_EXAMPLES'] ?? '0');
+if (!Number.isSafeInteger(exampleCount) || exampleCount < 0) throw new Error(`TEAM_TURNS_EXAMPLES must be a non-negative integer, got '${process.env['TEAM_TURNS_EXAMPLES']}'`);
+const spoiled: string[] = [];
 const counts = new Map<string, number>();
 const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
 for (const t of ev.trajectories) {
@@ -80,6 +87,7 @@ for (const t of ev.trajectories) {
     const verdict = m ? (m[2] ? `goal ${m[2]}` : 'no verdict') : 'no proposal';
     const copied = m !== null && (s.response.trim() === m[1] || s.response.trim() === acceptAnswer); // planAccepts' 'accept' copies too
     const solved = t.success && t.turns === s.turn + 1;
+    if (m?.[2] === 'yes' && !copied && !solved && spoiled.length < exampleCount) spoiled.push(`turn ${s.turn + 1}: ${m[1]} -> ${s.response.trim()}`);
     count(`turn ${s.turn + 1} planner: tool ${verdict}, ${copied ? 'copied' : 'answered otherwise'}${solved ? ', solved' : ''}`);
   }
 }
@@ -87,3 +95,4 @@ console.log(`${exp.name} (${folder.runId}, checkpoint ${ck.label}): test success
 for (const k of [...counts.keys()].sort()) console.log(`  ${k.padEnd(60)} ${String(counts.get(k)).padStart(5)}`);
 if (toolAlone) console.log(`  with a planner that copies every proposal (the tool alone): test success ${(100 * toolAlone.success).toFixed(1)}%`);
 if (plannerAlone) console.log(`  with the planner shown no proposal (the planner alone): test success ${(100 * plannerAlone.success).toFixed(1)}%`);
+if (exampleCount > 0) console.log(`  spoiled proposals (right, not copied, episode not solved that round), first ${spoiled.length}:\n${spoiled.map((x) => `    ${x}`).join('\n')}`);
