@@ -56,8 +56,9 @@ export interface WarmStartBudget {
 
 /**
  * In a team, one in `flawedEvery` demonstration episodes (offset from the botched ones) starts
- * with a flawed proposal from the round's first agent (the tool; roles follow the turn order) (`Environment.flawedSolution`: two moves swapped, one digit changed):
- * played, but the tool's recorded answer in that state stays the solver's. The planner's recorded
+ * with a flawed proposal from the round's first agent, the tool (roles follow the turn order, not
+ * the names; `Environment.flawedSolution`: two moves swapped, one digit changed): played, but
+ * the tool's recorded answer in that state stays the solver's. The planner's recorded
  * answer is then the proposal when it is as good (a swap often gives another shortest path) and
  * the solver's answer when it is not (`PuzzleEnvironment.solution`), so the planner's
  * demonstrations show proposals to copy and proposals to overrule. With the solver playing the
