@@ -20,7 +20,8 @@
  * (at-grpo,grpo,single,single-grpo), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3"; default 3),
  * LEARNING_STEPS (override training.steps), LEARNING_KEEP_SEEDS=1 (add seeds: a method's stored
  * runs of seeds this run does not repeat are kept, and its summary is over all of them; only for
- * the same config and step count, so that the runs are comparable).
+ * the same config and step count, so that the runs are comparable), LEARNING_CHARTS_ONLY=1 (train
+ * nothing: redraw the charts of LEARNING_ENVS from bench/results/learning.json).
  */
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -39,6 +40,7 @@ const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? VARIANT_ORDER.join(',')).s
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
 const KEEP_SEEDS = process.env['LEARNING_KEEP_SEEDS'] === '1';
+const CHARTS_ONLY = process.env['LEARNING_CHARTS_ONLY'] === '1';
 const files: Record<string, string> = { 'at-grpo': 'L2-lora.json', grpo: 'L2-grpo.json', single: 'L0-single.json', 'single-grpo': 'L0-single-grpo.json' };
 for (const v of VARIANTS) if (!files[v]) throw new Error(`LEARNING_VARIANTS: unknown variant ${JSON.stringify(v)} (${VARIANT_ORDER.join(', ')})`);
 
@@ -135,7 +137,30 @@ function withStoredSeeds(fresh: VariantResult, stored: ReadonlyArray<Partial<Var
   return summarise(fresh.variant, fresh.config, runs);
 }
 
+/** The chart of one environment: mean validation success per step, banded from the lowest to the highest seed. */
+async function writeChart(outDir: string, env: string, rs: readonly VariantResult[]): Promise<void> {
+  const svg = lineChart(
+    `${env}: validation success, mean over seeds (band: lowest to highest)`,
+    rs.map((r) => ({ name: `${r.variant} (${r.seeds.length} seeds)`, points: r.curve.map((p) => [p.step, p.mean] as const), band: r.curve.map((p) => [p.step, p.min, p.max] as const) })),
+  );
+  await writeFile(join(outDir, `learning-${env}.svg`), svg);
+}
+
+async function redrawCharts(): Promise<void> {
+  const outDir = join(root, 'bench', 'results');
+  const stored = JSON.parse(await readFile(join(outDir, 'learning.json'), 'utf8')) as { results?: Record<string, Array<Partial<VariantResult>>> };
+  for (const env of ENVS) {
+    const rs = stored.results?.[env];
+    if (!rs) throw new Error(`LEARNING_CHARTS_ONLY: bench/results/learning.json has no results for ${JSON.stringify(env)}`);
+    const withSeeds = rs.filter((r): r is VariantResult => Array.isArray(r.runs));
+    if (withSeeds.length === 0) throw new Error(`LEARNING_CHARTS_ONLY: the stored ${env} results predate per-seed runs; rerun them to chart them`);
+    await writeChart(outDir, env, withSeeds);
+    console.log(`redrew bench/results/learning-${env}.svg (${withSeeds.map((r) => r.variant).join(', ')})`);
+  }
+}
+
 async function main(): Promise<void> {
+  if (CHARTS_ONLY) return redrawCharts();
   const work = await mkdtemp(join(tmpdir(), 'troupe-learning-'));
   const cacheRoot = join(root, '.troupe', 'cache', 'warm-start');
   const store = openRunStore(join(work, 'troupe.db'));
@@ -203,13 +228,7 @@ async function main(): Promise<void> {
     }
   }
   await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), results: { ...untouched, ...results } }, null, 2)}\n`);
-  for (const [env, rs] of Object.entries(results)) {
-    const svg = lineChart(
-      `${env}: validation success, mean over seeds (band: lowest to highest)`,
-      rs.map((r) => ({ name: `${r.variant} (${r.seeds.length} seeds)`, points: r.curve.map((p) => [p.step, p.mean] as const), band: r.curve.map((p) => [p.step, p.min, p.max] as const) })),
-    );
-    await writeFile(join(outDir, `learning-${env}.svg`), svg);
-  }
+  for (const [env, rs] of Object.entries(results)) await writeChart(outDir, env, rs);
   const pct = (s: Spread | null) => (s ? `${(s.mean * 100).toFixed(1)}% ± ${(s.std * 100).toFixed(1)}` : 'n/a');
   const pts = (s: Spread | null) => (s ? `${s.mean >= 0 ? '+' : ''}${(s.mean * 100).toFixed(1)} ± ${(s.std * 100).toFixed(1)} (${(s.min * 100).toFixed(1)} to ${(s.max * 100).toFixed(1)})` : 'n/a');
   console.log('| environment | method | seeds | test: warm start | test: after RL | RL gain (points) | validation: step 0 → last | wall time |');
