@@ -34,6 +34,8 @@ const choice = parseCheckpointChoice(which);
 if (!choice) throw new Error(`checkpoint must be initial, latest or a step, got '${which}'`);
 const episodes = Number(n);
 if (!Number.isSafeInteger(episodes) || episodes < 1) throw new Error(`episodes must be a positive integer, got '${n}'`);
+const exampleCount = Number(process.env['TEAM_TURNS_EXAMPLES'] ?? '0');
+if (!Number.isSafeInteger(exampleCount) || exampleCount < 0) throw new Error(`TEAM_TURNS_EXAMPLES must be a non-negative integer, got '${process.env['TEAM_TURNS_EXAMPLES']}'`);
 const folder = await readRunFolder(dir);
 const { experiment: exp } = await loadRunExperiment(folder);
 const ck = await findRunCheckpoint(folder.dir, choice);
@@ -75,8 +77,6 @@ const blindPlanner = (planner: RolloutPolicy): RolloutPolicy => ({
 const plannerAlone = team ? await play({ ...ctx, route: (agent) => (agent === 'plan' ? { policyId: 'blind', policy: blindPlanner(ctx.route('plan').policy) } : ctx.route(agent)) }) : null;
 await engine.close();
 
-const exampleCount = Number(process.env['TEAM_TURNS_EXAMPLES'] ?? '0');
-if (!Number.isSafeInteger(exampleCount) || exampleCount < 0) throw new Error(`TEAM_TURNS_EXAMPLES must be a non-negative integer, got '${process.env['TEAM_TURNS_EXAMPLES']}'`);
 const spoiled: string[] = [];
 const counts = new Map<string, number>();
 const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
