@@ -17,7 +17,8 @@
  *
  * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too; plan-path-7x7 runs
  * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS
- * (at-grpo,grpo,single,single-grpo), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3"; default 3),
+ * (at-grpo,grpo,single,single-grpo), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3", one
+ * seed alone as "4,"; default 3),
  * LEARNING_STEPS (override training.steps), LEARNING_KEEP_SEEDS=1 (add seeds: a method's stored
  * runs of seeds this run does not repeat are kept, and its summary is over all of them; only for
  * the same config and step count, so that the runs are comparable), LEARNING_CHARTS_ONLY=1 (train
@@ -56,8 +57,9 @@ function configSet(entry: string): { folder: string; suffix: string } {
   return { folder, suffix: entry.slice(folder.length) };
 }
 
+/** A count N (seeds 1..N) or a comma list; a list of one seed is written with a trailing comma ("4,"). */
 function parseSeeds(text: string): number[] {
-  const list = text.includes(',') ? text.split(',').map(Number) : Array.from({ length: Number(text) }, (_, i) => i + 1);
+  const list = text.includes(',') ? text.split(',').filter((s, i, all) => s.trim() !== '' || i < all.length - 1).map((s) => (s.trim() === '' ? Number.NaN : Number(s))) : Array.from({ length: Number(text) }, (_, i) => i + 1);
   if (list.length === 0 || list.some((s) => !Number.isSafeInteger(s) || s < 0)) throw new Error(`LEARNING_SEEDS must be a count or a list of non-negative integers, got ${JSON.stringify(text)}`);
   return list;
 }
