@@ -59,7 +59,8 @@ function configSet(entry: string): { folder: string; suffix: string } {
 
 /** A count N (seeds 1..N) or a comma list; a list of one seed is written with a trailing comma ("4,"). */
 function parseSeeds(text: string): number[] {
-  const list = text.includes(',') ? text.split(',').filter((s, i, all) => s.trim() !== '' || i < all.length - 1).map((s) => (s.trim() === '' ? Number.NaN : Number(s))) : Array.from({ length: Number(text) }, (_, i) => i + 1);
+  // Number('') is 0, so an empty entry is made NaN to be refused.
+  const list = text.includes(',') ? text.replace(/,$/, '').split(',').map((s) => (s.trim() === '' ? Number.NaN : Number(s))) : Array.from({ length: Number(text) }, (_, i) => i + 1);
   if (list.length === 0 || list.some((s) => !Number.isSafeInteger(s) || s < 0)) throw new Error(`LEARNING_SEEDS must be a count or a list of non-negative integers, got ${JSON.stringify(text)}`);
   return list;
 }

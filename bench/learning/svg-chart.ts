@@ -18,11 +18,11 @@ export function lineChart(title: string, series: readonly Series[], opts: { widt
   // The legend and the title get the room their text needs (glyph widths estimated generously for
   // sans-serif: 7 px at 12 px, 8.5 px at 14 px bold), so a long series name is not cut off; the
   // plot keeps the width `opts.width` gives it with the default legend.
-  const legendWidth = 46 + 7 * Math.max(0, ...series.map((s) => s.name.length));
-  const m = { left: 56, right: Math.max(160, legendWidth), top: 36, bottom: 44 };
-  const plotWidth = (opts.width ?? 640) - m.left - 160;
-  const W = Math.ceil(Math.max(m.left + plotWidth + m.right, m.left + 8.5 * title.length + 8));
-  m.right = W - m.left - plotWidth;
+  const left = 56;
+  const plotWidth = (opts.width ?? 640) - left - 160;
+  const legendWidth = Math.max(160, 46 + 7 * Math.max(0, ...series.map((s) => s.name.length)));
+  const W = Math.ceil(Math.max(left + plotWidth + legendWidth, left + 8.5 * title.length + 8));
+  const m = { left, right: W - left - plotWidth, top: 36, bottom: 44 };
   const maxStep = Math.max(1, ...series.flatMap((s) => s.points.map(([x]) => x)));
   const x = (step: number) => m.left + (step / maxStep) * (W - m.left - m.right);
   const y = (v: number) => m.top + (1 - v) * (H - m.top - m.bottom);
