@@ -8,6 +8,9 @@
  *   single       configs/<env>/L0-single.json       one solo agent (the puzzle's single variant), AT-GRPO
  *   single-grpo  configs/<env>/L0-single-grpo.json  the same solo agent with GRPO: the paper's
  *                                                   single-agent baseline (SA + GRPO)
+ * and, when LEARNING_VARIANTS names them, the team at the other specialization levels (at-grpo is L2):
+ *   shared       configs/<env>/L1-shared.json       both agents on one policy, trained in full
+ *   separate     configs/<env>/L3-separate.json     a model per agent, each trained in full
  * Each (method, seed) runs its warm start (cached per seed: the seed initialises the model and
  * draws its demonstrations) and RL, with validation on the same held-out seeds every few steps and
  * the test (training.testEpisodes, seeds apart from validation's) before and after RL. Per method
@@ -17,7 +20,7 @@
  *
  * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too; plan-path-7x7 runs
  * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS
- * (at-grpo,grpo,single,single-grpo), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3", one
+ * (default at-grpo,grpo,single,single-grpo; also shared, separate), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3", one
  * seed alone as "4,"; default 3),
  * LEARNING_STEPS (override training.steps), LEARNING_KEEP_SEEDS=1 (add seeds: a method's stored
  * runs of seeds this run does not repeat are kept, and its summary is over all of them; only for
@@ -36,13 +39,21 @@ import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sokoban').split(',');
-const VARIANT_ORDER = ['at-grpo', 'grpo', 'single', 'single-grpo'];
-const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? VARIANT_ORDER.join(',')).split(',');
+/** Every method, in the order of tables and chart legends; the last two run only when named. */
+const VARIANT_ORDER = ['at-grpo', 'grpo', 'single', 'single-grpo', 'shared', 'separate'];
+const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? 'at-grpo,grpo,single,single-grpo').split(',');
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
 const KEEP_SEEDS = process.env['LEARNING_KEEP_SEEDS'] === '1';
 const CHARTS_ONLY = process.env['LEARNING_CHARTS_ONLY'] === '1';
-const files: Record<string, string> = { 'at-grpo': 'L2-lora.json', grpo: 'L2-grpo.json', single: 'L0-single.json', 'single-grpo': 'L0-single-grpo.json' };
+const files: Record<string, string> = {
+  'at-grpo': 'L2-lora.json',
+  grpo: 'L2-grpo.json',
+  single: 'L0-single.json',
+  'single-grpo': 'L0-single-grpo.json',
+  shared: 'L1-shared.json',
+  separate: 'L3-separate.json',
+};
 for (const v of VARIANTS) if (!files[v]) throw new Error(`LEARNING_VARIANTS: unknown variant ${JSON.stringify(v)} (${VARIANT_ORDER.join(', ')})`);
 
 /**
@@ -169,11 +180,19 @@ async function main(): Promise<void> {
   const store = openRunStore(join(work, 'troupe.db'));
   const results: Record<string, VariantResult[]> = {};
   try {
-    for (const env of ENVS) {
-      results[env] = [];
+    // Every config is checked before anything trains, so a missing one fails now, not hours in.
+    const plan = ENVS.map((env) => {
       const { folder, suffix } = configSet(env);
-      for (const variant of VARIANTS) {
-        const file = files[variant]!.replace(/\.json$/, `${suffix}.json`);
+      return { env, folder, variants: VARIANTS.map((variant) => ({ variant, file: files[variant]!.replace(/\.json$/, `${suffix}.json`) })) };
+    });
+    for (const { env, folder, variants } of plan) {
+      for (const { variant, file } of variants) {
+        if (!existsSync(join(root, 'configs', folder, file))) throw new Error(`${env} / ${variant}: no config configs/${folder}/${file}`);
+      }
+    }
+    for (const { env, folder, variants } of plan) {
+      results[env] = [];
+      for (const { variant, file } of variants) {
         const path = join(root, 'configs', folder, file);
         const { config: base } = await loadExperiment(path);
         const runs: SeedRun[] = [];
