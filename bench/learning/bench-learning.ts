@@ -19,9 +19,9 @@
  * the mean validation success per step, with a band from the lowest to the highest seed).
  *
  * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too; plan-path-7x7 runs
- * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS
- * (default at-grpo,grpo,single,single-grpo; also shared, separate), LEARNING_SEEDS (a count, seeds 1..N, or a list "1,2,3", one
- * seed alone as "4,"; default 3),
+ * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS (default
+ * at-grpo,grpo,single,single-grpo; also shared, separate), LEARNING_SEEDS (a count, seeds 1..N, or
+ * a list "1,2,3", one seed alone as "4,"; default 3),
  * LEARNING_STEPS (override training.steps), LEARNING_KEEP_SEEDS=1 (add seeds: a method's stored
  * runs of seeds this run does not repeat are kept, and its summary is over all of them; only for
  * the same config and step count, so that the runs are comparable), LEARNING_CHARTS_ONLY=1 (train
@@ -39,9 +39,10 @@ import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sokoban').split(',');
-/** Every method, in the order of tables and chart legends; the last two run only when named. */
-const VARIANT_ORDER = ['at-grpo', 'grpo', 'single', 'single-grpo', 'shared', 'separate'];
-const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? 'at-grpo,grpo,single,single-grpo').split(',');
+const DEFAULT_VARIANTS = ['at-grpo', 'grpo', 'single', 'single-grpo'];
+/** Every method, in the order of tables and chart legends; the specialization levels run only when named. */
+const VARIANT_ORDER = [...DEFAULT_VARIANTS, 'shared', 'separate'];
+const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? DEFAULT_VARIANTS.join(',')).split(',');
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
 const KEEP_SEEDS = process.env['LEARNING_KEEP_SEEDS'] === '1';
@@ -175,21 +176,21 @@ async function redrawCharts(): Promise<void> {
 
 async function main(): Promise<void> {
   if (CHARTS_ONLY) return redrawCharts();
+  // Every config is checked before anything trains, so a missing one fails now, not hours in.
+  const plan = ENVS.map((env) => {
+    const { folder, suffix } = configSet(env);
+    return { env, folder, variants: VARIANTS.map((variant) => ({ variant, file: files[variant]!.replace(/\.json$/, `${suffix}.json`) })) };
+  });
+  for (const { env, folder, variants } of plan) {
+    for (const { variant, file } of variants) {
+      if (!existsSync(join(root, 'configs', folder, file))) throw new Error(`${env} / ${variant}: no config configs/${folder}/${file}`);
+    }
+  }
   const work = await mkdtemp(join(tmpdir(), 'troupe-learning-'));
   const cacheRoot = join(root, '.troupe', 'cache', 'warm-start');
   const store = openRunStore(join(work, 'troupe.db'));
   const results: Record<string, VariantResult[]> = {};
   try {
-    // Every config is checked before anything trains, so a missing one fails now, not hours in.
-    const plan = ENVS.map((env) => {
-      const { folder, suffix } = configSet(env);
-      return { env, folder, variants: VARIANTS.map((variant) => ({ variant, file: files[variant]!.replace(/\.json$/, `${suffix}.json`) })) };
-    });
-    for (const { env, folder, variants } of plan) {
-      for (const { variant, file } of variants) {
-        if (!existsSync(join(root, 'configs', folder, file))) throw new Error(`${env} / ${variant}: no config configs/${folder}/${file}`);
-      }
-    }
     for (const { env, folder, variants } of plan) {
       results[env] = [];
       for (const { variant, file } of variants) {
