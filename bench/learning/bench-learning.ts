@@ -179,12 +179,17 @@ async function main(): Promise<void> {
   // Every config is checked before anything trains, so a missing one fails now, not hours in.
   const plan = ENVS.map((env) => {
     const { folder, suffix } = configSet(env);
-    return { env, folder, variants: VARIANTS.map((variant) => ({ variant, file: files[variant]!.replace(/\.json$/, `${suffix}.json`) })) };
+    return {
+      env,
+      folder,
+      variants: VARIANTS.map((variant) => {
+        const file = files[variant]!.replace(/\.json$/, `${suffix}.json`);
+        return { variant, file, path: join(root, 'configs', folder, file) };
+      }),
+    };
   });
   for (const { env, folder, variants } of plan) {
-    for (const { variant, file } of variants) {
-      if (!existsSync(join(root, 'configs', folder, file))) throw new Error(`${env} / ${variant}: no config configs/${folder}/${file}`);
-    }
+    for (const { variant, file, path } of variants) if (!existsSync(path)) throw new Error(`${env} / ${variant}: no config configs/${folder}/${file}`);
   }
   const work = await mkdtemp(join(tmpdir(), 'troupe-learning-'));
   const cacheRoot = join(root, '.troupe', 'cache', 'warm-start');
@@ -193,8 +198,7 @@ async function main(): Promise<void> {
   try {
     for (const { env, folder, variants } of plan) {
       results[env] = [];
-      for (const { variant, file } of variants) {
-        const path = join(root, 'configs', folder, file);
+      for (const { variant, file, path } of variants) {
         const { config: base } = await loadExperiment(path);
         const runs: SeedRun[] = [];
         for (const seed of SEEDS) {
