@@ -7,7 +7,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const roots = ['server', 'extension', 'webview', 'test'];
+const roots = ['server', 'extension', 'webview', 'test', 'bench'];
 const skipDirs = new Set(['node_modules', 'dist', '.troupe']);
 
 function collect(dir, out) {

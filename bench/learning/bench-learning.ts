@@ -17,6 +17,10 @@
  * it reports the mean and the spread over seeds of every validation and of the test; results in
  * bench/results/learning.json and one SVG chart per environment (bench/results/learning-<env>.svg:
  * the mean validation success per step, with a band from the lowest to the highest seed).
+ * Methods are then compared pairwise on the test after RL (`COMPARISONS`): the difference of their
+ * means with a 95% confidence interval and an exact permutation p-value (seed-stats.ts), paired by
+ * seed where both started RL from the same warm start (the same warm-start cache keys), so that a
+ * lucky warm start does not pass for a better method.
  *
  * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too; plan-path-7x7 runs
  * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS (default
@@ -25,7 +29,8 @@
  * LEARNING_STEPS (override training.steps), LEARNING_KEEP_SEEDS=1 (add seeds: a method's stored
  * runs of seeds this run does not repeat are kept, and its summary is over all of them; only for
  * the same config and step count, so that the runs are comparable), LEARNING_CHARTS_ONLY=1 (train
- * nothing: redraw the charts of LEARNING_ENVS from bench/results/learning.json).
+ * nothing: redraw the charts of LEARNING_ENVS and recompute their comparisons from
+ * bench/results/learning.json).
  */
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -33,8 +38,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-experiment.ts';
-import { train } from '../../server/rl/trainer.ts';
+import { train, warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
+import { comparePaired, compareUnpaired, type SeedComparison } from './seed-stats.ts';
 import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -55,6 +61,23 @@ const files: Record<string, string> = {
   shared: 'L1-shared.json',
   separate: 'L3-separate.json',
 };
+/**
+ * The pairs of methods compared on the test after RL, A − B: the issue's order (AT-GRPO > GRPO >
+ * a single agent, against both single-agent baselines), each algorithm on the solo agent, and
+ * the other specialization levels against the flagship level and the single agent.
+ */
+const COMPARISONS: ReadonlyArray<readonly [string, string]> = [
+  ['at-grpo', 'grpo'],
+  ['grpo', 'single-grpo'],
+  ['grpo', 'single'],
+  ['at-grpo', 'single-grpo'],
+  ['at-grpo', 'single'],
+  ['single', 'single-grpo'],
+  ['shared', 'at-grpo'],
+  ['separate', 'at-grpo'],
+  ['shared', 'single'],
+  ['separate', 'single'],
+];
 for (const v of VARIANTS) if (!files[v]) throw new Error(`LEARNING_VARIANTS: unknown variant ${JSON.stringify(v)} (${VARIANT_ORDER.join(', ')})`);
 
 /**
@@ -86,6 +109,12 @@ interface SeedRun {
   /** The step whose policy the test after RL played: the last, or with training.select 'best' the best validated one. */
   testedStep: number | null;
   wallSeconds: number;
+  /**
+   * The warm-start cache key of every base model, by model id (null: no warm start). Runs of two
+   * methods with the same keys at a seed started RL from the same weights. Runs stored before the
+   * keys were recorded get them from their config as it is now.
+   */
+  warmStart?: Record<string, string> | null;
 }
 
 interface Spread {
@@ -163,7 +192,8 @@ async function writeChart(outDir: string, env: string, rs: readonly VariantResul
 
 async function redrawCharts(): Promise<void> {
   const outDir = join(root, 'bench', 'results');
-  const stored = JSON.parse(await readFile(join(outDir, 'learning.json'), 'utf8')) as { results?: Record<string, Array<Partial<VariantResult>>> };
+  const file = join(outDir, 'learning.json');
+  const stored = JSON.parse(await readFile(file, 'utf8')) as StoredResults;
   for (const env of ENVS) {
     const rs = stored.results?.[env];
     if (!rs) throw new Error(`LEARNING_CHARTS_ONLY: bench/results/learning.json has no results for ${JSON.stringify(env)}`);
@@ -171,6 +201,74 @@ async function redrawCharts(): Promise<void> {
     if (withSeeds.length === 0) throw new Error(`LEARNING_CHARTS_ONLY: the stored ${env} results predate per-seed runs; rerun them to chart them`);
     await writeChart(outDir, env, withSeeds);
     console.log(`redrew bench/results/learning-${env}.svg (${withSeeds.map((r) => r.variant).join(', ')})`);
+    await fillWarmStartKeys(withSeeds);
+    (stored.comparisons ??= {})[env] = compareMethods(withSeeds);
+  }
+  await writeFile(file, `${JSON.stringify(stored, null, 2)}\n`);
+  printComparisons(Object.fromEntries(ENVS.map((env) => [env, stored.comparisons![env]!])));
+}
+
+interface StoredResults {
+  date?: string;
+  results?: Record<string, Array<Partial<VariantResult>>>;
+  comparisons?: Record<string, MethodComparison[]>;
+}
+
+interface MethodComparison extends SeedComparison {
+  a: string;
+  b: string;
+  /** What is compared: test success after RL, a fraction. */
+  metric: 'testAfter';
+}
+
+/** Runs stored before warm-start keys were recorded: the keys of their config (as it is now) at their seed. */
+async function fillWarmStartKeys(rs: readonly VariantResult[]): Promise<void> {
+  for (const r of rs) {
+    const path = join(root, r.config);
+    if (r.runs.every((run) => run.warmStart !== undefined) || !existsSync(path)) continue;
+    const { config: base } = await loadExperiment(path);
+    for (const run of r.runs) {
+      if (run.warmStart === undefined) run.warmStart = await warmStartKeys(await resolveExperiment({ ...base, seed: run.seed }, path));
+    }
+  }
+}
+
+/**
+ * The `COMPARISONS` both of whose methods have a tested run. Paired over the seeds both ran when
+ * every one of those seeds has the same warm-start keys on both sides; otherwise unpaired, each
+ * method over all its seeds.
+ */
+function compareMethods(rs: readonly VariantResult[]): MethodComparison[] {
+  const tested = (v: string) => rs.find((r) => r.variant === v)?.runs.filter((run): run is SeedRun & { testAfter: number } => run.testAfter !== null) ?? [];
+  const out: MethodComparison[] = [];
+  for (const [a, b] of COMPARISONS) {
+    const ra = tested(a);
+    const rb = tested(b);
+    if (ra.length === 0 || rb.length === 0) continue;
+    const common = ra.filter((x) => rb.some((y) => y.seed === x.seed));
+    const sameStart = (x: SeedRun) => {
+      const y = rb.find((r) => r.seed === x.seed)!;
+      return x.warmStart != null && y.warmStart != null && JSON.stringify(x.warmStart) === JSON.stringify(y.warmStart);
+    };
+    const c =
+      common.length > 0 && common.every(sameStart)
+        ? comparePaired(common.map((x) => x.seed), common.map((x) => x.testAfter), common.map((x) => rb.find((y) => y.seed === x.seed)!.testAfter))
+        : compareUnpaired(ra.map((x) => x.seed), ra.map((x) => x.testAfter), rb.map((x) => x.seed), rb.map((x) => x.testAfter));
+    out.push({ a, b, metric: 'testAfter', ...c });
+  }
+  return out;
+}
+
+function printComparisons(byEnv: Record<string, MethodComparison[]>): void {
+  const pts = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
+  console.log('\n| environment | A − B (test after RL) | paired | seeds | difference (points) | 95% CI | p (exact permutation) |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const [env, cs] of Object.entries(byEnv)) {
+    for (const c of cs) {
+      const seeds = c.paired ? c.seedsA.join(',') : `${c.seedsA.join(',')} / ${c.seedsB.join(',')}`;
+      const ci = c.ci95 ? `${pts(c.ci95[0])} to ${pts(c.ci95[1])}` : 'n/a';
+      console.log(`| ${env} | ${c.a} − ${c.b} | ${c.paired ? 'yes' : 'no'} | ${seeds} | ${pts(c.diff)}${c.perSeed ? ` (${c.perSeed.map(pts).join(', ')})` : ''} | ${ci} | ${c.p.toFixed(3)} |`);
+    }
   }
 }
 
@@ -224,7 +322,7 @@ async function main(): Promise<void> {
             },
           });
           curve.unshift({ step: 0, success: s.initial?.success ?? Number.NaN, meanReward: s.initial?.meanReward ?? Number.NaN });
-          runs.push({ seed, curve, testBefore: s.initialTest?.success ?? null, testAfter: s.finalTest?.success ?? null, testedStep: s.testedStep, wallSeconds: (performance.now() - t0) / 1000 });
+          runs.push({ seed, curve, testBefore: s.initialTest?.success ?? null, testAfter: s.finalTest?.success ?? null, testedStep: s.testedStep, wallSeconds: (performance.now() - t0) / 1000, warmStart: await warmStartKeys(experiment) });
           store.setRunState(run.id, 'done');
         }
         results[env].push(summarise(variant, `configs/${folder}/${file}`, runs));
@@ -240,10 +338,10 @@ async function main(): Promise<void> {
   const file = join(outDir, 'learning.json');
   // Environments this run did not touch are written back as they were, whatever their format
   // (older entries without per-seed runs used to be dropped, and their charts redrawn empty).
-  const untouched: Record<string, unknown> = {};
-  if (existsSync(file)) {
-    const old = JSON.parse(await readFile(file, 'utf8')) as { results?: Record<string, Array<Partial<VariantResult>>> };
-    for (const [env, rs] of Object.entries(old.results ?? {})) {
+  const untouched: Record<string, Array<Partial<VariantResult>>> = {};
+  const stored = existsSync(file) ? (JSON.parse(await readFile(file, 'utf8')) as StoredResults) : null;
+  if (stored) {
+    for (const [env, rs] of Object.entries(stored.results ?? {})) {
       if (!ENVS.includes(env)) {
         untouched[env] = rs;
         continue;
@@ -254,7 +352,12 @@ async function main(): Promise<void> {
       results[env] = [...kept, ...fresh].sort((a, b) => VARIANT_ORDER.indexOf(a.variant) - VARIANT_ORDER.indexOf(b.variant));
     }
   }
-  await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), results: { ...untouched, ...results } }, null, 2)}\n`);
+  const comparisons: Record<string, MethodComparison[]> = { ...(stored?.comparisons ?? {}) };
+  for (const [env, rs] of Object.entries(results)) {
+    await fillWarmStartKeys(rs);
+    comparisons[env] = compareMethods(rs);
+  }
+  await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), results: { ...untouched, ...results }, comparisons } satisfies StoredResults, null, 2)}\n`);
   for (const [env, rs] of Object.entries(results)) await writeChart(outDir, env, rs);
   const pct = (s: Spread | null) => (s ? `${(s.mean * 100).toFixed(1)}% ± ${(s.std * 100).toFixed(1)}` : 'n/a');
   const pts = (s: Spread | null) => (s ? `${s.mean >= 0 ? '+' : ''}${(s.mean * 100).toFixed(1)} ± ${(s.std * 100).toFixed(1)} (${(s.min * 100).toFixed(1)} to ${(s.max * 100).toFixed(1)})` : 'n/a');
@@ -266,7 +369,7 @@ async function main(): Promise<void> {
       const last = r.curve.at(-1) ?? null;
       console.log(`| ${env} | ${r.variant} | ${r.seeds.join(',')} | ${pct(r.testBefore)} | ${pct(r.testAfter)} | ${pts(r.testGain)} | ${pct(first)} → ${pct(last)} | ${(r.wallSeconds / 60).toFixed(1)} min |`);
     }
-  }
+  }  printComparisons(Object.fromEntries(Object.keys(results).map((env) => [env, comparisons[env]!])));
 }
 
 main().catch((e: unknown) => {

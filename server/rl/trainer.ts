@@ -29,7 +29,7 @@ import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
 import { rollout, type RolloutOptions, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
 import { readBest, readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, stepDir, warmStartDir, writeBest, type BestValidation } from './run-checkpoint.ts';
 import { bestMetric, mismatchMetrics, rolloutMetrics, testMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
-import { warmStart, weightsContentKey } from './warm-start.ts';
+import { warmStart, warmStartKey, weightsContentKey, type WarmStartJob } from './warm-start.ts';
 
 export interface TrainOptions {
   readonly experiment: ResolvedExperiment;
@@ -87,6 +87,27 @@ export interface TrainSummary {
   readonly stopped: boolean;
 }
 
+/** The warm start of one base model: its initial weights and the agents whose policies it serves. */
+function warmStartJob(exp: ResolvedExperiment, modelId: string, initial: Map<string, Float32Array>): WarmStartJob {
+  const m = exp.models.get(modelId)!;
+  const agents = [...exp.router].filter(([, p]) => exp.policies.get(p)?.model === modelId).map(([a]) => a);
+  return { modelId, config: m.config, weights: initial, weightsKey: m.source.kind === 'init' ? `init:${m.source.seed}` : `checkpoint:${weightsContentKey(initial)}`, agents, maxNewTokens: exp.algorithm.maxNewTokens };
+}
+
+/**
+ * The warm-start cache key of every base model, by model id, without training anything; null when
+ * the experiment has no warm start. Two runs with the same keys start RL from the same weights.
+ */
+export async function warmStartKeys(exp: ResolvedExperiment): Promise<Record<string, string> | null> {
+  if (!exp.warmStart.enabled) return null;
+  const keys: Record<string, string> = {};
+  for (const [modelId, m] of exp.models) {
+    const initial = m.source.kind === 'init' ? initParameters(m.config, m.source.seed) : (await loadCheckpoint(m.source.path)).params;
+    keys[modelId] = warmStartKey(warmStartJob(exp, modelId, initial), exp.env, exp.warmStart, exp.tokenizer);
+  }
+  return keys;
+}
+
 /** Initial weights of every base model: from the warm start (cached), else init or checkpoint. */
 async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOptions): Promise<Map<string, Map<string, Float32Array>>> {
   const out = new Map<string, Map<string, Float32Array>>();
@@ -101,16 +122,7 @@ async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOpti
       out.set(modelId, initial);
       continue;
     }
-    const agents = [...exp.router].filter(([, p]) => exp.policies.get(p)?.model === modelId).map(([a]) => a);
-    const ws = await warmStart(
-      engine,
-      { modelId, config: m.config, weights: initial, weightsKey: m.source.kind === 'init' ? `init:${m.source.seed}` : `checkpoint:${weightsContentKey(initial)}`, agents, maxNewTokens: exp.algorithm.maxNewTokens },
-      exp.env,
-      exp.warmStart,
-      exp.tokenizer,
-      o.cacheRoot,
-      o.log,
-    );
+    const ws = await warmStart(engine, warmStartJob(exp, modelId, initial), exp.env, exp.warmStart, exp.tokenizer, o.cacheRoot, o.log);
     await rm(saved, { recursive: true, force: true });
     await mkdir(join(saved, '..'), { recursive: true });
     await cp(ws.cacheDir, saved, { recursive: true });

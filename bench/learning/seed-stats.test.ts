@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { comparePaired, compareUnpaired, t975 } from './seed-stats.ts';
+
+const close = (x: number, y: number, tol = 1e-3) => assert.ok(Math.abs(x - y) < tol, `${x} is not ${y}`);
+
+describe('seed statistics', () => {
+  it('pairs by seed: every sign flip, and a t interval on the differences', () => {
+    const c = comparePaired([1, 2, 3, 4], [0.6, 0.7, 0.8, 0.9], [0.5, 0.5, 0.5, 0.5]);
+    assert.equal(c.paired, true);
+    close(c.diff, 0.25);
+    assert.deepEqual(c.perSeed!.map((x) => Math.round(x * 10) / 10), [0.1, 0.2, 0.3, 0.4]);
+    // All four ahead: only the observed signs and their mirror are as extreme, 2 of 16.
+    assert.equal(c.p, 2 / 16);
+    // sd 0.1291, se 0.06455, t(3) 3.182.
+    close(c.ci95![0], 0.25 - 3.182 * 0.064550);
+    close(c.ci95![1], 0.25 + 3.182 * 0.064550);
+  });
+
+  it('a paired difference that changes sign is no evidence', () => {
+    const c = comparePaired([1, 2], [0.6, 0.4], [0.5, 0.5]);
+    close(c.diff, 0);
+    assert.equal(c.p, 1);
+    assert.ok(c.ci95![0] < 0 && c.ci95![1] > 0);
+  });
+
+  it('one seed: a difference but no interval', () => {
+    const c = comparePaired([7], [0.8], [0.6]);
+    close(c.diff, 0.2);
+    assert.equal(c.ci95, null);
+    assert.equal(c.p, 1);
+  });
+
+  it('unpaired: every split of the pooled results, and Welch\'s interval', () => {
+    const c = compareUnpaired([1, 2, 3], [1, 2, 3], [1, 2, 3], [4, 5, 6]);
+    assert.equal(c.paired, false);
+    close(c.diff, -3);
+    // Of the 20 ways to choose three of six, only {1,2,3} and {4,5,6} are as far apart.
+    assert.equal(c.p, 2 / 20);
+    // Variances 1 and 1: se sqrt(2/3), Welch df exactly 4, t(4) 2.776.
+    close(c.ci95![0], -3 - 2.776 * Math.sqrt(2 / 3));
+    close(c.ci95![1], -3 + 2.776 * Math.sqrt(2 / 3));
+  });
+
+  it('unpaired with unequal spread takes Welch degrees of freedom, rounded down', () => {
+    const a = [0.80, 0.81, 0.79, 0.80];
+    const b = [0.70, 0.76, 0.74, 0.72];
+    const c = compareUnpaired([1, 2, 3, 4], a, [1, 2, 3, 4], b);
+    const va = 0.0000666667 / 4;
+    const vb = 0.000666667 / 4;
+    const df = (va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 3);
+    assert.ok(df > 3 && df < 4, `df ${df}`);
+    close(c.ci95![1] - c.diff, t975(3) * Math.sqrt(va + vb), 1e-6);
+    // Every A above every B: 2 of C(8,4) = 70.
+    assert.equal(c.p, 2 / 70);
+  });
+
+  it('names what is wrong with its input', () => {
+    assert.throws(() => comparePaired([1, 2], [0.5], [0.5, 0.6]), /2 seeds but 1 and 2 results/);
+    assert.throws(() => comparePaired([], [], []), /no seeds/);
+    assert.throws(() => compareUnpaired([], [], [1], [0.5]), /a side has no seeds/);
+    assert.throws(() => t975(0), /at least 1, got 0/);
+    close(t975(2.9), 4.303);
+    close(t975(100), 2.042);
+  });
+});
