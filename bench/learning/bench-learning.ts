@@ -40,7 +40,7 @@ import { fileURLToPath } from 'node:url';
 import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-experiment.ts';
 import { train, warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
-import { comparePaired, compareUnpaired, type SeedComparison } from './seed-stats.ts';
+import { compareMethods, type MethodComparison } from './seed-stats.ts';
 import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -202,7 +202,7 @@ async function redrawCharts(): Promise<void> {
     await writeChart(outDir, env, withSeeds);
     console.log(`redrew bench/results/learning-${env}.svg (${withSeeds.map((r) => r.variant).join(', ')})`);
     await fillWarmStartKeys(withSeeds);
-    (stored.comparisons ??= {})[env] = compareMethods(withSeeds);
+    (stored.comparisons ??= {})[env] = compareMethods(COMPARISONS, withSeeds);
   }
   await writeFile(file, `${JSON.stringify(stored, null, 2)}\n`);
   printComparisons(Object.fromEntries(ENVS.map((env) => [env, stored.comparisons![env]!])));
@@ -212,13 +212,6 @@ interface StoredResults {
   date?: string;
   results?: Record<string, Array<Partial<VariantResult>>>;
   comparisons?: Record<string, MethodComparison[]>;
-}
-
-interface MethodComparison extends SeedComparison {
-  a: string;
-  b: string;
-  /** What is compared: test success after RL, a fraction. */
-  metric: 'testAfter';
 }
 
 /** Runs stored before warm-start keys were recorded: the keys of their config (as it is now) at their seed. */
@@ -231,32 +224,6 @@ async function fillWarmStartKeys(rs: readonly VariantResult[]): Promise<void> {
       if (run.warmStart === undefined) run.warmStart = await warmStartKeys(await resolveExperiment({ ...base, seed: run.seed }, path));
     }
   }
-}
-
-/**
- * The `COMPARISONS` both of whose methods have a tested run. Paired over the seeds both ran when
- * every one of those seeds has the same warm-start keys on both sides; otherwise unpaired, each
- * method over all its seeds.
- */
-function compareMethods(rs: readonly VariantResult[]): MethodComparison[] {
-  const tested = (v: string) => rs.find((r) => r.variant === v)?.runs.filter((run): run is SeedRun & { testAfter: number } => run.testAfter !== null) ?? [];
-  const out: MethodComparison[] = [];
-  for (const [a, b] of COMPARISONS) {
-    const ra = tested(a);
-    const rb = tested(b);
-    if (ra.length === 0 || rb.length === 0) continue;
-    const common = ra.filter((x) => rb.some((y) => y.seed === x.seed));
-    const sameStart = (x: SeedRun) => {
-      const y = rb.find((r) => r.seed === x.seed)!;
-      return x.warmStart != null && y.warmStart != null && JSON.stringify(x.warmStart) === JSON.stringify(y.warmStart);
-    };
-    const c =
-      common.length > 0 && common.every(sameStart)
-        ? comparePaired(common.map((x) => x.seed), common.map((x) => x.testAfter), common.map((x) => rb.find((y) => y.seed === x.seed)!.testAfter))
-        : compareUnpaired(ra.map((x) => x.seed), ra.map((x) => x.testAfter), rb.map((x) => x.seed), rb.map((x) => x.testAfter));
-    out.push({ a, b, metric: 'testAfter', ...c });
-  }
-  return out;
 }
 
 function printComparisons(byEnv: Record<string, MethodComparison[]>): void {
@@ -355,7 +322,7 @@ async function main(): Promise<void> {
   const comparisons: Record<string, MethodComparison[]> = { ...(stored?.comparisons ?? {}) };
   for (const [env, rs] of Object.entries(results)) {
     await fillWarmStartKeys(rs);
-    comparisons[env] = compareMethods(rs);
+    comparisons[env] = compareMethods(COMPARISONS, rs);
   }
   await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), results: { ...untouched, ...results }, comparisons } satisfies StoredResults, null, 2)}\n`);
   for (const [env, rs] of Object.entries(results)) await writeChart(outDir, env, rs);

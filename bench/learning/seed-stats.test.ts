@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { comparePaired, compareUnpaired, t975 } from './seed-stats.ts';
+import { compareMethods, comparePaired, compareUnpaired, sameWarmStart, t975 } from './seed-stats.ts';
 
 const close = (x: number, y: number, tol = 1e-3) => assert.ok(Math.abs(x - y) < tol, `${x} is not ${y}`);
 
@@ -62,5 +62,49 @@ describe('seed statistics', () => {
     assert.throws(() => t975(0), /at least 1, got 0/);
     close(t975(2.9), 4.303);
     close(t975(100), 2.042);
+  });
+});
+
+describe('comparing methods', () => {
+  const runs = (after: number[], keys: Array<string | null | undefined>) =>
+    after.map((testAfter, i) => ({ seed: i + 1, testAfter, ...(keys[i] === undefined ? {} : { warmStart: keys[i] === null ? null : { base: keys[i]! } }) }));
+
+  it('pairs two methods by seed when every seed started RL from the same warm start', () => {
+    const [c] = compareMethods([['team', 'grpo']], [
+      { variant: 'team', runs: runs([0.8, 0.7, 0.9], ['k1', 'k2', 'k3']) },
+      { variant: 'grpo', runs: runs([0.7, 0.6, 0.85], ['k1', 'k2', 'k3']) },
+    ]);
+    assert.equal(c!.paired, true);
+    assert.deepEqual(c!.perSeed!.map((x) => Math.round(x * 100)), [10, 10, 5]);
+    assert.equal(c!.p, 2 / 8);
+  });
+
+  it('one seed with another warm start, an unknown key or no warm start makes the comparison unpaired', () => {
+    for (const keys of [['k1', 'k2', 'other'], ['k1', 'k2', undefined], ['k1', 'k2', null]]) {
+      const [c] = compareMethods([['team', 'single']], [
+        { variant: 'team', runs: runs([0.8, 0.7, 0.9], ['k1', 'k2', 'k3']) },
+        { variant: 'single', runs: runs([0.7, 0.6, 0.85], keys) },
+      ]);
+      assert.equal(c!.paired, false, JSON.stringify(keys));
+      assert.equal(c!.perSeed, null);
+      // Unpaired: 3 + 3 results, 20 splits.
+      assert.equal(Math.round(c!.p * 20) / 20, c!.p);
+    }
+  });
+
+  it('keys compare by model, whatever the order they were recorded in', () => {
+    assert.ok(sameWarmStart({ seed: 1, testAfter: 0.5, warmStart: { a: 'x', b: 'y' } }, { seed: 1, testAfter: 0.6, warmStart: { b: 'y', a: 'x' } }));
+    assert.ok(!sameWarmStart({ seed: 1, testAfter: 0.5, warmStart: { a: 'x', b: 'y' } }, { seed: 1, testAfter: 0.6, warmStart: { a: 'x' } }));
+  });
+
+  it('unpaired uses every tested seed of each method; an untested run or a missing method is left out', () => {
+    const cs = compareMethods([['team', 'single'], ['team', 'absent']], [
+      { variant: 'team', runs: [...runs([0.8, 0.7], ['k1', 'k2']), { seed: 3, testAfter: null }] },
+      { variant: 'single', runs: runs([0.7, 0.6, 0.65, 0.6], ['s1', 's2', 's3', 's4']) },
+    ]);
+    assert.equal(cs.length, 1);
+    assert.deepEqual(cs[0]!.seedsA, [1, 2]);
+    assert.deepEqual(cs[0]!.seedsB, [1, 2, 3, 4]);
+    assert.ok(Math.abs(cs[0]!.diff - (0.75 - 0.6375)) < 1e-12);
   });
 });

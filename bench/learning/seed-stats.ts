@@ -103,3 +103,49 @@ function binomial(n: number, k: number): number {
   for (let i = 1; i <= k; i++) r = (r * (n - k + i)) / i;
   return Math.round(r);
 }
+
+/** One seed's run of a method, as far as a comparison reads it. */
+export interface ComparedRun {
+  seed: number;
+  testAfter: number | null;
+  /** Warm-start cache key per base model (null: no warm start; absent: not known). */
+  warmStart?: Record<string, string> | null;
+}
+
+export interface MethodComparison extends SeedComparison {
+  a: string;
+  b: string;
+  /** What is compared: test success after RL, a fraction. */
+  metric: 'testAfter';
+}
+
+/** Whether two runs started RL from the same weights: both have warm starts, with the same key for every model. */
+export function sameWarmStart(x: ComparedRun, y: ComparedRun): boolean {
+  if (!x.warmStart || !y.warmStart) return false;
+  const a = Object.entries(x.warmStart).sort(([p], [q]) => p.localeCompare(q));
+  const b = Object.entries(y.warmStart).sort(([p], [q]) => p.localeCompare(q));
+  return a.length === b.length && a.every(([m, k], i) => b[i]![0] === m && b[i]![1] === k);
+}
+
+/**
+ * Each pair (A, B) of `pairs` whose methods both have a tested run: paired over the seeds both ran
+ * when every one of those seeds started RL from the same warm start on both sides; otherwise
+ * unpaired, each method over all its tested seeds.
+ */
+export function compareMethods(pairs: ReadonlyArray<readonly [string, string]>, methods: ReadonlyArray<{ variant: string; runs: readonly ComparedRun[] }>): MethodComparison[] {
+  const tested = (v: string) => methods.find((m) => m.variant === v)?.runs.filter((r): r is ComparedRun & { testAfter: number } => r.testAfter !== null) ?? [];
+  const out: MethodComparison[] = [];
+  for (const [a, b] of pairs) {
+    const ra = tested(a);
+    const rb = tested(b);
+    if (ra.length === 0 || rb.length === 0) continue;
+    const partner = (x: ComparedRun) => rb.find((y) => y.seed === x.seed);
+    const common = ra.filter((x) => partner(x) !== undefined);
+    const c =
+      common.length > 0 && common.every((x) => sameWarmStart(x, partner(x)!))
+        ? comparePaired(common.map((x) => x.seed), common.map((x) => x.testAfter), common.map((x) => partner(x)!.testAfter))
+        : compareUnpaired(ra.map((x) => x.seed), ra.map((x) => x.testAfter), rb.map((x) => x.seed), rb.map((x) => x.testAfter));
+    out.push({ a, b, metric: 'testAfter', ...c });
+  }
+  return out;
+}
