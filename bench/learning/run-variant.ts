@@ -3,9 +3,11 @@
  * settings overridden, for learning experiments (the runs behind the README's Learning notes).
  *
  * OVERRIDE (env, JSON) is merged one level deep into the experiment's `algorithm`, `training`,
- * `warmStart`, `optimizer` and `env.options` (as `envOptions`) sections, and `seed` replaces the
- * run seed, e.g.
+ * `warmStart`, `optimizer`, `models` (by model id: an entry replaces that model's) and
+ * `env.options` (as `envOptions`) sections, and `seed` replaces the run seed, e.g.
  *   OVERRIDE='{"algorithm":{"temperature":0.5},"training":{"steps":40,"validationEpisodes":256}}'
+ *   OVERRIDE='{"models":{"base":{"preset":"medium"}}}'
+ * Any other key is refused.
  * Warm starts come from and go to the workspace cache (.troupe/cache/warm-start), so runs that share
  * one start from the same policy. The run itself goes to a throwaway folder under the OS temp dir,
  * printed at the start: a run folder as `troupe train` makes one (config.json with the overrides
@@ -27,6 +29,9 @@ type Section = Record<string, unknown>;
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const configPath = resolve(process.argv[2] ?? join(root, 'configs/plan-path/L2-lora.json'));
 const { seed, ...over } = JSON.parse(process.env['OVERRIDE'] ?? '{}') as { seed?: number } & Record<string, Section | undefined>;
+const SECTIONS = ['algorithm', 'training', 'warmStart', 'optimizer', 'models'];
+const unknown = Object.keys(over).filter((k) => k !== 'envOptions' && !SECTIONS.includes(k));
+if (unknown.length > 0) throw new Error(`OVERRIDE: unknown key ${unknown.map((k) => JSON.stringify(k)).join(', ')} (seed, envOptions, ${SECTIONS.join(', ')})`);
 const dir = mkdtempSync(join(tmpdir(), 'troupe-variant-'));
 const runDir = join(dir, 'run');
 console.log(`run folder: ${runDir} (database ${join(dir, 'troupe.db')})`);
@@ -40,7 +45,8 @@ const mergedConfig = {
   ...raw,
   ...(seed === undefined ? {} : { seed }),
   env: over['envOptions'] ? { ...env, options: { ...((env['options'] ?? {}) as Section), ...over['envOptions'] } } : env,
-  ...Object.fromEntries(['algorithm', 'training', 'warmStart', 'optimizer'].map((k) => [k, { ...section(k), ...over[k] }])),
+  // A section neither the config nor OVERRIDE has stays absent, so its defaults apply.
+  ...Object.fromEntries(SECTIONS.filter((k) => raw[k] !== undefined || over[k] !== undefined).map((k) => [k, { ...section(k), ...over[k] }])),
 };
 const config = parseExperimentConfig(mergedConfig, configPath);
 const experiment = await resolveExperiment(config, configPath);
