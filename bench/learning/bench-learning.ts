@@ -336,7 +336,8 @@ async function main(): Promise<void> {
       const last = r.curve.at(-1) ?? null;
       console.log(`| ${env} | ${r.variant} | ${r.seeds.join(',')} | ${pct(r.testBefore)} | ${pct(r.testAfter)} | ${pts(r.testGain)} | ${pct(first)} → ${pct(last)} | ${(r.wallSeconds / 60).toFixed(1)} min |`);
     }
-  }  printComparisons(Object.fromEntries(Object.keys(results).map((env) => [env, comparisons[env]!])));
+  }
+  printComparisons(Object.fromEntries(Object.keys(results).map((env) => [env, comparisons[env]!])));
 }
 
 main().catch((e: unknown) => {
