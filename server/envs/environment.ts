@@ -36,6 +36,13 @@
  *    the committed reward for the planner, the penalty for an unparseable response.
  *  Each environment's file documents its numbers.
  *
+ * Acts that run code. An act may carry a program (math: the tool agent's Python; code: the coder's
+ * program and the tester's test). `programs(agent, text)` extracts what to run, the caller runs it
+ * in the sandbox (`actWithPrograms` in program-acts.ts; the rollout runs every branch and
+ * environment of a step through the sandbox's pool at once) and passes the executions to `act`,
+ * which reads their output like any other part of the response. An environment never starts a
+ * process itself, so nothing a model writes can run outside the sandbox by way of an environment.
+ *
  * Errors. Model output is untrusted: `act` never throws because of the text. A malformed action
  * yields `parseError` (a short reason), a negative `localReward`, and is counted in `stats`; a
  * puzzle's state is left unchanged (the round goes on), a game is forfeited. `act` does throw on caller bugs: acting after `done`, or acting for an
@@ -53,6 +60,7 @@
  * demonstrations and the return a perfect team reaches.
  */
 import type { z } from 'zod';
+import type { Execution, ProgramRequest } from '../protocol/trajectory.ts';
 
 /** What one agent's act did. */
 export interface AgentTurnResult {
@@ -104,8 +112,20 @@ export interface Environment {
   currentAgent(): string;
   /** The prompt for `agent` now (normally the current agent). Throws for an unknown agent. */
   observe(agent: string): string;
-  /** Parses and applies `agent`'s response. Never throws because of `text`; see the header. */
-  act(agent: string, text: string): AgentTurnResult;
+  /**
+   * The programs that `act(agent, text)` needs run before it can score the act (a tool agent's
+   * code, a coder's program on each test), extracted from `text` without running anything; [] when
+   * this act runs none (including text that does not parse). Absent on environments whose acts
+   * never run code. Environments never start processes: the caller runs these in the sandbox
+   * (`actWithPrograms`) and hands the executions to `act`, in the same order.
+   */
+  programs?(agent: string, text: string): ProgramRequest[];
+  /**
+   * Parses and applies `agent`'s response. Never throws because of `text`; see the header.
+   * `executions` are the runs of `programs(agent, text)`, in order; `act` throws (a caller bug) when
+   * an act that needs them gets a different number.
+   */
+  act(agent: string, text: string, executions?: readonly Execution[]): AgentTurnResult;
   /** A deep, independent copy (state, turn, counters). */
   clone(): Environment;
   /** The solver's ideal response for `agent` now, as text `act` accepts. Throws once done. */

@@ -467,6 +467,51 @@ export const rolloutSchema = z
   .describe('How training rollouts decode: weight precision and kernels.');
 export type RolloutConfig = z.output<typeof rolloutSchema>;
 
+/** How model-written code runs: inside bubblewrap (the default), or on the host with limits only. */
+export const sandboxModes = ['bubblewrap', 'unsandboxed'] as const;
+
+/**
+ * Limits on one run of model-written code. Every bound has a ceiling, so no config can ask for
+ * more than one program may take of the machine.
+ */
+export const sandboxLimitsSchema = z
+  .object({
+    /** Wall-clock limit, ms. */
+    wallMs: z.int().min(100).max(120_000).default(5000).describe('Wall-clock limit of one run, in milliseconds; past it the whole process group is killed (status timeout). 100 to 120000.'),
+    /** CPU-seconds limit. */
+    cpuSeconds: z.int().min(1).max(120).default(5).describe('CPU seconds one run may use (RLIMIT_CPU); past it the run is killed (status timeout). 1 to 120.'),
+    /** Address-space limit, MiB. */
+    memoryMb: z.int().min(64).max(8192).default(512).describe('Address space of one run in MiB (RLIMIT_AS): allocations past it fail (Python raises MemoryError). 64 to 8192.'),
+    /** Process limit. */
+    processes: z.int().min(1).max(256).default(16).describe('Processes and threads one run may have at once (RLIMIT_NPROC, counted for the sandbox user): a fork bomb stops there. 1 to 256.'),
+    /** File-size limit, bytes. */
+    fileBytes: z.int().min(0).max(64 * 1024 * 1024).default(1024 * 1024).describe('Largest file one run may write, in bytes (RLIMIT_FSIZE), in its private temporary folder. 0 to 67108864.'),
+    /** Open-files limit. */
+    openFiles: z.int().min(16).max(1024).default(64).describe('File descriptors one run may hold open (RLIMIT_NOFILE). 16 to 1024.'),
+    /** Output limit, bytes. */
+    outputBytes: z.int().min(1024).max(4 * 1024 * 1024).default(64 * 1024).describe('Bytes of stdout plus stderr kept from one run; a run that writes more is killed (status output-limit) and its output cut there. 1024 to 4194304.'),
+  })
+  .strict()
+  .describe('Limits on one run of model-written code.');
+export type SandboxLimits = z.output<typeof sandboxLimitsSchema>;
+
+export const sandboxSchema = z
+  .object({
+    /** bubblewrap (default) or unsandboxed (explicit opt-out, warned on every run). */
+    mode: z
+      .enum(sandboxModes)
+      .default('bubblewrap')
+      .describe(
+        'Where model-written code runs. bubblewrap (default): in a bubblewrap sandbox with no network, read-only system folders, a private temporary folder and nothing of the workspace or home folder, under the limits below; a machine where bubblewrap cannot start refuses the run and says why (troupe doctor checks it). unsandboxed: as a plain child process on this machine with the same limits but no isolation: the code can read and write your files and use the network. Only for machines that are themselves disposable; every run warns.',
+      ),
+    /** Programs run at once. */
+    concurrency: z.int().min(1).max(64).optional().describe('Programs run at once across all environments and branches of a step. Default: the number of CPU cores.'),
+    limits: sandboxLimitsSchema.prefault({}),
+  })
+  .strict()
+  .describe('The sandbox that runs model-written code (math tool agents, coders and testers). Only used by environments whose agents write code.');
+export type SandboxConfig = z.output<typeof sandboxSchema>;
+
 /** The config's structure; `experimentConfigSchema` adds the cross-field rules. */
 const experimentConfigShape = z
   .object({
@@ -521,6 +566,7 @@ const experimentConfigShape = z
     training: trainingSchema.prefault({}),
     engine: engineSchema.prefault({}),
     rollout: rolloutSchema.prefault({}),
+    sandbox: sandboxSchema.prefault({}),
   })
   .strict();
 

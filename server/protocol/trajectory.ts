@@ -118,6 +118,54 @@ export const groupSchema = z.object({
 });
 export type Group = z.infer<typeof groupSchema>;
 
+/**
+ * How a program's run ended, in the order the sandbox decides it:
+ * - `ok`: exited with status 0;
+ * - `error`: exited with another status (an exception, `sys.exit(1)`) or was stopped by a signal
+ *   it brought on itself (a crash, exceeding the address-space or file-size limit);
+ * - `timeout`: hit the wall-clock limit or the CPU-seconds limit, and its process group was killed;
+ * - `output-limit`: wrote more than the output limit to stdout + stderr, and was killed;
+ * - `refused`: never ran: the sandbox could not start it (the reason is in `stderr`).
+ */
+export const executionStatuses = ['ok', 'error', 'timeout', 'output-limit', 'refused'] as const;
+export const executionStatusSchema = z.enum(executionStatuses);
+export type ExecutionStatus = z.infer<typeof executionStatusSchema>;
+
+/**
+ * One run of model-written code in the sandbox (DESIGN §4a): what ran, on what input, and what came
+ * out. Environments read it to score an act; trajectories keep it so the editor can show it.
+ */
+export const executionSchema = z.object({
+  /** The language the code is in; Python (Debian's python3) is the only one today. */
+  language: z.literal('python'),
+  /** The program's source, as the agent wrote it (after extraction from its response). */
+  code: z.string(),
+  /** What the program read on standard input ('' for none). */
+  stdin: z.string(),
+  /** How the run ended. */
+  status: executionStatusSchema,
+  /** Exit status when the process exited; null when a signal ended it or it never ran. */
+  exitCode: z.int().nullable(),
+  /** The signal that ended the process (e.g. `SIGKILL`), or null. */
+  signal: z.string().nullable(),
+  /** Standard output, cut at the output limit (UTF-8, invalid bytes replaced). */
+  stdout: z.string(),
+  /** Standard error, cut at the output limit; for `refused`, why the sandbox could not run it. */
+  stderr: z.string(),
+  /** Whether stdout or stderr was cut. */
+  truncated: z.boolean(),
+  /** Wall-clock time from start to exit, in milliseconds. */
+  durationMs: z.number().nonnegative(),
+});
+export type Execution = z.infer<typeof executionSchema>;
+
+/** A program an act asks to run: the code and its standard input. */
+export interface ProgramRequest {
+  readonly language: 'python';
+  readonly code: string;
+  readonly stdin: string;
+}
+
 /** One sampled response: an agent's prompt, its response and everything the trainer derived from it. */
 export const turnSchema = z.object({
   /** Turn index t of the episode, from 0; the agents acting in the same round share it. */
@@ -152,6 +200,8 @@ export const turnSchema = z.object({
   groupId: idSchema.optional(),
   /** Why the response could not be parsed into an action; absent when it parsed. */
   parseError: z.string().optional(),
+  /** Programs this act ran in the sandbox (a tool agent's code, a coder's program on each test), in order; absent when it ran none. */
+  executions: z.array(executionSchema).optional(),
 });
 export type Turn = z.infer<typeof turnSchema>;
 
