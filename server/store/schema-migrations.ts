@@ -163,6 +163,16 @@ CREATE INDEX checkpoints_by_step ON checkpoints (run_id, step);
     // Nullable: runs created before version 2 have no record of it (their run.json does).
     sql: `ALTER TABLE runs ADD COLUMN target_steps INTEGER CHECK (target_steps IS NULL OR target_steps > 0);`,
   },
+  {
+    version: 3,
+    name: 'turns record the programs they ran',
+    // A JSON array of protocol Executions on the turn row rather than a table of its own: executions
+    // are only ever read whole, with their turn, never queried or joined on, so a column keeps the
+    // turn readers at one indexed query, and the turn's ON DELETE CASCADE covers them. NULL when the
+    // act ran no program (every turn written before version 3). The reader parses it with the
+    // protocol's zod schema, since json_valid only proves it is JSON.
+    sql: `ALTER TABLE turns ADD COLUMN executions TEXT CHECK (executions IS NULL OR json_valid(executions));`,
+  },
 ];
 
 /** The schema version this build writes. */

@@ -11,6 +11,7 @@
 import { z } from 'zod';
 import {
   checkpointInputSchema,
+  executionSchema,
   findInvalidLogprob,
   findInvalidTokenId,
   groupSchema,
@@ -19,6 +20,7 @@ import {
   trajectorySchema,
   turnSchema,
 } from '../protocol/trajectory.ts';
+import { executionsBytes, MAX_EXECUTIONS_BYTES } from './executions-column.ts';
 import { RunStoreError } from './store-error.ts';
 
 const tokenIdsInputSchema = z
@@ -40,7 +42,12 @@ const logprobsInputSchema = z
   });
 
 export const commitTurnSchema = turnSchema
-  .extend({ promptTokens: tokenIdsInputSchema, responseTokens: tokenIdsInputSchema, logprobs: logprobsInputSchema })
+  .extend({
+    promptTokens: tokenIdsInputSchema,
+    responseTokens: tokenIdsInputSchema,
+    logprobs: logprobsInputSchema,
+    executions: z.array(executionSchema.strict()).optional(),
+  })
   .strict();
 
 export const commitTrajectorySchema = trajectorySchema.extend({ turns: z.array(commitTurnSchema) }).strict();
@@ -111,6 +118,10 @@ function checkStepInvariants(step: StepData, issue: (path: PropertyKey[], messag
       const at = (field: string): PropertyKey[] => ['trajectories', t, 'turns', u, field];
       if (turn.logprobs.length !== turn.responseTokens.length) {
         issue(at('logprobs'), `has ${turn.logprobs.length} entries but responseTokens has ${turn.responseTokens.length}; there is one log-probability per response token`);
+      }
+      const executionBytes = executionsBytes(turn.executions);
+      if (executionBytes > MAX_EXECUTIONS_BYTES) {
+        issue(at('executions'), `take ${executionBytes} bytes as JSON, over the ${MAX_EXECUTIONS_BYTES} a turn may store; the sandbox cuts each program's output at its limit, so an act ran too many programs or the cut was skipped`);
       }
       const branchKey = `${turn.turn}\0${turn.agentId}\0${turn.branch}`;
       if (branches.has(branchKey)) issue(at('branch'), `branch ${turn.branch} of agent ${JSON.stringify(turn.agentId)} at turn ${turn.turn} appears twice`);

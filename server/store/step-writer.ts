@@ -18,6 +18,7 @@ import type Database from 'better-sqlite3';
 import type { Checkpoint, StepSummary } from '../protocol/trajectory.ts';
 import { encodeFloat32, encodeInt32 } from './blob-codec.ts';
 import type { CheckpointRecords } from './checkpoint-records.ts';
+import { encodeExecutions } from './executions-column.ts';
 import type { RunRecords } from './run-records.ts';
 import { parseStepInput, type StepData } from './step-input.ts';
 import { RunStoreError } from './store-error.ts';
@@ -83,8 +84,8 @@ export class StepWriter {
     );
     this.insertTurn = db.prepare<Bind[]>(
       `INSERT INTO turns (trajectory_id, ordinal, turn, agent_id, policy_id, branch, kept, prompt_text, response_text,
-         prompt_tokens, response_tokens, logprobs, team_reward, local_reward, reward, advantage, group_id, parse_error)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         prompt_tokens, response_tokens, logprobs, team_reward, local_reward, reward, advantage, group_id, parse_error, executions)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.setLastStep = db.prepare<[number | null, number, string]>('UPDATE runs SET last_committed_step = ?, updated_at = ? WHERE id = ?');
     // Deleting a steps row cascades to its groups, trajectories and turns.
@@ -197,6 +198,7 @@ export class StepWriter {
           encodeInt32(turn.promptTokens), encodeInt32(turn.responseTokens), encodeFloat32(turn.logprobs),
           turn.teamReward, turn.localReward, turn.reward, turn.advantage ?? null,
           turn.groupId === undefined ? null : (groupRowIds.get(turn.groupId) ?? null), turn.parseError ?? null,
+          encodeExecutions(turn.executions),
         );
       });
     }

@@ -5,7 +5,7 @@
  */
 
 export type RunStoreErrorCode =
-  /** The file is not an SQLite database, or SQLite found it corrupt. */
+  /** The file is not an SQLite database, SQLite found it corrupt, or a stored value failed its check on read (the message names the row). */
   | 'corrupt'
   /** The file is an SQLite database, but not one Troupe created. */
   | 'foreign-database'

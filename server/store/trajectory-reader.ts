@@ -22,6 +22,7 @@ import {
   type TurnWithSiblings,
 } from '../protocol/trajectory.ts';
 import { decodeFloat32, decodeInt32 } from './blob-codec.ts';
+import { decodeExecutions } from './executions-column.ts';
 import { invalidInput } from './step-input.ts';
 
 interface StepRow {
@@ -70,11 +71,12 @@ interface TurnRow {
   group_id: number | null;
   group_key: string | null;
   parse_error: string | null;
+  executions: string | null;
 }
 
 const turnColumns = `u.id, u.trajectory_id, u.turn, u.agent_id, u.policy_id, u.branch, u.kept, u.prompt_text, u.response_text,
   u.prompt_tokens, u.response_tokens, u.logprobs, u.team_reward, u.local_reward, u.reward, u.advantage, u.group_id,
-  g.group_key, u.parse_error`;
+  g.group_key, u.parse_error, u.executions`;
 
 /** The fixed queries, exported so the tests can check their plans. */
 export const trajectorySql = {
@@ -217,5 +219,7 @@ function toTurnRecord(row: TurnRow): TurnRecord {
   if (row.advantage !== null) out.advantage = row.advantage;
   if (row.group_key !== null) out.groupId = row.group_key;
   if (row.parse_error !== null) out.parseError = row.parse_error;
+  const executions = decodeExecutions(row.executions, row.id);
+  if (executions !== undefined) out.executions = executions;
   return out;
 }
