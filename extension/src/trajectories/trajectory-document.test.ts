@@ -5,13 +5,20 @@ import {
   annotationLabel,
   annotationSign,
   escapeMarkdown,
+  EXECUTION_LINE_WIDTH,
+  EXECUTION_SECTION_LINES,
+  executionAtHeaderLine,
+  executionHoverMarkdown,
+  executionLabel,
+  executionSummary,
+  formatDuration,
   formatSigned,
   groupStats,
   renderTrajectory,
   turnAtHeaderLine,
   turnRule,
 } from './trajectory-document.ts';
-import { keptTurn, sampleDetail, turnRecord } from './testing/sample-trajectories.ts';
+import { keptTurn, sampleDetail, sampleDetailWithPrograms, samplePrograms, turnRecord } from './testing/sample-trajectories.ts';
 
 /** The golden rendering of sampleDetail(): change it only together with the layout rules. */
 const GOLDEN = [
@@ -198,4 +205,148 @@ test('an episode with no turns still renders a complete header', () => {
 test('formatSigned and escapeMarkdown', () => {
   assert.deepEqual([1.005, 0.25, 0, -0, -0.001, -2.5].map(formatSigned), ['+1.00', '+0.25', '0.00', '0.00', '0.00', '-2.50']);
   assert.equal(escapeMarkdown('a|b*c_[x](y)'), 'a\\|b\\*c\\_\\[x\\]\\(y\\)');
+});
+
+// ---- Programs a turn ran ------------------------------------------------------------------------
+
+/** The golden rendering of the tool turn's programs in sampleDetailWithPrograms(), stdout's lines 5…59 elided. */
+const PROGRAMS_GOLDEN_HEAD = [
+  '  response',
+  '    MOVE right',
+  '    then down',
+  '  ▸ python · ok · exit 0',
+  '    code',
+  '      n = int(input())',
+  '      print(n * (n + 1) // 2)',
+  '    stdin',
+  '      10',
+  '    stdout',
+  '      55',
+  '    stderr',
+  '      (empty)',
+  '  ▸ python · output-limit · signal SIGKILL · [cut]',
+  '    code',
+  '      i = 0',
+  '      while True:',
+  '          print(i)',
+  '          i += 1',
+  '    stdout',
+  '      0',
+];
+const PROGRAMS_GOLDEN_TAIL = [
+  '      59',
+  '    … 40 more lines of stdout not shown',
+  '    stderr',
+  '      ␛[31mKilled␛[0m',
+  '  ▸ python · refused',
+  '    code',
+  '      import os',
+  '    stdout',
+  '      (empty)',
+  '    stderr',
+  '      sandbox: could not start python3',
+  '  branches',
+];
+
+test('programs render after the response: header with status, exit or signal and [cut]; code, stdin when given, stdout, stderr', () => {
+  const lines = renderTrajectory(sampleDetailWithPrograms()).text.split('\n');
+  const start = lines.indexOf('  response');
+  assert.deepEqual(lines.slice(start, start + PROGRAMS_GOLDEN_HEAD.length), PROGRAMS_GOLDEN_HEAD);
+  const end = lines.indexOf('  branches') + 1;
+  assert.deepEqual(lines.slice(end - PROGRAMS_GOLDEN_TAIL.length, end), PROGRAMS_GOLDEN_TAIL);
+  assert.equal(end - start, PROGRAMS_GOLDEN_HEAD.length + 58 + PROGRAMS_GOLDEN_TAIL.length, 'stdout shows its first 60 lines (0 … 59)');
+  assert.equal(EXECUTION_SECTION_LINES.stdout, 60);
+  // The turn without programs is rendered exactly as before.
+  const plain = GOLDEN.split('\n');
+  assert.deepEqual(lines.slice(lines.indexOf('── turn 1 · plan (policy plan) ──')), plain.slice(plain.indexOf('── turn 1 · plan (policy plan) ──')));
+});
+
+test('every status has its header; a signal and an exit code are both shown when both are set', () => {
+  const base = { language: 'python', exitCode: null, signal: null, truncated: false } as const;
+  assert.equal(executionSummary({ ...base, status: 'ok', exitCode: 0 }), '▸ python · ok · exit 0');
+  assert.equal(executionSummary({ ...base, status: 'error', exitCode: 1 }), '▸ python · error · exit 1');
+  assert.equal(executionSummary({ ...base, status: 'error', signal: 'SIGSEGV' }), '▸ python · error · signal SIGSEGV');
+  assert.equal(executionSummary({ ...base, status: 'timeout', signal: 'SIGKILL' }), '▸ python · timeout · signal SIGKILL');
+  assert.equal(executionSummary({ ...base, status: 'output-limit', signal: 'SIGKILL', truncated: true }), '▸ python · output-limit · signal SIGKILL · [cut]');
+  assert.equal(executionSummary({ ...base, status: 'refused' }), '▸ python · refused');
+});
+
+test('program positions: headers, block ends, and the turn positions around them', () => {
+  const r = renderTrajectory(sampleDetailWithPrograms());
+  const lines = r.text.split('\n');
+  const [tool, plan] = r.turns;
+  assert.ok(tool && plan);
+  assert.deepEqual(tool.executions.map((e) => [e.headerLine, e.endLine]), [[23, 32], [33, 102], [103, 109]]);
+  for (const e of tool.executions) {
+    assert.ok(lines[e.headerLine]?.startsWith('  ▸ python · '), lines[e.headerLine]);
+    assert.ok(e.headerLine > tool.startLine && e.endLine < tool.endLine);
+    assert.equal(executionAtHeaderLine(r, e.headerLine), e);
+  }
+  assert.equal(lines[tool.executions[2]!.endLine + 1], '  branches');
+  assert.deepEqual(tool.executions.map((e) => e.omittedLines.stdout), [0, 40, 0]);
+  assert.deepEqual(plan.executions, []);
+  // The second turn moved down by the programs' lines; its rule, decorations and CodeLens follow.
+  assert.deepEqual(r.turns.map((t) => [t.headerLine, t.endLine]), [[12, 114], [116, 129]]);
+  assert.equal(lines[plan.headerLine], turnRule(plan));
+  assert.equal(turnAtHeaderLine(r, 116)?.agentId, 'plan');
+  assert.equal(turnAtHeaderLine(r, 23), undefined);
+  assert.equal(executionAtHeaderLine(r, 24), undefined);
+  assert.equal(executionAtHeaderLine(r, 12), undefined);
+});
+
+test('durations stay out of the text: the same programs at other speeds diff clean, the time is in the annotation', () => {
+  const fast = renderTrajectory(sampleDetailWithPrograms({}, 1));
+  const slow = renderTrajectory(sampleDetailWithPrograms({}, 3));
+  assert.equal(fast.text, slow.text);
+  assert.deepEqual(fast.turns[0]?.executions.map(executionLabel), ['12 ms', '840 ms', '0 ms']);
+  assert.deepEqual(slow.turns[0]?.executions.map(executionLabel), ['37 ms', '2.52 s', '0 ms']);
+  assert.equal(formatDuration(999.6), '1000 ms');
+  assert.equal(formatDuration(1000), '1.00 s');
+});
+
+test('the hover on a program header says how it ended, its time, and what the document left out', () => {
+  const [ok, killed, refused] = renderTrajectory(sampleDetailWithPrograms()).turns[0]?.executions ?? [];
+  assert.ok(ok && killed && refused);
+  assert.match(executionHoverMarkdown(ok), /\*\*program 1\*\* — exited with status 0/);
+  assert.match(executionHoverMarkdown(ok), /\| time \| 12 ms \|/);
+  const md = executionHoverMarkdown(killed);
+  assert.match(md, /\| status \| output-limit \|/);
+  assert.match(md, /\| signal \| SIGKILL \|/);
+  assert.match(md, /\| output \| cut by the sandbox at its output limit \|/);
+  assert.match(md, /\| not shown here \| stdout 40 lines/);
+  assert.match(executionHoverMarkdown(refused), /never ran/);
+  assert.doesNotMatch(executionHoverMarkdown(refused), /not shown here/);
+});
+
+test('program output that imitates the document, control characters and very long lines stay inside their block', () => {
+  const detail = sampleDetail();
+  const [first] = detail.turns;
+  assert.ok(first);
+  const [program] = samplePrograms();
+  assert.ok(program);
+  const imitation = ['── turn 9 · evil (policy x) ──', '  ▸ python · ok · exit 0', '    stderr', '  branches', 'x\u0000y\u007f\r\nz\rw', 'q'.repeat(EXECUTION_LINE_WIDTH + 5)].join('\n');
+  const r = renderTrajectory({ ...detail, turns: [{ ...first, executions: [{ ...program, stdout: imitation, code: '', stdin: '' }] }] });
+  const [turn] = r.turns;
+  assert.ok(turn);
+  const lines = r.text.split('\n');
+  const [e] = turn.executions;
+  assert.ok(e);
+  assert.deepEqual(lines.slice(e.headerLine, e.endLine + 1), [
+    '  ▸ python · ok · exit 0',
+    '    code',
+    '      (empty)',
+    '    stdout',
+    '      ── turn 9 · evil (policy x) ──',
+    '        ▸ python · ok · exit 0',
+    '          stderr',
+    '        branches',
+    '      x␀y␡',
+    '      z',
+    '      w',
+    `      ${'q'.repeat(EXECUTION_LINE_WIDTH)}… (5 more characters)`,
+    '    stderr',
+    '      (empty)',
+  ]);
+  assert.equal(lines.filter((l) => l.startsWith('── turn ')).length, 1);
+  assert.equal(lines.filter((l) => l === '  branches').length, 1);
 });

@@ -12,10 +12,19 @@
  *   (a parse line is always present, "ok" or the error), so equal tasks give equal line structure.
  * - Prompt and response text is indented by four spaces, so no line of model output can look like a
  *   turn rule to a reader or to the TextMate grammar.
+ * - The programs a turn ran (its `executions`) follow its response, one block each: a header
+ *   `  ▸ python · ok · exit 0` (two spaces, like a label), the sections `code`, `stdin` (only when
+ *   there was some), `stdout` and `stderr` at four spaces, and their text at six, so program
+ *   output cannot imitate a header or a section either. Durations are not in the text (the same
+ *   program takes a different time on every run, and would show as a changed line in every diff):
+ *   an after-line decoration and the hover on the header show them. Long sections keep their first
+ *   lines and say how many they left out, on a four-space line of their own. Control characters
+ *   in program output are shown as their Unicode control pictures, so the document stays printable.
+ *   A turn that ran no program renders exactly as before.
  *
  * Line numbers in the annotation map are 0-based, as `vscode.Position` counts them.
  */
-import type { TrajectoryDetail, TurnRecord, TurnWithSiblings } from '../../../server/protocol/trajectory.ts';
+import type { Execution, TrajectoryDetail, TurnRecord, TurnWithSiblings } from '../../../server/protocol/trajectory.ts';
 
 /** One sample among the alternatives of a turn (its own branch, sibling branches, other rollouts). */
 export interface BranchAnnotation {
@@ -33,6 +42,23 @@ export interface BranchAnnotation {
   readonly parseError?: string;
   /** First non-blank line of the response, shortened. */
   readonly firstLine: string;
+}
+
+/** One program a turn ran, and the line of its `  ▸ python · …` header. */
+export interface ExecutionAnnotation {
+  /** Position in the turn's `executions`. */
+  readonly index: number;
+  /** Line of the block's header: the duration decoration and the hover attach here. */
+  readonly headerLine: number;
+  /** Last line of the block (inclusive). */
+  readonly endLine: number;
+  readonly status: Execution['status'];
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+  readonly truncated: boolean;
+  readonly durationMs: number;
+  /** Lines of code, stdout and stderr the document left out (0 when it shows them whole). */
+  readonly omittedLines: { readonly code: number; readonly stdin: number; readonly stdout: number; readonly stderr: number };
 }
 
 /** The values annotated on one turn and where its block is. */
@@ -62,6 +88,8 @@ export interface TurnAnnotation {
   readonly parseError?: string;
   /** This turn and its siblings: this trajectory's branches by index, then other rollouts. */
   readonly branches: readonly BranchAnnotation[];
+  /** The programs the turn's act ran, in order; empty when it ran none. */
+  readonly executions: readonly ExecutionAnnotation[];
 }
 
 export interface RenderedTrajectory {
@@ -74,6 +102,15 @@ export interface RenderedTrajectory {
 /** How much of a branch's first response line the compact list shows. */
 const FIRST_LINE_WIDTH = 80;
 const INDENT = '    ';
+/** Program text (code, stdin, stdout, stderr) sits two columns deeper than the section labels. */
+const PROGRAM_INDENT = '      ';
+/**
+ * Lines of a program section the document shows. Output the sandbox let through can still be
+ * thousands of short lines; the document is for reading and diffing, and the inspector shows it whole.
+ */
+export const EXECUTION_SECTION_LINES = { code: 200, stdin: 40, stdout: 60, stderr: 60 } as const;
+/** Characters of one program line the document shows; the rest is replaced by a count. */
+export const EXECUTION_LINE_WIDTH = 400;
 
 export function renderTrajectory(detail: TrajectoryDetail): RenderedTrajectory {
   const t = detail.trajectory;
@@ -109,6 +146,7 @@ export function renderTrajectory(detail: TrajectoryDetail): RenderedTrajectory {
     lines.push(...indentText(turn.promptText));
     lines.push('  response');
     lines.push(...indentText(turn.responseText));
+    const executions = (turn.executions ?? []).map((e, i) => executionBlock(e, i, lines));
     lines.push('  branches');
     lines.push(...branchLines(branches, turn.trajectoryId));
 
@@ -131,6 +169,7 @@ export function renderTrajectory(detail: TrajectoryDetail): RenderedTrajectory {
       ...(groupSize === undefined ? {} : { groupSize }),
       ...(turn.parseError === undefined ? {} : { parseError: turn.parseError }),
       branches,
+      executions,
     });
   });
   if (detail.turns.length === 0) lines.push('', '  (no turns)');
@@ -145,6 +184,73 @@ export function renderTrajectory(detail: TrajectoryDetail): RenderedTrajectory {
  */
 export function turnRule(turn: Pick<TurnRecord, 'turn' | 'agentId' | 'policyId'>): string {
   return `── turn ${turn.turn} · ${oneLine(turn.agentId)} (policy ${oneLine(turn.policyId)}) ──`;
+}
+
+/** Appends one program's block to `lines` and says where it is. */
+function executionBlock(e: Execution, index: number, lines: string[]): ExecutionAnnotation {
+  const headerLine = lines.length;
+  lines.push(`  ${executionSummary(e)}`);
+  const section = (label: keyof typeof EXECUTION_SECTION_LINES, text: string): number => {
+    lines.push(`${INDENT}${label}`);
+    const { shown, omitted } = programText(text, EXECUTION_SECTION_LINES[label]);
+    lines.push(...shown);
+    if (omitted > 0) lines.push(`${INDENT}… ${plural(omitted, 'more line')} of ${label} not shown`);
+    return omitted;
+  };
+  const code = section('code', e.code);
+  const stdin = e.stdin === '' ? 0 : section('stdin', e.stdin);
+  const stdout = section('stdout', e.stdout);
+  const stderr = section('stderr', e.stderr);
+  return {
+    index,
+    headerLine,
+    endLine: lines.length - 1,
+    status: e.status,
+    exitCode: e.exitCode,
+    signal: e.signal,
+    truncated: e.truncated,
+    durationMs: e.durationMs,
+    omittedLines: { code, stdin, stdout, stderr },
+  };
+}
+
+/**
+ * A program's header without the time: `▸ python · ok · exit 0`, `▸ python · timeout · signal
+ * SIGKILL`, `▸ python · refused`; `· [cut]` when the sandbox cut its stdout or stderr.
+ */
+export function executionSummary(e: Pick<Execution, 'language' | 'status' | 'exitCode' | 'signal' | 'truncated'>): string {
+  const parts = [`▸ ${e.language}`, e.status];
+  if (e.exitCode !== null) parts.push(`exit ${e.exitCode}`);
+  if (e.signal !== null) parts.push(`signal ${oneLine(e.signal)}`);
+  if (e.truncated) parts.push('[cut]');
+  return parts.join(' · ');
+}
+
+/** `12 ms`, `1.25 s`: what the duration decoration and hover say. */
+export function formatDuration(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  return `${(ms / 1000).toFixed(2)} s`;
+}
+
+/** Program text as lines at PROGRAM_INDENT: at most `limit` of them, each at most EXECUTION_LINE_WIDTH wide. */
+function programText(text: string, limit: number): { shown: string[]; omitted: number } {
+  // A lone CR (a progress bar redrawing its line) ends a line too, as a terminal would show it.
+  const all = text.replace(/\r\n?/g, '\n').split('\n');
+  if (all.length > 1 && all[all.length - 1] === '') all.pop();
+  if (all.length === 1 && all[0] === '') return { shown: [`${PROGRAM_INDENT}(empty)`], omitted: 0 };
+  const shown = all.slice(0, limit).map((l) => {
+    const visible = printable(l);
+    const line = visible.length > EXECUTION_LINE_WIDTH
+      ? `${visible.slice(0, EXECUTION_LINE_WIDTH)}… (${visible.length - EXECUTION_LINE_WIDTH} more characters)`
+      : visible;
+    return line === '' ? '' : PROGRAM_INDENT + line;
+  });
+  return { shown, omitted: all.length - shown.length };
+}
+
+/** C0 controls (but tab) and DEL as their Unicode control pictures (␀, ␛, ␡): visible, and harmless to print. */
+function printable(line: string): string {
+  return line.replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, (c) => String.fromCharCode(c === '\u007f' ? 0x2421 : 0x2400 + c.charCodeAt(0)));
 }
 
 /**
@@ -276,6 +382,46 @@ export function annotationHoverMarkdown(a: TurnAnnotation): string {
 /** Escapes Markdown syntax in text that comes from the run (agent ids, parse errors). */
 export function escapeMarkdown(text: string): string {
   return text.replace(/[\\`*_{}[\]()#+\-.!|<>~]/g, '\\$&');
+}
+
+/** The after-line annotation on a program's header: its wall-clock time, kept out of the text. */
+export function executionLabel(e: ExecutionAnnotation): string {
+  return formatDuration(e.durationMs);
+}
+
+/** The hover on a program's header, as Markdown: how it ended, its time, and what the document left out. */
+export function executionHoverMarkdown(e: ExecutionAnnotation): string {
+  const md: string[] = [];
+  md.push(`**program ${e.index + 1}** — ${escapeMarkdown(statusSentence(e))}`);
+  md.push('');
+  md.push('| | |', '|---|---|');
+  md.push(`| status | ${e.status} |`);
+  md.push(`| exit code | ${e.exitCode === null ? '—' : String(e.exitCode)} |`);
+  md.push(`| signal | ${e.signal === null ? '—' : escapeMarkdown(oneLine(e.signal))} |`);
+  md.push(`| time | ${formatDuration(e.durationMs)} |`);
+  if (e.truncated) md.push('| output | cut by the sandbox at its output limit |');
+  const left = (['code', 'stdin', 'stdout', 'stderr'] as const).filter((k) => e.omittedLines[k] > 0).map((k) => `${k} ${plural(e.omittedLines[k], 'line')}`);
+  if (left.length > 0) md.push(`| not shown here | ${left.join(', ')} (the inspector shows them) |`);
+  return md.join('\n');
+}
+
+function statusSentence(e: ExecutionAnnotation): string {
+  switch (e.status) {
+    case 'ok': return 'exited with status 0';
+    case 'error': return e.signal !== null ? `stopped by ${e.signal}` : `exited with status ${String(e.exitCode)}`;
+    case 'timeout': return 'hit the time limit and was killed';
+    case 'output-limit': return 'wrote more than the output limit and was killed';
+    case 'refused': return 'never ran: the sandbox could not start it (see stderr)';
+  }
+}
+
+/** The program whose header is on `line`, with its turn, if any. */
+export function executionAtHeaderLine(rendered: RenderedTrajectory, line: number): ExecutionAnnotation | undefined {
+  for (const t of rendered.turns) {
+    if (line < t.startLine || line > t.endLine) continue;
+    return t.executions.find((e) => e.headerLine === line);
+  }
+  return undefined;
 }
 
 /** The turn whose rule is on `line`, if any. */

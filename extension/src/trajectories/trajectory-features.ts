@@ -1,7 +1,9 @@
 /**
  * Trajectory documents in the editor: the `troupe:` content provider, inline reward annotations
  * (decorations after each turn rule, a hover with the full breakdown, an "Inspect branches"
- * CodeLens), and the two entry points the commands call: open one trajectory, diff two.
+ * CodeLens), each program's time after its header (with a hover on how it ended; the time is not
+ * in the text, so diffs of the same program stay clean), and the two entry points the commands
+ * call: open one trajectory, diff two.
  *
  * The rendering and the annotation positions are pure (trajectory-document.ts); this file only
  * fetches, caches and hands them to VS Code.
@@ -13,8 +15,12 @@ import {
   annotationHoverMarkdown,
   annotationLabel,
   annotationSign,
+  executionAtHeaderLine,
+  executionHoverMarkdown,
+  executionLabel,
   renderTrajectory,
   turnAtHeaderLine,
+  type ExecutionAnnotation,
   type RenderedTrajectory,
   type TurnAnnotation,
 } from './trajectory-document.ts';
@@ -63,6 +69,11 @@ export function registerTrajectoryFeatures(context: vscode.ExtensionContext, ser
         range: new vscode.Range(end, end),
         renderOptions: { after: { contentText: annotationLabel(turn) } },
       });
+      for (const program of turn.executions) {
+        if (program.headerLine >= editor.document.lineCount) continue;
+        const at = editor.document.lineAt(program.headerLine).range.end;
+        bySign.zero.push({ range: new vscode.Range(at, at), renderOptions: { after: { contentText: executionLabel(program) } } });
+      }
     }
     for (const sign of ['positive', 'negative', 'zero'] as const) editor.setDecorations(decorations[sign], bySign[sign]);
   };
@@ -90,6 +101,8 @@ export function registerTrajectoryFeatures(context: vscode.ExtensionContext, ser
 
   const hovers: vscode.HoverProvider = {
     provideHover(document, position) {
+      const program = programAt(document, position.line);
+      if (program !== undefined) return new vscode.Hover(new vscode.MarkdownString(executionHoverMarkdown(program)), document.lineAt(position.line).range);
       const turn = turnAt(document, position.line);
       if (turn === undefined) return undefined;
       // Not trusted and no command links: the text includes agent ids and parse errors from the run.
@@ -115,6 +128,11 @@ export function registerTrajectoryFeatures(context: vscode.ExtensionContext, ser
   function turnAt(document: vscode.TextDocument, line: number): TurnAnnotation | undefined {
     const r = rendered.get(document.uri.toString());
     return r === undefined ? undefined : turnAtHeaderLine(r, line);
+  }
+
+  function programAt(document: vscode.TextDocument, line: number): ExecutionAnnotation | undefined {
+    const r = rendered.get(document.uri.toString());
+    return r === undefined ? undefined : executionAtHeaderLine(r, line);
   }
 
   /** The run's name for the URI's run segment; the id when the name cannot be read (cosmetic only). */

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { z } from 'zod';
 import { renderTrajectory } from './trajectory-document.ts';
-import { sampleDetail } from './testing/sample-trajectories.ts';
+import { sampleDetail, sampleDetailWithPrograms, samplePrograms } from './testing/sample-trajectories.ts';
 
 const rule = z.object({ match: z.string().optional(), begin: z.string().optional(), end: z.string().optional(), patterns: z.array(z.object({ match: z.string() }).passthrough()).optional() }).passthrough();
 const grammarSchema = z.object({ scopeName: z.string(), repository: z.record(z.string(), rule) });
@@ -22,7 +22,7 @@ function repo(name: string) {
 }
 const re = (s: string | undefined) => new RegExp(s ?? '(?!)', 'u');
 
-type Kind = 'title' | 'turn-rule' | 'field' | 'section' | 'text' | 'branch' | 'blank' | 'none';
+type Kind = 'title' | 'turn-rule' | 'field' | 'section' | 'text' | 'branch' | 'program' | 'program-text' | 'note' | 'blank' | 'none';
 
 /** The grammar rule that claims each line. */
 function classify(lines: readonly string[]): Kind[] {
@@ -30,16 +30,26 @@ function classify(lines: readonly string[]): Kind[] {
   const branches = repo('branches-section');
   const fields = (repo('field').patterns ?? []).map((p) => re(p.match));
   const branchLine = re(branches.patterns?.[0]?.match);
-  let region: 'text' | 'branches' | undefined;
+  const execution = repo('execution');
+  const [programLabel, omittedNote] = (execution.patterns ?? []).map((p) => re(p.match));
+  let region: 'text' | 'branches' | 'execution' | undefined;
   return lines.map((line): Kind => {
     if (region === 'text' && re(textSection.end).test(line)) region = undefined;
     if (region === 'branches' && re(branches.end).test(line)) region = undefined;
+    if (region === 'execution' && re(execution.end).test(line)) region = undefined;
     if (region === 'text') return line === '' ? 'blank' : 'text';
     if (region === 'branches') return branchLine.test(line) ? 'branch' : 'none';
+    if (region === 'execution') {
+      if (line === '') return 'blank';
+      if (programLabel?.test(line)) return 'section';
+      if (omittedNote?.test(line)) return 'note';
+      return line.startsWith('      ') ? 'program-text' : 'none';
+    }
     if (line === '') return 'blank';
     if (re(repo('title').match).test(line)) return 'title';
     if (re(repo('turn-rule').match).test(line)) return 'turn-rule';
     if (re(textSection.begin).test(line)) return (region = 'text'), 'section';
+    if (re(execution.begin).test(line)) return (region = 'execution'), 'program';
     if (re(branches.begin).test(line)) return (region = 'branches'), 'section';
     return fields.some((f) => f.test(line)) ? 'field' : 'none';
   });
@@ -74,4 +84,35 @@ test('model output that imitates the document structure stays plain text', () =>
   assert.equal(kinds.filter((k) => k === 'title').length, 1);
   assert.equal(kinds.filter((k) => k === 'text').length, 10, 'five non-blank imitation lines in each of prompt and response');
   assert.equal(kinds.filter((k) => k === 'branch').length, turn.branches.length);
+});
+
+test('programs: headers, section labels, omission notes and program text are each claimed by their rule', () => {
+  const r = renderTrajectory(sampleDetailWithPrograms());
+  const lines = r.text.split('\n');
+  const kinds = classify(lines);
+  assert.ok(!kinds.includes('none'), `unclaimed lines: ${lines.filter((_, i) => kinds[i] === 'none').join(' | ')}`);
+  const [tool] = r.turns;
+  assert.ok(tool);
+  for (const e of tool.executions) assert.equal(kinds[e.headerLine], 'program', lines[e.headerLine]);
+  assert.equal(kinds.filter((k) => k === 'program').length, 3);
+  assert.equal(kinds.filter((k) => k === 'note').length, 1, 'the stdout cut to 60 lines');
+  assert.equal(kinds.filter((k) => k === 'branch').length, 8, 'the branches section after the programs is still recognised');
+  // Every header form the renderer writes opens the region.
+  for (const header of ['  ▸ python · error · exit 1', '  ▸ python · error · signal SIGSEGV', '  ▸ python · timeout · signal SIGKILL · [cut]']) {
+    assert.equal(classify([header])[0], 'program', header);
+  }
+});
+
+test('program output that imitates the document stays program text', () => {
+  const detail = sampleDetail();
+  const [first] = detail.turns;
+  const [program] = samplePrograms();
+  assert.ok(first && program);
+  const imitation = ['── turn 9 · evil (policy x) ──', '  ▸ python · ok · exit 0', '    stderr', '  branches', 'Troupe trajectory', '  parse     ok'].join('\n');
+  const r = renderTrajectory({ ...detail, turns: [{ ...first, executions: [{ ...program, stdout: imitation }] }] });
+  const kinds = classify(r.text.split('\n'));
+  assert.equal(kinds.filter((k) => k === 'turn-rule').length, 1);
+  assert.equal(kinds.filter((k) => k === 'program').length, 1);
+  assert.equal(kinds.filter((k) => k === 'program-text').length, 2 + 1 + 6 + 1, 'code, stdin, stdout, stderr lines');
+  assert.ok(!kinds.includes('none'));
 });

@@ -2,7 +2,7 @@
  * Hand-made trajectories for the unit tests: small enough to check by eye, shaped like what
  * `trajectory/get` returns (kept turns in acting order, siblings ordered by trajectory then branch).
  */
-import type { TrajectoryDetail, TurnRecord, TurnWithSiblings } from '../../../../server/protocol/trajectory.ts';
+import type { Execution, TrajectoryDetail, TurnRecord, TurnWithSiblings } from '../../../../server/protocol/trajectory.ts';
 
 type TurnFields = Omit<TurnRecord, 'promptTokens' | 'responseTokens' | 'logprobs'>;
 
@@ -77,4 +77,34 @@ export function sampleDetail(o: SampleOptions = {}): TrajectoryDetail {
       keptTurn(plan(0, true), [turnRecord(plan(1, false)), turnRecord(plan(2, false)), turnRecord(plan(3, false))]),
     ],
   };
+}
+
+/**
+ * Programs as a math tool agent runs them: one that printed its answer, one that was killed at the
+ * output limit (stdout cut, 100 lines of it), and one the sandbox refused. `slower` multiplies every
+ * duration, to make "the same programs on another run".
+ */
+export function samplePrograms(slower = 1): Execution[] {
+  return [
+    {
+      language: 'python', code: 'n = int(input())\nprint(n * (n + 1) // 2)\n', stdin: '10\n', status: 'ok', exitCode: 0, signal: null,
+      stdout: '55\n', stderr: '', truncated: false, durationMs: 12.4 * slower,
+    },
+    {
+      language: 'python', code: 'i = 0\nwhile True:\n    print(i)\n    i += 1\n', stdin: '', status: 'output-limit', exitCode: null, signal: 'SIGKILL',
+      stdout: Array.from({ length: 100 }, (_, i) => `${i}\n`).join(''), stderr: '\u001b[31mKilled\u001b[0m', truncated: true, durationMs: 840 * slower,
+    },
+    {
+      language: 'python', code: 'import os', stdin: '', status: 'refused', exitCode: null, signal: null,
+      stdout: '', stderr: 'sandbox: could not start python3', truncated: false, durationMs: 0,
+    },
+  ];
+}
+
+/** sampleDetail whose first turn (the tool's kept branch) ran `samplePrograms(slower)`. */
+export function sampleDetailWithPrograms(o: SampleOptions = {}, slower = 1): TrajectoryDetail {
+  const detail = sampleDetail(o);
+  const [tool, ...rest] = detail.turns;
+  if (tool === undefined) throw new Error('sampleDetail has a first turn');
+  return { ...detail, turns: [{ ...tool, executions: samplePrograms(slower) }, ...rest] };
 }
