@@ -86,6 +86,8 @@ export function bubblewrapArgs(limits: SandboxLimits): string[] {
     '--tmpfs', SANDBOX_WORK,
     '--ro-bind-data', String(SOURCE_FD), SANDBOX_MAIN,
     '--chdir', SANDBOX_WORK,
+    // bwrap's root is a tmpfs of its own; read-only, so /tmp is the one place a program can write.
+    '--remount-ro', '/',
     '--',
     ...prlimitArgs(limits),
     // -I: no PYTHON* variables, no user site-packages, no script folder on sys.path.
