@@ -83,6 +83,19 @@ test('host → inspector messages parse, the trajectory detail checked in depth'
   assert.match(r.error, /siblings/);
 });
 
+test('a trajectory whose turns ran programs parses, and a bad execution is refused with its path', () => {
+  const program = { language: 'python', code: 'print(1)', stdin: '', status: 'ok', exitCode: 0, signal: null, stdout: '1\n', stderr: '', truncated: false, durationMs: 12 };
+  const withPrograms = structuredClone(detail);
+  Object.assign(withPrograms.turns[0]!, { executions: [program] });
+  const ok = parseMessage(hostToInspectorSchema, { type: 'trajectory', detail: withPrograms }, 'host → inspector');
+  assert.ok(ok.ok, ok.ok ? '' : ok.error);
+  assert.ok(ok.ok && ok.message.type === 'trajectory' && ok.message.detail.turns[0]?.executions?.[0]?.stdout === '1\n');
+  Object.assign(withPrograms.turns[0]!, { executions: [{ ...program, status: 'crashed' }] });
+  const bad = parseMessage(hostToInspectorSchema, { type: 'trajectory', detail: withPrograms }, 'host → inspector');
+  assert.ok(!bad.ok);
+  assert.match(bad.error, /executions/);
+});
+
 test('inspector → host messages parse; bad ones are refused', () => {
   for (const m of [{ type: 'ready' }, { type: 'openTrajectory', trajectoryId: 9 }, { type: 'compareWith', trajectoryId: 5 }, { type: 'compareWith', trajectoryId: 5, otherId: 6 }]) {
     assert.ok(parseMessage(inspectorToHostSchema, m, 'inspector').ok, JSON.stringify(m));

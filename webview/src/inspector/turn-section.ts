@@ -1,13 +1,15 @@
 /**
  * One kept turn of a trajectory: who acted, the prompt (collapsed, filled in only when opened), the
- * K branches as a listbox (rewards, advantage, parse error, the kept one marked), and the selected
- * branch's response with per-token shading. The response is rendered when the section first nears
+ * K branches as a listbox (rewards, advantage, parse error, programs run, the kept one marked), and
+ * the selected branch's response with per-token shading, followed by the programs it ran. The response is rendered when the section first nears
  * the viewport, so opening a long trajectory costs only what is on screen.
  *
  * Keyboard: the branch list is one tab stop (roving tabindex); ↑/↓/Home/End select a branch, Enter
  * on a branch of another rollout opens that trajectory.
  */
 import { h } from '../host-channel.ts';
+import { executionRows, programsFlag } from './execution-rows.ts';
+import { renderExecutions } from './execution-view.ts';
 import { formatSigned, type BranchView, type TurnView } from './inspector-model.ts';
 import { renderResponse } from './response-view.ts';
 
@@ -90,10 +92,12 @@ export class TurnSection {
       r.advantage === undefined ? 'not trained on' : `advantage ${formatSigned(r.advantage)}`,
       `${r.responseTokens.length} tokens`,
     ];
+    const programs = renderExecutions(executionRows(r.executions));
     this.#detail.replaceChildren(
       h('p', { class: 'branch-facts', text: facts.join(' · ') }),
       ...(r.parseError !== undefined ? [h('p', { class: 'parse-error', text: `Parse error: ${r.parseError}` })] : []),
       renderResponse(r),
+      ...(programs === null ? [] : [programs]),
     );
   }
 
@@ -120,6 +124,8 @@ export class TurnSection {
     ];
     const flags = cells[6]!;
     if (r.parseError !== undefined) flags.append(h('span', { class: 'parse-error', text: '⚠ parse error', attrs: { title: r.parseError } }));
+    const programs = programsFlag(r.executions);
+    if (programs !== undefined) flags.append(h('span', { class: 'muted', text: ` ▸ ${programs}` }));
     if (b.otherTrajectoryId !== undefined) {
       const link = h('button', { class: 'link', text: `trajectory #${b.otherTrajectoryId} ↗`, attrs: { type: 'button', tabindex: '-1' } });
       const id = b.otherTrajectoryId;
