@@ -91,6 +91,11 @@ describe('verifyAnswer parity table', () => {
     const long = '1'.repeat(5000);
     assert.equal(verifyAnswer(long, long), false);
   });
+  test('adversarial long inputs stay linear (a quadratic regression makes this test take seconds)', () => {
+    assert.equal(normalizeAnswer(`1${' '.repeat(200_000)}x`), '1x');
+    assert.equal(extractAnswer('\\boxed{'.repeat(30_000)), null);
+    assert.equal(extractAnswer(`\\boxed{5}${'\\boxed{'.repeat(30_000)}`), '5');
+  });
 });
 
 describe('extractAnswer', () => {

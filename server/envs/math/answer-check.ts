@@ -41,16 +41,33 @@ function closingBrace(s: string, open: number): number {
 }
 
 /**
+ * For every `{` of `s`, the index just past its closing brace, or -1 (elsewhere -1 too). One pass
+ * with a stack, so a response full of unclosed boxes costs linear time, not quadratic.
+ */
+function closingBraces(s: string): Int32Array {
+  const out = new Int32Array(s.length).fill(-1);
+  const stack: number[] = [];
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i];
+    if (c === '\\') i++; // an escaped brace (`\{`) does not count
+    else if (c === '{') stack.push(i);
+    else if (c === '}' && stack.length > 0) out[stack.pop()!] = i + 1;
+  }
+  return out;
+}
+
+/**
  * The final answer of a response: the content of the last complete `\boxed{...}` or `\fbox{...}`
  * (braces balanced; a truncated last box falls back to the one before), else the payload of the
  * last line `#### <answer>`, else null. The result is trimmed and never empty.
  */
 export function extractAnswer(text: string): string | null {
   const boxes = [...text.matchAll(/\\(?:boxed|fbox)\s*\{/g)];
+  const close = boxes.length > 0 ? closingBraces(text) : new Int32Array(0);
   for (let k = boxes.length - 1; k >= 0; k--) {
     const m = boxes[k]!;
     const open = m.index + m[0].length - 1;
-    const end = closingBrace(text, open);
+    const end = close[open]!;
     if (end < 0) continue;
     const inner = text.slice(open + 1, end - 1).trim();
     if (inner !== '') return inner;
@@ -121,7 +138,8 @@ export function normalizeAnswer(s: string): string {
   t = t.trim();
   t = t.replace(/^(?:the\s+)?(?:final\s+)?answer(?![a-z])\s*(?:is\s*)?[:=]?\s*/i, '');
   if ((t.match(/=/g) ?? []).length === 1) t = t.replace(/^\\?[a-zA-Z]\s*=\s*/, '');
-  t = t.replace(/\.\s*$/, '').replace(/\s*\\?%$/, '').replace(/\.\s*$/, '').trim();
+  // (`\s*%$` would be quadratic on long runs of spaces, hence trimEnd.)
+  t = t.replace(/\.\s*$/, '').trimEnd().replace(/\\?%$/, '').trimEnd().replace(/\.$/, '').trim();
   // Grouping braces around a single value (`{5}`) are packaging; with a top-level comma they are a set.
   if (t.startsWith('{') && closingBracket(t) === t.length - 1 && splitTopLevel(t.slice(1, -1)).length === 1) t = t.slice(1, -1).trim();
   t = t.replace(/\{,\}/g, ',');

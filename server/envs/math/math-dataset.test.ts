@@ -2,7 +2,7 @@
 // Parquet fixtures (fixtures/make-parquet-fixtures.mjs made them), and errors that name the file,
 // line or row and field without quoting the file's content.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -93,6 +93,14 @@ describe('JSONL', () => {
       [/line 2/, /over 64 KB/], 'xxxxxxxx');
     const edge = 'y'.repeat(64 * 1024);
     assert.equal((await loadMathDataset(jsonl('edge.jsonl', [{ question: edge, answer: '1' }])))[0]!.question.length, edge.length);
+  });
+
+  test('a file over 512 MB is refused before it is read', async () => {
+    const path = join(dir, 'huge.jsonl');
+    writeFileSync(path, '');
+    truncateSync(path, 512 * 1024 * 1024 + 1); // sparse: no disk is used
+    await rejects(loadMathDataset(path), [/huge\.jsonl/, /over the 512 MB limit/]);
+    rmSync(path);
   });
 
   test('missing files, folders and unknown extensions', async () => {
