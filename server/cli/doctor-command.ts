@@ -3,11 +3,13 @@
  * "auto"` picks, and why. The pick is the engine's own (an engine is started with `auto`, so
  * it probes exactly as a training run does); beside it come what the system shows for each GPU
  * provider (CUDA libraries, NVIDIA driver, Vulkan loader and devices), so a provider that does
- * not work comes with the missing piece named.
+ * not work comes with the missing piece named. It also says whether model-written code can run
+ * sandboxed here (bubblewrap, probed by running a trivial program through the whole sandbox).
  */
 import { availableParallelism } from 'node:os';
 import { Engine, type ExecutionProviderName, type ProviderReport } from '../runtime/engine.ts';
 import { hostDevices, type HostDevices } from '../runtime/host-devices.ts';
+import { probeSandbox, type SandboxProbe } from '../sandbox/probe.ts';
 import { expectPositionals, parseCommandLine, printUsage, type Command } from './command.ts';
 
 const usage = `usage: troupe doctor [--json]
@@ -16,7 +18,8 @@ Says which ONNX Runtime execution providers work on this machine and which one a
 with "engine": { "executionProvider": "auto" } would use, and why. Each GPU provider is probed
 by running a one-node model on it; auto takes CUDA, then WebGPU on a hardware adapter, else the
 CPU (a software WebGPU adapter such as Mesa's lavapipe is slower than the CPU and only used when
-named). Also lists the CUDA libraries and Vulkan devices the system has.
+named). Also lists the CUDA libraries and Vulkan devices the system has, and whether
+model-written code (code environments) can run in the bubblewrap sandbox here, or what to fix.
 
 options:
   --json       print one JSON object
@@ -29,10 +32,12 @@ export interface DoctorReport {
   readonly cuda: NonNullable<ProviderReport['cuda']> & HostDevices['cuda'];
   readonly webgpu: NonNullable<ProviderReport['webgpu']> & { readonly vulkan: HostDevices['vulkan'] };
   readonly auto: { readonly provider: ExecutionProviderName; readonly reason: string };
+  /** Whether model-written code can run sandboxed here (sandbox.mode "bubblewrap"), and the remedy if not. */
+  readonly sandbox: SandboxProbe;
 }
 
 async function diagnose(): Promise<DoctorReport> {
-  const [engine, host] = await Promise.all([Engine.start({ executionProvider: 'auto', threads: 1, log: () => {} }), hostDevices()]);
+  const [engine, host, sandbox] = await Promise.all([Engine.start({ executionProvider: 'auto', threads: 1, log: () => {} }), hostDevices(), probeSandbox()]);
   try {
     const r = engine.providerReport;
     // 'auto' probes both GPU providers; a report without them means the engine changed, not the machine.
@@ -43,6 +48,7 @@ async function diagnose(): Promise<DoctorReport> {
       cuda: { ...r.cuda, ...host.cuda },
       webgpu: { ...r.webgpu, vulkan: host.vulkan },
       auto: { provider: engine.provider, reason: engine.providerReason },
+      sandbox,
     };
   } finally {
     await engine.close();
@@ -67,13 +73,15 @@ function formatReport(d: DoctorReport): string {
   if (devices === null) more('Vulkan devices: vulkaninfo not installed (Debian: apt-get install vulkan-tools)');
   else if (devices.length === 0) more('Vulkan devices: none');
   else for (const v of devices) more(`Vulkan device: ${v.name} [${v.type}]${v.driver ? ` ${v.driver}` : ''}`);
-  out.push('', `auto picks ${d.auto.provider}: ${d.auto.reason}`);
+  out.push('', `auto picks ${d.auto.provider}: ${d.auto.reason}`, '');
+  row('sandbox', d.sandbox.available, d.sandbox.available ? `model-written code runs sandboxed: ${d.sandbox.detail}` : `model-written code cannot run sandboxed: ${d.sandbox.detail}`);
+  if (d.sandbox.remedy) more(`to fix: ${d.sandbox.remedy}`);
   return `${out.join('\n')}\n`;
 }
 
 export const doctorCommand: Command = {
   synopsis: ['doctor [--json]'],
-  summary: 'which execution providers (cpu, cuda, webgpu) work here, and which one auto picks and why',
+  summary: 'which execution providers (cpu, cuda, webgpu) work here, which one auto picks and why, and whether the code sandbox works',
   usage,
   async run(args) {
     const { values, positionals } = parseCommandLine(usage, {
