@@ -42,7 +42,7 @@ const lora = spec.lora!;
 // K answers per prompt around the solver's, moves only (the stop token stays last).
 const rng = createPrng(7);
 const moves = tok.encodeResponse('UDLR').slice(0, 4);
-const demos = solverDemonstrations(exp.env.make, PROMPTS, ['tool', 'plan'], tok).slice(0, PROMPTS);
+const demos = (await solverDemonstrations(exp.env.make, PROMPTS, ['tool', 'plan'], tok)).slice(0, PROMPTS);
 const seqs: TrainSequence[] = demos.flatMap((d) => {
   const prompt = d.tokens.slice(0, d.promptLength);
   const answer = d.tokens.slice(d.promptLength, -1);

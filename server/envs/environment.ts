@@ -89,7 +89,7 @@ export interface AgentStats {
 }
 
 export interface Environment {
-  /** Registry name: 'plan-path' | 'sudoku' | 'sokoban' | 'tic-tac-toe'. */
+  /** Registry name: 'plan-path' | 'sudoku' | 'sokoban' | 'tic-tac-toe' | 'math'. */
   readonly name: string;
   /** The seed this instance was generated from. */
   readonly seed: number;
@@ -144,6 +144,11 @@ export interface EnvironmentFactory<Options = unknown> {
   readonly description: string;
   /** The options schema, with defaults (the source of truth for the config's env options). */
   readonly optionsSchema: z.ZodType<Options>;
+  /**
+   * Whether its agents write code that runs (math, code): a run on it needs the sandbox, opened
+   * before the run starts so that a machine without one is refused up front.
+   */
+  readonly runsCode?: boolean;
   /** Generates the instance for `seed` (a non-negative safe integer). Throws on bad seed or options. */
   create(seed: number, options?: unknown): Environment;
 }

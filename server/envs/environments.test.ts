@@ -103,7 +103,7 @@ describe('environment registry', () => {
   });
 
   test('unknown names, bad seeds and bad options are errors that name the culprit', () => {
-    assert.throws(() => createEnvironment('chess', 1), /unknown environment 'chess' \(known: plan-path, sudoku, sokoban, tic-tac-toe\)/);
+    assert.throws(() => createEnvironment('chess', 1), /unknown environment 'chess' \(known: plan-path, sudoku, sokoban, tic-tac-toe, math\)/);
     assert.throws(() => createEnvironment('plan-path', -1), /seed must be a non-negative safe integer/);
     assert.throws(() => createEnvironment('sokoban', 1.5), /seed/);
     assert.throws(() => createEnvironment('sudoku', Number.NaN), /seed/);
@@ -138,11 +138,11 @@ describe('environment registry', () => {
 
 for (const c of configs) {
   describe(c.label, () => {
-    test(`the solver's texts solve ${c.seeds} seeds through act, with printable prompts`, () => {
+    test(`the solver's texts solve ${c.seeds} seeds through act, with printable prompts`, async () => {
       for (const seed of seedsFor(c.seeds)) {
         const env = make(c, seed);
         const before = env.observe(env.currentAgent());
-        const r = rolloutSolver(env);
+        const r = await rolloutSolver(env);
         assert.equal(r.success, true, `seed ${seed} not solved`);
         assert.equal(env.observe(env.currentAgent()), before, 'rolloutSolver must not touch its argument');
         if (c.name === 'tic-tac-toe') continue;

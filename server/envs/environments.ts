@@ -14,18 +14,20 @@ import { planPath } from './plan-path.ts';
 import { sokoban } from './sokoban.ts';
 import { sudoku } from './sudoku.ts';
 import { ticTacToe } from './tic-tac-toe.ts';
+import { math } from './math/math-env.ts';
 
 export const environments = {
   'plan-path': planPath,
   sudoku,
   sokoban,
   'tic-tac-toe': ticTacToe,
+  math,
 } satisfies Record<string, EnvironmentFactory<unknown>>;
 
 export type EnvironmentName = keyof typeof environments;
 
 /** The registry's keys as a tuple, for `z.enum` and listings. */
-export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe'] as const satisfies readonly EnvironmentName[];
+export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe', 'math'] as const satisfies readonly EnvironmentName[];
 
 // Compile-time check that `environmentNames` lists every registry key.
 type Unlisted = Exclude<EnvironmentName, (typeof environmentNames)[number]>;
@@ -54,4 +56,10 @@ export function createEnvironment(name: string, seed: number, options?: unknown,
     throw new RangeError(`${name}: seed ${seed} is not a ${split} seed (the ${split} range is [${r.start}, ${r.end}))`);
   }
   return environments[name].create(seed, options);
+}
+
+/** Whether environments of this name run model-written code (and so need the sandbox). */
+export function environmentRunsCode(name: EnvironmentName): boolean {
+  const factory: EnvironmentFactory<unknown> = environments[name];
+  return factory.runsCode === true;
 }

@@ -4,9 +4,11 @@
  *  - supervised warm-start demonstrations (the (prompt, response) pairs below),
  *  - reporting the optimum (the return and turn count a perfect team achieves),
  *  - tests (the solver's text must parse and solve).
- * It works on a clone, so the environment passed in is left as it was.
+ * It works on a clone, so the environment passed in is left as it was. In an environment whose
+ * agents write code (math), the solver's programs run through `run` (the sandbox) like a policy's.
  */
 import type { Environment } from './environment.ts';
+import { actWithPrograms, type ProgramRunner } from './program-acts.ts';
 
 export interface Demonstration {
   readonly agent: string;
@@ -31,7 +33,7 @@ export interface SolverRollout {
 }
 
 /** Plays the solver from the environment's current state to the end, on a clone. */
-export function rolloutSolver(env: Environment): SolverRollout {
+export async function rolloutSolver(env: Environment, run?: ProgramRunner): Promise<SolverRollout> {
   const sim = env.clone();
   const demonstrations: Demonstration[] = [];
   const localReturns: Record<string, number> = Object.fromEntries(sim.agents.map((a) => [a, 0]));
@@ -42,7 +44,7 @@ export function rolloutSolver(env: Environment): SolverRollout {
     const turn = sim.turn;
     const observation = sim.observe(agent);
     const response = sim.solution(agent);
-    const r = sim.act(agent, response);
+    const { result: r } = await actWithPrograms(sim, agent, response, run);
     if (r.parseError !== null) throw new Error(`${env.name} seed ${env.seed}: solver text '${response}' did not parse: ${r.parseError}`);
     teamReturn += r.teamReward;
     localReturns[agent] = (localReturns[agent] ?? 0) + r.localReward;

@@ -46,7 +46,8 @@ export function restartTask(env: Environment, t: Trajectory, seed: number, step:
   for (const s of t.samples) {
     if (!s.kept) continue;
     if (s.turn >= round || env.done) break;
-    env.act(s.agent, s.response);
+    // Programs are not run again: the screen's recorded executions replay them exactly.
+    env.act(s.agent, s.response, s.executions);
   }
   if (env.done) throw new Error(`curriculum: replaying task ${t.envSeed} to round ${round} ended the episode; the environment is not deterministic`);
   return env;

@@ -10,6 +10,7 @@ import type { DecodeSettings } from '../models/rollout-decoder.ts';
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import type { LoraSpec } from '../models/transformer-graph.ts';
 import type { ExecutionProviderChoice } from '../runtime/engine.ts';
+import type { SandboxConfig } from '../protocol/experiment-config.ts';
 import type { AdvantageNorm, GroupFilter } from './advantages.ts';
 import type { ProposalNoise } from './warm-start.ts';
 
@@ -19,7 +20,8 @@ export interface ResolvedExperiment {
   readonly name: string;
   readonly seed: number;
   readonly specialization: 'L0' | 'L1' | 'L2' | 'L3';
-  readonly env: { readonly name: string; readonly options: unknown; readonly make: (seed: number) => Environment };
+  /** `runsCode`: its agents write code that runs, so the run needs the sandbox. */
+  readonly env: { readonly name: string; readonly options: unknown; readonly runsCode: boolean; readonly make: (seed: number) => Environment };
   readonly agents: readonly string[];
   /** The experiment's one tokenizer: the character tokenizer, or a Hugging Face model folder's. */
   readonly tokenizer: TextTokenizer;
@@ -70,4 +72,6 @@ export interface ResolvedExperiment {
   readonly engine: { readonly executionProvider: ExecutionProviderChoice; readonly threads?: number };
   /** Rollout weights (fp32/int8/int4) and the fused decode graph. */
   readonly rollout: DecodeSettings;
+  /** Where model-written code runs (environments with `env.runsCode`). */
+  readonly sandbox: SandboxConfig;
 }

@@ -10,7 +10,35 @@
  * error on `env.promptStyle`.
  */
 import type { Environment } from '../envs/environment.ts';
-import { rolloutSolver } from '../envs/solver-rollout.ts';
+import { programsOf } from '../envs/program-acts.ts';
+
+/**
+ * Room left in a prompt for what a program's run adds to it (math shows at most a 40-character
+ * output line); counted in tokens, each at least a character.
+ */
+const PROGRAM_OUTPUT_MARGIN = 64;
+
+/**
+ * Every prompt of a solver episode from the start, played without running anything: this check
+ * runs while a config is validated, where no sandbox is open. In an environment whose agents write
+ * code the episode stops at the first program; then every agent's prompt at that point is counted
+ * with PROGRAM_OUTPUT_MARGIN for the output its later prompts show.
+ */
+function solverPrompts(env: Environment): { agent: string; observation: string; margin: number }[] {
+  const sim = env.clone();
+  const out: { agent: string; observation: string; margin: number }[] = [];
+  while (!sim.done) {
+    const agent = sim.currentAgent();
+    const response = sim.solution(agent);
+    if (programsOf(sim, agent, response).length > 0) {
+      for (const a of sim.agents) out.push({ agent: a, observation: sim.observe(a), margin: PROGRAM_OUTPUT_MARGIN });
+      break;
+    }
+    out.push({ agent, observation: sim.observe(agent), margin: 0 });
+    sim.act(agent, response);
+  }
+  return out;
+}
 import type { ConfigIssue } from '../protocol/config-errors.ts';
 import type { ExperimentConfig } from '../protocol/experiment-config.ts';
 
@@ -26,8 +54,8 @@ interface PromptEncoder {
 export function chatPromptFitIssues(c: ExperimentConfig, env: Environment, contexts: ReadonlyMap<string, number>, tok: PromptEncoder, kind: 'character' | 'pretrained' = 'character'): ConfigIssue[] {
   if (c.env.promptStyle !== 'chat') return [];
   const longest = new Map<string, number>();
-  for (const d of rolloutSolver(env).demonstrations) {
-    const n = tok.encodePrompt([{ role: 'user', text: d.observation }]).length;
+  for (const d of solverPrompts(env)) {
+    const n = tok.encodePrompt([{ role: 'user', text: d.observation }]).length + d.margin;
     longest.set(d.agent, Math.max(longest.get(d.agent) ?? 0, n));
   }
   // One issue per model, naming the agent with the longest prompt among those it serves.

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import { createEnvironment, environments, type EnvironmentName } from '../envs/environments.ts';
+import { createEnvironment, environmentRunsCode, environments, type EnvironmentName } from '../envs/environments.ts';
 import { withPromptStyle } from '../envs/chat-prompts/prompt-styles.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
 import { defaultModelConfig, mediumModelConfig } from '../models/default-model.ts';
@@ -129,7 +129,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     name: c.name,
     seed: c.seed,
     specialization: c.specialization,
-    env: { name: envName, options, make: (seed: number) => withPromptStyle(createEnvironment(envName, seed, options), c.env.promptStyle) },
+    env: { name: envName, options, runsCode: environmentRunsCode(envName), make: (seed: number) => withPromptStyle(createEnvironment(envName, seed, options), c.env.promptStyle) },
     agents: probe.agents,
     tokenizer,
     models,
@@ -141,6 +141,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     warmStart: c.warmStart,
     training: c.training,
     engine: c.engine.threads === undefined ? { executionProvider: c.engine.executionProvider } : { executionProvider: c.engine.executionProvider, threads: c.engine.threads },
+    sandbox: c.sandbox,
   };
 }
 

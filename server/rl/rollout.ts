@@ -15,6 +15,8 @@
  * here on the main thread between calls.
  */
 import type { Environment } from '../envs/environment.ts';
+import { actAllWithPrograms, type ProgramRunner } from '../envs/program-acts.ts';
+import type { Execution } from '../protocol/trajectory.ts';
 import type { Policy } from '../models/policy.ts';
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import { taskGroupId, treeGroupId } from './advantages.ts';
@@ -67,6 +69,8 @@ export interface Sample {
   advantage: number;
   readonly parseError: string | null;
   readonly truncated: boolean;
+  /** Programs the act ran in the sandbox, in order ([] when it ran none). */
+  readonly executions: readonly Execution[];
 }
 
 export interface Trajectory {
@@ -86,9 +90,12 @@ export interface Trajectory {
 export interface RolloutResult {
   readonly trajectories: Trajectory[];
   readonly samples: Sample[];
-  /** Time inside generate calls (inference) and stepping environments, ms. */
+  /** Time inside generate calls (inference) and stepping environments (programs included), ms. */
   readonly inferenceMs: number;
   readonly envMs: number;
+  /** Time waiting for programs to run in the sandbox (part of envMs), ms, and how many ran. */
+  readonly programMs: number;
+  readonly programs: number;
   readonly generatedTokens: number;
 }
 
@@ -99,6 +106,11 @@ export interface RolloutContext {
   readonly tokenizer: TextTokenizer;
   /** The policy acting for an agent, and its id. */
   readonly route: (agent: string) => { policyId: string; policy: RolloutPolicy };
+  /**
+   * Runs the programs acts ask for (the sandbox's pool). Needed by environments whose agents write
+   * code; every branch and environment of one generate call goes to it at once.
+   */
+  readonly runPrograms?: ProgramRunner;
 }
 
 interface Live {
@@ -163,6 +175,15 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
   let inferenceMs = 0;
   let envMs = 0;
   let generatedTokens = 0;
+  let programMs = 0;
+  let programCount = 0;
+  const run = ctx.runPrograms;
+  const timedRunner = run
+    ? async (requests: Parameters<typeof run>[0]) => {
+        programCount += requests.length;
+        return run(requests);
+      }
+    : undefined;
   const tok = ctx.tokenizer;
   for (let call = 0; ; call++) {
     const active = live.filter((l) => !l.env.done);
@@ -195,6 +216,18 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
       });
       inferenceMs += performance.now() - t0;
       const t1 = performance.now();
+      // Every branch steps its own clone (the last branch may step the live environment itself: it
+      // is not needed afterwards); their programs run together, then each act is scored.
+      const acts = group.flatMap((l, i) =>
+        Array.from({ length: K }, (_, k) => {
+          const j = i * K + k;
+          return { env: k === K - 1 ? l.env : l.env.clone(), agent: agents[i]!, text: tok.decode(gen.tokens[j]!, { specials: 'skip' }) };
+        }),
+      );
+      const tp = performance.now();
+      const ranBefore = programCount;
+      const results = await actAllWithPrograms(acts, timedRunner);
+      if (programCount > ranBefore) programMs += performance.now() - tp;
       group.forEach((l, i) => {
         const agent = agents[i]!;
         const turn = turns[i]!;
@@ -208,10 +241,8 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
           const tokens = gen.tokens[j]!;
           generatedTokens += tokens.length;
           const truncated = gen.finish[j] !== 'stop';
-          const response = tok.decode(tokens, { specials: 'skip' });
-          // The last branch may step the live environment itself: it is not needed afterwards.
-          const env = k === K - 1 ? l.env : l.env.clone();
-          const r = env.act(agent, response);
+          const { env, text: response } = acts[j]!;
+          const { result: r, executions } = results[j]!;
           const reward = o.teamRewardWeight * r.teamReward + r.localReward;
           // Caught here, where the culprit is known: further on a NaN only shows as no kept branch.
           if (!Number.isFinite(reward)) throw new NonFiniteRewardError(env.name, l.traj.envSeed, agent, turn, k, r);
@@ -237,6 +268,7 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
             advantage: 0,
             parseError: r.parseError,
             truncated,
+            executions,
           });
           if (reward > bestReward) {
             bestReward = reward;
@@ -266,5 +298,5 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
     }
     return { ...l.traj, success: l.env.success, turns: l.env.turn, teamReturn, localReturns };
   });
-  return { trajectories, samples: trajectories.flatMap((t) => t.samples), inferenceMs, envMs, generatedTokens };
+  return { trajectories, samples: trajectories.flatMap((t) => t.samples), inferenceMs, envMs, programMs, programs: programCount, generatedTokens };
 }

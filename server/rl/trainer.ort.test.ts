@@ -114,7 +114,7 @@ test('PPO updates on a real rollout batch raise the reward the policy expects fr
     const ctx = { tokenizer: defaultTokenizer, route: () => ({ policyId: 'p', policy }) };
     // A brief supervised start, so sampled branches differ in quality rather than all failing to parse.
     const make = (seed: number) => createEnvironment('plan-path', seed, { size: 4, maxTurns: 1 });
-    const demos = solverDemonstrations(make, 60, ['tool', 'plan'], defaultTokenizer);
+    const demos = (await solverDemonstrations(make, 60, ['tool', 'plan'], defaultTokenizer));
     for (let i = 0; i < 40; i++) await policy.update('ce', demos.slice((i * 16) % 96, ((i * 16) % 96) + 16), null);
     await policy.resetOptimizer();
     const tasks = Array.from({ length: 8 }, (_, i) => createEnvironment('plan-path', trainSeed(i), { size: 4, maxTurns: 1 }));
@@ -187,7 +187,7 @@ test('the greedy-failures curriculum rolls out the candidates the greedy policy 
     const policy = await Policy.create(engine, { id: 'p', config: model, weights: initParameters(model, 7, { std: 0.3 }), lora: null, optimizer: optimizerSchema.parse({ lr: 3e-3, weightDecay: 0 }), kl: false, entropy: false });
     const ctx = { tokenizer: defaultTokenizer, route: () => ({ policyId: 'p', policy }) };
     // A brief supervised start, so the greedy policy solves some candidates and fails others.
-    const demos = solverDemonstrations((seed) => experiment.env.make(seed), 80, ['tool', 'plan'], defaultTokenizer);
+    const demos = (await solverDemonstrations((seed) => experiment.env.make(seed), 80, ['tool', 'plan'], defaultTokenizer));
     for (let i = 0; i < 40; i++) await policy.update('ce', demos.slice((i * 16) % 128, ((i * 16) % 128) + 16), null);
 
     const greedy = async (envs: ReturnType<typeof experiment.env.make>[]) =>

@@ -22,6 +22,8 @@ import { Engine } from '../runtime/engine.ts';
 import type { RunStore, StepInput } from '../store/index.ts';
 import { assignAdvantages, filterGroups, treeGroupId } from './advantages.ts';
 import { selectTasks } from './curriculum.ts';
+import type { ProgramRunner } from '../envs/program-acts.ts';
+import { Sandbox } from '../sandbox/sandbox.ts';
 import { evaluate, TEST_SEED_OFFSET, type Evaluation } from './evaluate.ts';
 import type { ResolvedExperiment } from './experiment.ts';
 import { createPolicies, routingContext, stringSeed } from './policies.ts';
@@ -101,15 +103,28 @@ function warmStartJob(exp: ResolvedExperiment, modelId: string, initial: Map<str
 export async function warmStartKeys(exp: ResolvedExperiment): Promise<Record<string, string> | null> {
   if (!exp.warmStart.enabled) return null;
   const keys: Record<string, string> = {};
-  for (const [modelId, m] of exp.models) {
-    const initial = m.source.kind === 'init' ? initParameters(m.config, m.source.seed) : (await loadCheckpoint(m.source.path)).params;
-    keys[modelId] = warmStartKey(warmStartJob(exp, modelId, initial), exp.env, exp.warmStart, exp.tokenizer);
+  const sandbox = await openSandbox(exp, () => {});
+  try {
+    for (const [modelId, m] of exp.models) {
+      const initial = m.source.kind === 'init' ? initParameters(m.config, m.source.seed) : (await loadCheckpoint(m.source.path)).params;
+      keys[modelId] = await warmStartKey(warmStartJob(exp, modelId, initial), exp.env, exp.warmStart, exp.tokenizer, sandbox?.runAll);
+    }
+  } finally {
+    await sandbox?.close();
   }
   return keys;
 }
 
+/**
+ * The sandbox of a run whose agents write code (null otherwise), opened before anything else so
+ * that a machine where it cannot start refuses the run at once, saying why.
+ */
+export async function openSandbox(exp: ResolvedExperiment, log: (line: string) => void): Promise<Sandbox | null> {
+  return exp.env.runsCode ? Sandbox.open(exp.sandbox, { log }) : null;
+}
+
 /** Initial weights of every base model: from the warm start (cached), else init or checkpoint. */
-async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOptions): Promise<Map<string, Map<string, Float32Array>>> {
+async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOptions, run: ProgramRunner | undefined): Promise<Map<string, Map<string, Float32Array>>> {
   const out = new Map<string, Map<string, Float32Array>>();
   for (const [modelId, m] of exp.models) {
     const saved = warmStartDir(o.runDir, modelId);
@@ -122,7 +137,7 @@ async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOpti
       out.set(modelId, initial);
       continue;
     }
-    const ws = await warmStart(engine, warmStartJob(exp, modelId, initial), exp.env, exp.warmStart, exp.tokenizer, o.cacheRoot, o.log);
+    const ws = await warmStart(engine, warmStartJob(exp, modelId, initial), exp.env, exp.warmStart, exp.tokenizer, o.cacheRoot, o.log, run);
     await rm(saved, { recursive: true, force: true });
     await mkdir(join(saved, '..'), { recursive: true });
     await cp(ws.cacheDir, saved, { recursive: true });
@@ -159,6 +174,7 @@ function turnRows(t: Trajectory, trained: ReadonlySet<string> | null) {
       reward: s.reward,
       ...(inGroup ? { advantage: s.advantage, groupId: storeGroupId(s) } : {}),
       ...(s.parseError !== null ? { parseError: s.parseError } : {}),
+      ...(s.executions.length > 0 ? { executions: [...s.executions] } : {}),
     };
   });
 }
@@ -211,12 +227,17 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
   const exp = o.experiment;
   const a = exp.algorithm;
   const totalSteps = o.steps ?? exp.training.steps;
-  const engine = o.engine ?? (await startEngine(exp, o.log));
+  const sandbox = await openSandbox(exp, o.log);
+  const engine = o.engine ?? (await startEngine(exp, o.log).catch(async (e: unknown) => {
+    await sandbox?.close();
+    throw e;
+  }));
   try {
+    const run = sandbox?.runAll;
     // The base weights are not kept in a variable: once uploaded the engine holds them, and a
     // host copy alive for the whole run would cost as much again (2 GB for a 0.5B model).
-    const policies = await createPolicies(engine, exp, await baseWeights(engine, exp, o));
-    const ctx = routingContext(exp, policies);
+    const policies = await createPolicies(engine, exp, await baseWeights(engine, exp, o, run));
+    const ctx = { ...routingContext(exp, policies), ...(run ? { runPrograms: run } : {}) };
     if (exp.training.validationEpisodes > TEST_SEED_OFFSET) throw new Error(`training.validationEpisodes (${exp.training.validationEpisodes}) would reach the test seeds at validation index ${TEST_SEED_OFFSET}`);
     const validate = (test = false) =>
       evaluate(exp.env.make, ctx, {
@@ -356,6 +377,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     }
     return { initial, final, initialTest, finalTest, testedStep, best, lastStep, stopped };
   } finally {
+    await sandbox?.close();
     if (!o.engine) await engine.close();
   }
 }

@@ -39,7 +39,7 @@ test("DAgger labels the states the model's own play reaches with the solver's an
     const visited = await learnerDemonstrations(policy, env.make, seeds, ['tool', 'plan'], tok, 12);
     assert.equal(visited.solved, 0);
     assert.equal(visited.sequences.length, seeds.length * options.maxTurns * 2, 'one labelled state per act: 3 rounds of tool + plan');
-    const solverPrompts = new Set(solverDemonstrations(env.make, 200, ['tool', 'plan'], tok).map(prompt));
+    const solverPrompts = new Set((await solverDemonstrations(env.make, 200, ['tool', 'plan'], tok)).map(prompt));
     const unseen = visited.sequences.filter((s) => !solverPrompts.has(prompt(s)));
     assert.ok(unseen.length > seeds.length, `${unseen.length} of the labelled states are ones solver demonstrations do not show`);
     assert.ok(unseen.some((s) => /tool: (no valid proposal|.*goal no)/.test(prompt(s))), 'the planner is shown failed tool proposals');
@@ -145,7 +145,7 @@ test('settings that leave the demonstrations as they are train the same weights 
     const other = { name: 'plan-path', options: quiet, make: (seed: number) => createEnvironment('plan-path', seed, quiet) };
     const budget = { demonstrations: 40, steps: 6, batchSize: 8, lr: 5e-3 };
     assert.notEqual(warmStartKey(job, env, budget, tok), warmStartKey(job, other, budget, tok));
-    assert.deepEqual(solverDemonstrations(env.make, 40, ['tool'], tok), solverDemonstrations(other.make, 40, ['tool'], tok));
+    assert.deepEqual((await solverDemonstrations(env.make, 40, ['tool'], tok)), (await solverDemonstrations(other.make, 40, ['tool'], tok)));
     const a = await warmStart(engine, job, env, budget, tok, cache, () => {});
     const b = await warmStart(engine, job, other, budget, tok, cache, () => {});
     assert.equal(b.cached, false);

@@ -13,8 +13,8 @@ import { solverDemonstrations, type ProposalNoise } from './warm-start.ts';
 const make = (seed: number) => createEnvironment('plan-path', seed, { size: 7 });
 const text = (s: TrainSequence) => ({ prompt: tok.decode(s.tokens.subarray(0, s.promptLength)), answer: tok.decode(s.tokens.subarray(s.promptLength), { specials: 'skip' }) });
 
-test("a team's planner demonstrations copy right proposals and overrule wrong ones", () => {
-  const demos = solverDemonstrations(make, 120, ['tool', 'plan'], tok).map(text);
+test("a team's planner demonstrations copy right proposals and overrule wrong ones", async () => {
+  const demos = (await solverDemonstrations(make, 120, ['tool', 'plan'], tok)).map(text);
   const plan = demos.flatMap((d) => {
     const m = /\ntool: ([UDLR]+): .*goal (yes|no)\nplan: /.exec(d.prompt);
     return m ? [{ proposal: m[1]!, right: m[2] === 'yes', answer: d.answer }] : [];
@@ -24,13 +24,13 @@ test("a team's planner demonstrations copy right proposals and overrule wrong on
   assert.ok(wrong.every((p) => p.answer !== p.proposal), 'a wrong proposal is never copied');
   assert.ok(plan.filter((p) => p.right).every((p) => p.answer === p.proposal), 'a right proposal is copied (it scores as well as the solver)');
   // The tool's demonstrations are the ones a tool-only model gets: the planner's do not change them.
-  const toolOnly = solverDemonstrations(make, 120, ['tool'], tok).map(text);
+  const toolOnly = (await solverDemonstrations(make, 120, ['tool'], tok)).map(text);
   assert.deepEqual(demos.filter((d) => d.prompt.includes('\ntool: moves')), toolOnly);
 });
 
-test("a Sudoku team's flawed proposals are well formed: the planner sees a digit to overrule, never 'no valid proposal'", () => {
+test("a Sudoku team's flawed proposals are well formed: the planner sees a digit to overrule, never 'no valid proposal'", async () => {
   const sudoku = (seed: number) => createEnvironment('sudoku', seed, {});
-  const demos = solverDemonstrations(sudoku, 30, ['plan'], tok).map(text);
+  const demos = (await solverDemonstrations(sudoku, 30, ['plan'], tok)).map(text);
   const reports = demos.map((d) => /\ntool: (.*)\nplan: /.exec(d.prompt)?.[1] ?? '');
   assert.ok(reports.every((r) => r !== 'no valid proposal'), 'every proposal parses');
   // Episodes 0, 3, 6, ... start with a flawed proposal; the solver overrules it (a flawed fill never solves).
@@ -39,20 +39,20 @@ test("a Sudoku team's flawed proposals are well formed: the planner sees a digit
   for (const d of flawed) assert.notEqual(d.answer, /\ntool: (.*): \d+ ok/.exec(d.prompt)?.[1], 'a flawed proposal is not copied');
 });
 
-test('warmStart.proposals sets the mix: no flawed proposals at 0, and missing ones teach the planner to solve alone', () => {
-  const planPrompts = (noise: ProposalNoise) =>
-    solverDemonstrations(make, 60, ['tool', 'plan'], tok, noise)
+test('warmStart.proposals sets the mix: no flawed proposals at 0, and missing ones teach the planner to solve alone', async () => {
+  const planPrompts = async (noise: ProposalNoise) =>
+    (await solverDemonstrations(make, 60, ['tool', 'plan'], tok, noise))
       .map(text)
       .filter((d) => /\nplan: moves/.test(d.prompt));
   const firstRoundFlaw = (d: { prompt: string }) => /goal no\nplan:/.test(d.prompt) && /turn 1\//.test(d.prompt);
-  const defaults = planPrompts({ flawedEvery: 3, missingEvery: 0 });
-  const none = planPrompts({ flawedEvery: 0, missingEvery: 0 });
+  const defaults = await planPrompts({ flawedEvery: 3, missingEvery: 0 });
+  const none = await planPrompts({ flawedEvery: 0, missingEvery: 0 });
   assert.ok(defaults.some(firstRoundFlaw), 'the default mix has first-round flaws');
   assert.ok(none.every((d) => !/goal no\nplan:/.test(d.prompt) || /turn [2-9]/.test(d.prompt)), 'no first-round proposal is flawed');
   // The default mix is the one solverDemonstrations uses without a mix.
-  assert.deepEqual(defaults, solverDemonstrations(make, 60, ['tool', 'plan'], tok).map(text).filter((d) => /\nplan: moves/.test(d.prompt)));
+  assert.deepEqual(defaults, (await solverDemonstrations(make, 60, ['tool', 'plan'], tok)).map(text).filter((d) => /\nplan: moves/.test(d.prompt)));
 
-  const mixed = planPrompts({ flawedEvery: 1, missingEvery: 2 });
+  const mixed = await planPrompts({ flawedEvery: 1, missingEvery: 2 });
   const missing = mixed.filter((d) => /\ntool: no valid proposal\nplan: /.test(d.prompt));
   // Episodes 0, 1, 3, 4, ... (not botched) alternate flawed and missing proposals: about a third of 60 are missing.
   assert.ok(missing.length >= 15, `${missing.length} planner demonstrations show no proposal`);
@@ -87,11 +87,11 @@ class RenamedTeam implements Environment {
   flawedSolution(agent: string, variant: number) { return this.#env.flawedSolution!(this.#inner[agent]!, variant); }
 }
 
-test("flawed proposals go to whichever agent reviews the round's first answer, whatever the agents are called", () => {
+test("flawed proposals go to whichever agent reviews the round's first answer, whatever the agents are called", async () => {
   const renamed = (seed: number) => new RenamedTeam(make(seed), { tool: 'scout', plan: 'lead' });
   assert.deepEqual(renamed(1).agents, ['scout', 'lead']);
   const noise: ProposalNoise = { flawedEvery: 1, missingEvery: 2 };
   // Same environment, same demonstrations: the names change nothing, so the reviewer sees flawed and missing proposals.
-  assert.deepEqual(solverDemonstrations(renamed, 40, ['scout', 'lead'], tok, noise).map(text), solverDemonstrations(make, 40, ['tool', 'plan'], tok, noise).map(text));
-  assert.deepEqual(solverDemonstrations(renamed, 40, ['lead'], tok, noise).map(text), solverDemonstrations(make, 40, ['plan'], tok, noise).map(text));
+  assert.deepEqual((await solverDemonstrations(renamed, 40, ['scout', 'lead'], tok, noise)).map(text), (await solverDemonstrations(make, 40, ['tool', 'plan'], tok, noise)).map(text));
+  assert.deepEqual((await solverDemonstrations(renamed, 40, ['lead'], tok, noise)).map(text), (await solverDemonstrations(make, 40, ['plan'], tok, noise)).map(text));
 });

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import type { Environment } from '../envs/environment.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
 import { rolloutSolver } from '../envs/solver-rollout.ts';
+import { actAllWithPrograms, actWithPrograms, type ProgramRunner } from '../envs/program-acts.ts';
 import { loadCheckpoint, saveCheckpoint } from '../models/checkpoint.ts';
 import type { ModelConfig } from '../models/model-config.ts';
 import { optimizerSchema } from '../models/optimizer.ts';
@@ -114,14 +115,18 @@ function proposesTo(env: Environment, wanted: ReadonlySet<string>): boolean {
   return env.flawedSolution !== undefined && env.currentAgent() === proposer && reviewers.some((a) => wanted.has(a));
 }
 
-/** (prompt, response) sequences from solver rollouts on training seeds, for the given agents. */
-export function solverDemonstrations(
+/**
+ * (prompt, response) sequences from solver rollouts on training seeds, for the given agents. In an
+ * environment whose agents write code, `run` runs the solver's programs (the sandbox).
+ */
+export async function solverDemonstrations(
   make: (seed: number) => Environment,
   count: number,
   agents: readonly string[],
   tok: TextTokenizer,
   noise: ProposalNoise = defaultProposalNoise,
-): TrainSequence[] {
+  run?: ProgramRunner,
+): Promise<TrainSequence[]> {
   const wanted = new Set(agents);
   const out: TrainSequence[] = [];
   const push = (observation: string, response: string) => {
@@ -135,7 +140,7 @@ export function solverDemonstrations(
       while (!env.done && env.turn === round) {
         const agent = env.currentAgent();
         const full = env.solution(agent);
-        env.act(agent, full.slice(0, Math.floor(full.length / 2)));
+        await actWithPrograms(env, agent, full.slice(0, Math.floor(full.length / 2)), run);
       }
       if (env.done) continue;
     } else if (noise.flawedEvery > 0 && i % noise.flawedEvery === 0 && proposesTo(env, wanted)) {
@@ -147,10 +152,10 @@ export function solverDemonstrations(
       if (proposal !== null) {
         // The proposer's own label in this state is still the solver's answer.
         if (wanted.has(proposer)) push(env.observe(proposer), env.solution(proposer));
-        env.act(proposer, proposal);
+        await actWithPrograms(env, proposer, proposal, run);
       }
     }
-    for (const d of rolloutSolver(env).demonstrations) if (wanted.has(d.agent)) push(d.observation, d.response);
+    for (const d of (await rolloutSolver(env, run)).demonstrations) if (wanted.has(d.agent)) push(d.observation, d.response);
   }
   return out;
 }
@@ -168,6 +173,7 @@ export async function learnerDemonstrations(
   agents: readonly string[],
   tok: TextTokenizer,
   maxNewTokens: number,
+  run?: ProgramRunner,
 ): Promise<{ sequences: TrainSequence[]; solved: number }> {
   const wanted = new Set(agents);
   const sequences: TrainSequence[] = [];
@@ -182,7 +188,7 @@ export async function learnerDemonstrations(
         if (e.done) continue;
         const agent = e.currentAgent();
         if (!wanted.has(agent)) {
-          e.act(agent, e.solution(agent));
+          await actWithPrograms(e, agent, e.solution(agent), run);
           continue;
         }
         const prompt = tok.encodePrompt([{ role: 'user', text: e.observe(agent) }]);
@@ -192,7 +198,7 @@ export async function learnerDemonstrations(
       }
       if (mine.length === 0) continue;
       const gen = await policy.generate(prompts, { maxNewTokens, sampling: { temperature: 0, topP: 1, topK: 0 }, seed: call, stopTokens: tok.stopTokenIds, padToken: tok.padTokenId });
-      mine.forEach((e, i) => e.act(e.currentAgent(), tok.decode(gen.tokens[i]!, { specials: 'skip' })));
+      await actAllWithPrograms(mine.map((e, i) => ({ env: e, agent: e.currentAgent(), text: tok.decode(gen.tokens[i]!, { specials: 'skip' }) })), run);
     }
     solved += envs.filter((e) => e.success).length;
   }
@@ -224,12 +230,18 @@ export function batchOrderSeed(job: Pick<WarmStartJob, 'weightsKey' | 'modelId'>
   return createHash('sha256').update(`${job.weightsKey}\0${job.modelId}`).digest().readUInt32BE(0);
 }
 
-export function warmStartKey(job: WarmStartJob, env: { name: string; options: unknown; make: (seed: number) => Environment }, budget: WarmStartBudget, tok: TextTokenizer): string {
+export async function warmStartKey(
+  job: WarmStartJob,
+  env: { name: string; options: unknown; make: (seed: number) => Environment },
+  budget: WarmStartBudget,
+  tok: TextTokenizer,
+  run?: ProgramRunner,
+): Promise<string> {
   const h = createHash('sha256');
   // A few demonstrations' text stands in for the environment's code: a change to its rendering
   // or its solver changes the key, so a stale warm start is never reused.
   const noise = budget.proposals ?? defaultProposalNoise;
-  const demos = solverDemonstrations(env.make, 3, job.agents, tok, noise);
+  const demos = await solverDemonstrations(env.make, 3, job.agents, tok, noise, run);
   const sample = demos.map((s) => tok.decode(s.tokens));
   h.update(
     JSON.stringify({
@@ -269,15 +281,16 @@ export async function warmStart(
   tok: TextTokenizer,
   cacheRoot: string,
   log: (line: string) => void,
+  run?: ProgramRunner,
 ): Promise<WarmStartResult> {
-  const key = warmStartKey(job, env, budget, tok);
+  const key = await warmStartKey(job, env, budget, tok, run);
   const dir = join(cacheRoot, key, job.modelId);
   if (existsSync(join(dir, 'done.json'))) {
     const ck = await loadCheckpoint(dir);
     log(`warm start of '${job.modelId}': reusing cache ${key}`);
     return { weights: ck.params, cached: true, cacheDir: dir, firstLoss: Number.NaN, lastLoss: Number.NaN, demonstrations: 0 };
   }
-  const demos = solverDemonstrations(env.make, budget.demonstrations, job.agents, tok, budget.proposals);
+  const demos = await solverDemonstrations(env.make, budget.demonstrations, job.agents, tok, budget.proposals, run);
   if (demos.length === 0) throw new Error(`warm start of '${job.modelId}': the solver produced no demonstrations for agents ${job.agents.join(', ')}`);
   log(`warm start of '${job.modelId}': ${demos.length} demonstrations from ${budget.demonstrations} solver episodes, ${budget.steps} steps of ${budget.batchSize}`);
   const policy = await Policy.create(engine, {
@@ -309,7 +322,7 @@ export async function warmStart(
       if (rounds > 0 && step > 0 && step % phase === 0) {
         const round = step / phase;
         const seeds = Array.from({ length: budget.dagger!.episodes }, (_, i) => trainSeed(DAGGER_SEED_OFFSET + round * 1_000_000 + i));
-        const visited = await learnerDemonstrations(policy, env.make, seeds, job.agents, tok, job.maxNewTokens);
+        const visited = await learnerDemonstrations(policy, env.make, seeds, job.agents, tok, job.maxNewTokens, run);
         demos.push(...visited.sequences);
         log(`  warm start ${step}: DAgger round ${round}: the model solved ${visited.solved}/${seeds.length} episodes; ${visited.sequences.length} states it reached labelled by the solver (${demos.length} demonstrations now)`);
       }

@@ -36,12 +36,12 @@ test('every environment has chat prompts; terse is the environment itself', () =
   assert.deepEqual(promptTurns(env, 'tool'), [{ role: 'user', text: env.observe('tool') }]);
 });
 
-test("the solver's chat answers play every environment exactly as its terse answers do", () => {
+test("the solver's chat answers play every environment exactly as its terse answers do", async () => {
   for (const c of cases) {
     for (let i = 0; i < 20; i++) {
       const seed = trainSeed(i);
-      const terse = rolloutSolver(createEnvironment(c.name, seed, c.options));
-      const wrapped = rolloutSolver(chat(c.name, seed, c.options));
+      const terse = await rolloutSolver(createEnvironment(c.name, seed, c.options));
+      const wrapped = await rolloutSolver(chat(c.name, seed, c.options));
       const what = `${c.name} ${JSON.stringify(c.options)} seed ${seed}`;
       assert.equal(wrapped.success, terse.success, what);
       assert.equal(wrapped.turns, terse.turns, what);

@@ -21,6 +21,7 @@
  * Rewards, turns, clones and seeds are the wrapped environment's.
  */
 import type { Parsed } from '../action-text.ts';
+import type { Execution, ProgramRequest } from '../../protocol/trajectory.ts';
 import type { AgentStats, AgentTurnResult, Environment } from '../environment.ts';
 
 /** One message of a chat prompt (the shape of the models' `ChatTurn`). */
@@ -100,10 +101,17 @@ export class ChatEnvironment implements Environment {
     ];
   }
 
-  act(agent: string, text: string): AgentTurnResult {
+  /** The wrapped environment's programs for the action read out of the response. */
+  programs(agent: string, text: string): ProgramRequest[] {
+    if (!this.#env.programs) return [];
+    const answer = this.#prompter.toAction(this.#env, agent, text, this.#env.observe(agent));
+    return answer.ok ? this.#env.programs(agent, answer.action) : [];
+  }
+
+  act(agent: string, text: string, executions?: readonly Execution[]): AgentTurnResult {
     // observe() checks the agent, so a caller bug throws here as it would in the environment.
     const answer = this.#prompter.toAction(this.#env, agent, text, this.#env.observe(agent));
-    if (answer.ok) return this.#env.act(agent, answer.action);
+    if (answer.ok) return this.#env.act(agent, answer.action, executions);
     const r = this.#env.act(agent, '');
     return { ...r, parseError: answer.error, info: `parse error: ${answer.error}` };
   }

@@ -11,6 +11,7 @@ import { planPathChat } from './plan-path-chat.ts';
 import { sokobanChat } from './sokoban-chat.ts';
 import { sudokuChat } from './sudoku-chat.ts';
 import { ticTacToeChat } from './tic-tac-toe-chat.ts';
+import { mathChat } from './math-chat.ts';
 
 export const promptStyles = ['terse', 'chat'] as const;
 export type PromptStyle = (typeof promptStyles)[number];
@@ -21,6 +22,7 @@ export const chatPrompters = {
   sokoban: sokobanChat,
   sudoku: sudokuChat,
   'tic-tac-toe': ticTacToeChat,
+  math: mathChat,
 } satisfies Record<EnvironmentName, ChatPrompter>;
 
 const hasChatPrompter = (name: string): name is keyof typeof chatPrompters => Object.hasOwn(chatPrompters, name);
