@@ -359,6 +359,13 @@ describe('sandbox', { skip }, () => {
     await noStraysWithin(3000);
   });
 
+  test('mode unsandboxed warns loudly when it opens', async () => {
+    const lines: string[] = [];
+    const s = await Sandbox.open(config('unsandboxed'), { log: (l) => lines.push(l) });
+    await s.close();
+    assert.match(lines.join('\n'), /WARNING: .*unsandboxed.*read and write your files/);
+  });
+
   test('SandboxUnavailableError says why and what to do', () => {
     const e = new SandboxUnavailableError('bubblewrap is not installed (/usr/bin/bwrap)', 'apt-get install bubblewrap');
     assert.equal(e.reason, 'bubblewrap is not installed (/usr/bin/bwrap)');
