@@ -24,7 +24,8 @@
  * Env: BENCH_GPU_MODELS (qwen2.5-0.5b,qwen3-1.7b), BENCH_GPU_PPO (64x512), BENCH_GPU_DECODE_SHAPE
  * (64x256x256: rows × prompt × new), BENCH_GPU_MICRO_TOKENS (4096), BENCH_GPU_ROUNDS (3; Troupe
  * BENCH_GPU_TROUPE_ROUNDS, 2), BENCH_GPU_PHASE_S (60), BENCH_GPU_PHASE_TIMEOUT_S (300),
- * BENCH_GPU_DECODE (fused), BENCH_GPU_OUT (bench/results/gpu.json).
+ * BENCH_GPU_DECODE (fused), BENCH_GPU_OUT (bench/results/gpu.json), BENCH_GPU_PROVIDER (Troupe's:
+ * webgpu; cpu in the tiny form).
  * BENCH_GPU_TINY=1: the CI-sized form — tiny models of the same two architectures, Troupe on the
  * CPU provider and PyTorch fp32 on the CPU, written to bench/results/gpu-tiny.json.
  * On the lent GPU machine: bench/gpu/run-on-device.sh (after bench/gpu/pack-for-device.sh here).
@@ -260,7 +261,7 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
   const troupe: Record<string, unknown> = {};
   result['troupe'] = troupe;
   const mem = new GpuMemory();
-  const provider = TINY ? 'cpu' : 'webgpu';
+  const provider = (env['BENCH_GPU_PROVIDER'] ?? (TINY ? 'cpu' : 'webgpu')) as 'cpu' | 'webgpu';
   mem.start();
   const engine = await Engine.start({ executionProvider: provider, log: (l) => say(`engine: ${l}`) });
   troupe['provider'] = engine.provider;
@@ -344,7 +345,9 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
     troupe['decode'] = decodes;
     if (DECODE_VARIANTS.includes('fused')) decodes['fused-fp32'] = await decodeWith('fused fp32', policy, true);
     save();
-    if (DECODE_VARIANTS.includes('plain')) decodes['plain-fp32'] = await decodeWith('plain fp32', policy, false);
+    // The plain decoder when asked for, or when the fused one failed for a reason other than time.
+    const fusedFailed = decodes['fused-fp32']?.error !== undefined && !busy;
+    if (DECODE_VARIANTS.includes('plain') || fusedFailed) decodes['plain-fp32'] = await decodeWith('plain fp32', policy, false);
     save();
     if (!busy) await policy.dispose();
     if (DECODE_VARIANTS.includes('fp16') && !TINY && !busy) {
