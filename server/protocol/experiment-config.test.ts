@@ -229,7 +229,7 @@ describe('structural errors name the path and what is allowed', () => {
     c['policies']['tool-lora'].lora.rnak = 8;
     const issues = issuesOf(c);
     assertIssue(issues, 'algorithm.branchs', /^unknown key "branchs" \(did you mean "branches"\?\); allowed: "name", "branches", .*"filters"$/);
-    assertIssue(issues, 'trainig', /^unknown key "trainig" \(did you mean "training"\?\); allowed: "\$schema", "name", .*"engine", "rollout"$/);
+    assertIssue(issues, 'trainig', /^unknown key "trainig" \(did you mean "training"\?\); allowed: "\$schema", "name", .*"engine", "rollout", "sandbox"$/);
     assertIssue(issues, 'policies.tool-lora.lora.rnak', /did you mean "rank"\?\); allowed: "rank", "alpha", "targets", "dropout"$/);
   });
 

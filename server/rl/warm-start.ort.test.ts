@@ -68,12 +68,12 @@ test('a warm start with DAgger rounds trains on the added states and is cached u
     const job: WarmStartJob = { modelId: 'base', config: model, weights: initParameters(model, 3), weightsKey: 'init:3', agents: ['tool', 'plan'], maxNewTokens: 12 };
     const plain = { demonstrations: 40, steps: 12, batchSize: 8, lr: 5e-3, dagger: { rounds: 0, episodes: 16 } };
     const dagger = { ...plain, dagger: { rounds: 2, episodes: 16 } };
-    assert.notEqual(warmStartKey(job, env, plain, tok), warmStartKey(job, env, dagger, tok));
-    assert.equal(warmStartKey(job, env, plain, tok), warmStartKey(job, env, { ...plain, dagger: { rounds: 0, episodes: 99 } }, tok), 'without rounds the episode count is irrelevant');
+    assert.notEqual(await warmStartKey(job, env, plain, tok), await warmStartKey(job, env, dagger, tok));
+    assert.equal(await warmStartKey(job, env, plain, tok), await warmStartKey(job, env, { ...plain, dagger: { rounds: 0, episodes: 99 } }, tok), 'without rounds the episode count is irrelevant');
     // The default proposal mix keys as a budget without one (caches made before it was a setting stay valid); another mix has its own key.
     for (const b of [plain, dagger]) {
-      assert.equal(warmStartKey(job, env, b, tok), warmStartKey(job, env, { ...b, proposals: { flawedEvery: 3, missingEvery: 0 } }, tok));
-      assert.notEqual(warmStartKey(job, env, b, tok), warmStartKey(job, env, { ...b, proposals: { flawedEvery: 1, missingEvery: 2 } }, tok));
+      assert.equal(await warmStartKey(job, env, b, tok), await warmStartKey(job, env, { ...b, proposals: { flawedEvery: 3, missingEvery: 0 } }, tok));
+      assert.notEqual(await warmStartKey(job, env, b, tok), await warmStartKey(job, env, { ...b, proposals: { flawedEvery: 1, missingEvery: 2 } }, tok));
     }
     const lines: string[] = [];
     const first = await warmStart(engine, job, env, dagger, tok, cache, (l) => lines.push(l));
@@ -144,7 +144,7 @@ test('settings that leave the demonstrations as they are train the same weights 
     const quiet = { ...options, verdictToPlanner: false };
     const other = { name: 'plan-path', options: quiet, make: (seed: number) => createEnvironment('plan-path', seed, quiet) };
     const budget = { demonstrations: 40, steps: 6, batchSize: 8, lr: 5e-3 };
-    assert.notEqual(warmStartKey(job, env, budget, tok), warmStartKey(job, other, budget, tok));
+    assert.notEqual(await warmStartKey(job, env, budget, tok), await warmStartKey(job, other, budget, tok));
     assert.deepEqual((await solverDemonstrations(env.make, 40, ['tool'], tok)), (await solverDemonstrations(other.make, 40, ['tool'], tok)));
     const a = await warmStart(engine, job, env, budget, tok, cache, () => {});
     const b = await warmStart(engine, job, other, budget, tok, cache, () => {});

@@ -44,6 +44,7 @@ const reportSchema = z.strictObject({
     }),
   }),
   auto: z.object({ provider: z.enum(['cpu', 'cuda', 'webgpu']), reason: z.string().min(1) }),
+  sandbox: z.strictObject({ available: z.boolean(), detail: z.string().min(1), remedy: z.string().min(1).optional(), bubblewrapVersion: z.string().optional() }),
 });
 
 describe('troupe doctor', () => {
@@ -80,7 +81,10 @@ describe('troupe doctor', () => {
     const d = reportSchema.parse(JSON.parse(json.stdout));
     for (const p of ['cpu', 'cuda', 'webgpu']) assert.match(text.stdout, new RegExp(`^${p} +(works|no) +\\S`, 'm'));
     assert.ok(text.stdout.includes(`auto picks ${d.auto.provider}: ${d.auto.reason}\n`), text.stdout);
-    if (d.webgpu.float16 !== undefined) assert.match(text.stdout, new RegExp(`float16 \\(shader-f16, for rollout\\.weights "fp16"\\): ${d.webgpu.float16 ? 'yes' : 'no'}\n`));
+    if (d.webgpu.float16 !== undefined) assert.match(text.stdout, new RegExp(`float16 \\(shader-f16, for rollout\\.weights "fp16"\\): ${d.webgpu.float16 ? 'yes' : 'no'}\n`));    // The sandbox line agrees with the probe; where it cannot run, the remedy is printed beside it.
+    assert.match(text.stdout, new RegExp(`^sandbox +${d.sandbox.available ? 'works' : 'no'} +\\S`, 'm'));
+    assert.equal(d.sandbox.available, d.sandbox.remedy === undefined);
+    if (d.sandbox.remedy) assert.ok(text.stdout.includes(`to fix: ${d.sandbox.remedy}`), text.stdout);
   });
 
   test('with no Vulkan driver WebGPU has no adapter, and doctor says so', async () => {

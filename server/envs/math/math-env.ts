@@ -13,7 +13,6 @@
  *  A single agent's episode is one round: it sees nothing new in a second.
  *
  * Terse prompts (the embedded character-level model's), e.g. for the reasoner:
- *   math mul, turn 1/2
  *   Q: 4821*397
  *   out: 1913937
  *   reasoner: answer
@@ -159,7 +158,9 @@ export class MathEnvironment implements Environment {
 
   observe(agent: string): string {
     checkAgent(this, agent);
-    const lines = [`math ${this.problem.tier}, turn ${Math.min(this.#turn + 1, this.maxTurns)}/${this.maxTurns}`, `Q: ${this.problem.question}`];
+    // No header line: with one ('math mul, turn 1/2') the embedded model did not learn to copy the
+    // question's digits in 500 warm-start steps; without it, it copied them all within 300.
+    const lines = [`Q: ${this.problem.question}`];
     if (agent === 'reasoner') lines.push(`out: ${this.#toolReport ?? 'no program'}`);
     else if (agent === 'tool' && this.#last !== null) lines.push(`last: ${this.#last}`);
     lines.push(`${agent}: ${this.#writesCode(agent) ? 'python' : 'answer'}`);
