@@ -25,7 +25,7 @@
  * (64x256x256: rows × prompt × new), BENCH_GPU_MICRO_TOKENS (4096), BENCH_GPU_ROUNDS (3; Troupe
  * BENCH_GPU_TROUPE_ROUNDS, 2), BENCH_GPU_PHASE_S (60), BENCH_GPU_PHASE_TIMEOUT_S (300),
  * BENCH_GPU_DECODE (fused), BENCH_GPU_OUT (bench/results/gpu.json), BENCH_GPU_PROVIDER (Troupe's:
- * webgpu; cpu in the tiny form).
+ * webgpu; cpu in the tiny form), BENCH_GPU_SIDES (pytorch,troupe).
  * BENCH_GPU_TINY=1: the CI-sized form — tiny models of the same two architectures, Troupe on the
  * CPU provider and PyTorch fp32 on the CPU, written to bench/results/gpu-tiny.json.
  * On the lent GPU machine: bench/gpu/run-on-device.sh (after bench/gpu/pack-for-device.sh here).
@@ -90,6 +90,8 @@ const PHASE_S = Number(env['BENCH_GPU_PHASE_S'] ?? (TINY ? 10 : 60));
 const PHASE_TIMEOUT_S = Number(env['BENCH_GPU_PHASE_TIMEOUT_S'] ?? 300);
 const DECODE_VARIANTS = (env['BENCH_GPU_DECODE'] ?? 'fused').split(',').filter((v) => v === 'fused' || v === 'fp16' || v === 'plain');
 const OUT = env['BENCH_GPU_OUT'] ?? fileURLToPath(new URL(`../results/${TINY ? 'gpu-tiny' : 'gpu'}.json`, import.meta.url));
+/** Which sides run (BENCH_GPU_SIDES: pytorch,troupe). */
+const SIDES = (env['BENCH_GPU_SIDES'] ?? 'pytorch,troupe').split(',');
 const LORA = { rank: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const };
 const HP = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };
 
@@ -391,8 +393,8 @@ async function main(): Promise<void> {
     const m: Record<string, unknown> = { name, parameters: parameterCount(c), config: c };
     out.models.push(m);
     say(`${name}: ${(parameterCount(c) / 1e6).toFixed(0)}M parameters`);
-    await runTorch(name, c, m, save);
-    await runTroupe(name, c, m, save);
+    if (SIDES.includes('pytorch')) await runTorch(name, c, m, save);
+    if (SIDES.includes('troupe')) await runTroupe(name, c, m, save);
     save();
   }
   save();

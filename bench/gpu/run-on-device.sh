@@ -19,11 +19,10 @@ log() { printf '[run-on-device] %s\n' "$*" | tee -a "$OUT/device.txt"; }
 budget=${GPU_BENCH_BUDGET_S:-450}
 left() { echo $((budget - ($(date +%s) - start))); }
 
-# Vulkan loader (Dawn opens libvulkan.so.1) and the NVIDIA driver manifest.
-if ! ldconfig -p | grep -q 'libvulkan.so.1'; then
-  for f in .gpuship/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
+# Vulkan loader (Dawn opens libvulkan.so.1) and the GL vendor-neutral libraries the NVIDIA
+# Vulkan driver (libGLX_nvidia) links against: the device README's recipe, unpacked on every run.
+for f in .gpuship/*.deb; do dpkg -x "$f" /; done
+ldconfig
 for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
   if [[ -f $icd && -z ${VK_DRIVER_FILES:-} ]]; then export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd; fi
 done
@@ -42,6 +41,24 @@ export PATH="$ship/bin:$PATH"
   ldconfig -p | grep -i vulkan
   python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.is_available())' 2>&1
 } 2>&1 | tee -a "$OUT/device.txt"
+# Does WebGPU find the GPU? Try the manifest alone, then with the driver's lib folders on the
+# library path, then the loader's own search; keep the first that gives a hardware adapter.
+probe() {
+  timeout 60 node --import tsx -e "import('./server/runtime/engine.ts').then(async ({ Engine }) => { const e = await Engine.start({ executionProvider: 'webgpu', log: () => {} }); console.log('provider', e.provider, e.providerReason, JSON.stringify(e.providerReport?.webgpu ?? null)); await e.close(); process.exit(e.provider === 'webgpu' ? 0 : 1); })" 2>&1 | tee -a "$OUT/device.txt"
+  return "${PIPESTATUS[0]}"
+}
+if [[ ${GPU_BENCH_TINY:-0} != 1 ]]; then
+  [[ -n ${VK_DRIVER_FILES:-} ]] && { echo "manifest:"; cat "$VK_DRIVER_FILES"; } 2>&1 | tee -a "$OUT/device.txt"
+  if ! probe; then
+    export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib:${LD_LIBRARY_PATH:-}
+    log "retrying with LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    if ! probe; then
+      unset VK_DRIVER_FILES VK_ICD_FILENAMES
+      log "retrying with the loader's own driver search"
+      probe || log "no WebGPU adapter: Troupe's side will fail"
+    fi
+  fi
+fi
 export TROUPE_BENCH_PYTHON=${TROUPE_BENCH_PYTHON:-$(command -v python3)} PYTHONUNBUFFERED=1
 
 if [[ ${GPU_BENCH_TINY:-0} == 1 ]]; then
