@@ -2,7 +2,8 @@
 # Packs what `bench/gpu/run-on-device.sh` needs on a lent GPU machine that has no network and no
 # Node.js: this machine's node binary, the few packages the engine loads at run time (onnxruntime-node
 # with its Linux x64 library only, tsx and esbuild, zod, the Hugging Face tokenizer packages) and the
-# Vulkan loader (.deb, x86-64) that Dawn (WebGPU inside onnxruntime-node) opens. node_modules is
+# Vulkan loader and the glvnd/GL libraries (.deb, x86-64) that Dawn (WebGPU inside onnxruntime-node)
+# and the NVIDIA Vulkan driver (libGLX_nvidia) need: without them the H100 gave no WebGPU adapter. node_modules is
 # 679 MB (other platforms' ORT builds, the editor's packages); the device carries 64 MiB in all.
 #
 # Writes .gpuship/ship.tar.xz and .gpuship/*.deb at the repository root (ignored through
@@ -29,6 +30,6 @@ lists=$(mktemp -d)
 o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 "-oDir::State::Lists=$lists")
 mkdir -p "$lists/partial"
 apt-get "${o[@]}" update -qq
-(cd .gpuship && apt-get "${o[@]}" download libvulkan1 >/dev/null)
+(cd .gpuship && apt-get "${o[@]}" download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null)
 rm -rf "$lists"
 du -sh .gpuship/*
