@@ -11,6 +11,9 @@
  * and, when LEARNING_VARIANTS names them, the team at the other specialization levels (at-grpo is L2):
  *   shared       configs/<env>/L1-shared.json       both agents on one policy, trained in full
  *   separate     configs/<env>/L3-separate.json     a model per agent, each trained in full
+ * and for environments whose agents write code (math), the single agent that runs its own code:
+ *   single-tool  configs/<env>/L0-single-tool.json  one agent writes the program; its output is the
+ *                                                   answer (L0 with execution; \`single\` runs nothing)
  * Each (method, seed) runs its warm start (cached per seed: the seed initialises the model and
  * draws its demonstrations) and RL, with validation on the same held-out seeds every few steps and
  * the test (training.testEpisodes, seeds apart from validation's) before and after RL. Per method
@@ -22,9 +25,9 @@
  * seed where both started RL from the same warm start (the same warm-start cache keys), so that a
  * lucky warm start does not pass for a better method.
  *
- * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku has configs too; plan-path-7x7 runs
+ * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku and math have configs too; plan-path-7x7 runs
  * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS (default
- * at-grpo,grpo,single,single-grpo; also shared, separate), LEARNING_SEEDS (a count, seeds 1..N, or
+ * at-grpo,grpo,single,single-grpo; also shared, separate, single-tool), LEARNING_SEEDS (a count, seeds 1..N, or
  * a list "1,2,3", one seed alone as "4,"; default 3),
  * LEARNING_STEPS (override training.steps), LEARNING_KEEP_SEEDS=1 (add seeds: a method's stored
  * runs of seeds this run does not repeat are kept, and its summary is over all of them; only for
@@ -47,7 +50,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sokoban').split(',');
 const DEFAULT_VARIANTS = ['at-grpo', 'grpo', 'single', 'single-grpo'];
 /** Every method, in the order of tables and chart legends; the specialization levels run only when named. */
-const VARIANT_ORDER = [...DEFAULT_VARIANTS, 'shared', 'separate'];
+const VARIANT_ORDER = [...DEFAULT_VARIANTS, 'shared', 'separate', 'single-tool'];
 const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? DEFAULT_VARIANTS.join(',')).split(',');
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
@@ -60,6 +63,7 @@ const files: Record<string, string> = {
   'single-grpo': 'L0-single-grpo.json',
   shared: 'L1-shared.json',
   separate: 'L3-separate.json',
+  'single-tool': 'L0-single-tool.json',
 };
 /**
  * The pairs of methods compared on the test after RL, A − B: the issue's order (AT-GRPO > GRPO >
@@ -77,6 +81,8 @@ const COMPARISONS: ReadonlyArray<readonly [string, string]> = [
   ['separate', 'at-grpo'],
   ['shared', 'single'],
   ['separate', 'single'],
+  ['at-grpo', 'single-tool'],
+  ['single-tool', 'single'],
 ];
 for (const v of VARIANTS) if (!files[v]) throw new Error(`LEARNING_VARIANTS: unknown variant ${JSON.stringify(v)} (${VARIANT_ORDER.join(', ')})`);
 
