@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createEnvironment, environmentRunsCode, environments, type EnvironmentName } from '../envs/environments.ts';
+import { chatWritesCode } from '../envs/chat-prompts/chat-environment.ts';
 import { withPromptStyle } from '../envs/chat-prompts/prompt-styles.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
 import { defaultModelConfig, mediumModelConfig } from '../models/default-model.ts';
@@ -129,7 +130,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     name: c.name,
     seed: c.seed,
     specialization: c.specialization,
-    env: { name: envName, options, runsCode: environmentRunsCode(envName), make: (seed: number) => withPromptStyle(createEnvironment(envName, seed, options), c.env.promptStyle) },
+    env: { name: envName, options, runsCode: environmentRunsCode(envName) || chatWritesCode(withPromptStyle(probe, c.env.promptStyle)), make: (seed: number) => withPromptStyle(createEnvironment(envName, seed, options), c.env.promptStyle) },
     agents: probe.agents,
     tokenizer,
     models,

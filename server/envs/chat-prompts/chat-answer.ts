@@ -10,7 +10,8 @@
  *  - the last `####` line wins; markdown around it (`**`, backticks, `>`) and a label such as
  *    `Final answer:` are dropped; `####` alone on its line takes the next non-empty line, code fence
  *    markers skipped;
- *  - for the tool agent, the reference's `**Actions List**: [...]` is accepted when no `####` line is;
+ *  - for the tool agent, the reference's `**Actions List**: [...]` is accepted when no `####` line is
+ *    (in chat the tool's program prints it: chat-environment.ts `programAgents`);
  *  - list answers may be JSON (`["U","R"]`), Python (`['U', 'R']`), bare (`[U, R]`, `U R`, `URR`).
  * Anything else is a parse failure with a short reason that never quotes the model's text beyond
  * one described character (the environments' rule: errors are safe to show anywhere).
@@ -110,7 +111,24 @@ export function parseIntegerRows(payload: string): Parsed<number[][]> {
   return { ok: true, action: rows };
 }
 
+/** Moves (`URR`) as the JSON list the chat prompts ask for: `["U","R","R"]`. */
+export function formatMoveList(moves: string): string {
+  return JSON.stringify([...moves]);
+}
+
 /** Formats moves (`URR`) the way the chat prompts ask for them: `#### ["U","R","R"]`. */
 export function formatMoveAnswer(moves: string): string {
-  return `#### ${JSON.stringify([...moves])}`;
+  return `#### ${formatMoveList(moves)}`;
+}
+
+/**
+ * The last ```python (or bare ```) block of a response, or why there is none: the program of an
+ * agent asked for code (the math tool, the puzzles' tool in chat).
+ */
+export function lastPythonBlock(response: string): Parsed<string> {
+  const blocks = [...response.matchAll(/```[ \t]*(?:python|py)?[ \t]*\r?\n([\s\S]*?)```/gi)];
+  const code = blocks.at(-1)?.[1]?.trim();
+  if (code === undefined) return { ok: false, error: 'no ```python code block' };
+  if (code === '') return { ok: false, error: 'the ```python block is empty' };
+  return { ok: true, action: code };
 }

@@ -4,20 +4,11 @@
  * that prints the final answer; the reasoner is asked to think step by step and put its final answer
  * in \boxed{} (a `####` line is read too). Answers are read with `extractAnswer` (answer-check.ts).
  */
-import type { Parsed } from '../action-text.ts';
 import type { Environment } from '../environment.ts';
 import { extractAnswer } from '../math/answer-check.ts';
 import { MathEnvironment } from '../math/math-env.ts';
+import { lastPythonBlock } from './chat-answer.ts';
 import type { ChatPrompter } from './chat-environment.ts';
-
-/** The last ```python (or bare ```) block of a response, or why there is none. */
-export function lastPythonBlock(response: string): Parsed<string> {
-  const blocks = [...response.matchAll(/```[ \t]*(?:python|py)?[ \t]*\r?\n([\s\S]*?)```/gi)];
-  const code = blocks.at(-1)?.[1]?.trim();
-  if (code === undefined) return { ok: false, error: 'no ```python code block' };
-  if (code === '') return { ok: false, error: 'the ```python block is empty' };
-  return { ok: true, action: code };
-}
 
 function problemOf(env: Environment): MathEnvironment {
   if (!(env instanceof MathEnvironment)) throw new Error(`math chat prompts wrap the math environment, got '${env.name}'`);

@@ -1,5 +1,5 @@
 /** Plan-Path in the chat format (plan-path.ts has the puzzle and its terse prompt). */
-import { formatMoveAnswer, parseMoveList } from './chat-answer.ts';
+import { formatMoveList, parseMoveList } from './chat-answer.ts';
 import { puzzleChatPrompter } from './puzzle-chat.ts';
 
 export const planPathChat = puzzleChatPrompter({
@@ -11,13 +11,13 @@ export const planPathChat = puzzleChatPrompter({
   ],
   report: 'tool: <moves>: <n> from G, <k> blocked, goal yes|no',
   reportMeaning: 'where the moves would end as a distance from G, how many were blocked, and whether they reach the goal',
-  answer: 'Your answer is the list of moves to make, as a JSON list of letters.',
-  example: '#### ["D","D","R"]',
+  answer: 'the list of moves to make, as a JSON list of letters',
+  example: '["D","D","R"]',
   request: {
     tool: 'Propose the moves that take P to G.',
     plan: 'Decide the moves to make now.',
     solo: 'Give the moves that take P to G.',
   },
   toAction: (payload) => parseMoveList(payload),
-  formatAnswer: formatMoveAnswer,
+  formatPayload: formatMoveList,
 });

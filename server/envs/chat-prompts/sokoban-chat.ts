@@ -1,5 +1,5 @@
 /** Sokoban in the chat format (sokoban.ts has the puzzle and its terse prompt). */
-import { formatMoveAnswer, parseMoveList } from './chat-answer.ts';
+import { formatMoveList, parseMoveList } from './chat-answer.ts';
 import { puzzleChatPrompter } from './puzzle-chat.ts';
 
 export const sokobanChat = puzzleChatPrompter({
@@ -10,13 +10,13 @@ export const sokobanChat = puzzleChatPrompter({
   ],
   report: 'tool: <moves>: box <n> from G, <k> blocked, solved yes|no',
   reportMeaning: 'how far from G the box would end, how many moves were blocked, and whether the box reaches the goal',
-  answer: 'Your answer is the list of moves to make, as a JSON list of letters.',
-  example: '#### ["R","R","D","D"]',
+  answer: 'the list of moves to make, as a JSON list of letters',
+  example: '["R","R","D","D"]',
   request: {
     tool: 'Propose the moves that push the box onto the goal.',
     plan: 'Decide the moves to make now.',
     solo: 'Give the moves that push the box onto the goal.',
   },
   toAction: (payload) => parseMoveList(payload),
-  formatAnswer: formatMoveAnswer,
+  formatPayload: formatMoveList,
 });

@@ -45,13 +45,13 @@ export const sudokuChat = puzzleChatPrompter({
   ],
   report: 'tool: <fills>: <a> ok, <b> bad, <c> empty, solved yes|no',
   reportMeaning: 'how many of the proposed fills would be accepted and rejected, how many cells would stay empty, and whether the grid would be solved',
-  answer: 'Your answer is a JSON list of fills [row, column, value] (or the whole completed grid as a list of rows).',
-  example: '#### [[1,4,2],[2,1,1]]',
+  answer: 'a JSON list of fills [row, column, value] (or the whole completed grid as a list of rows)',
+  example: '[[1,4,2],[2,1,1]]',
   request: {
     tool: 'Propose the fills that solve the grid.',
     plan: 'Decide the fills to make now.',
     solo: 'Give the fills that solve the grid.',
   },
   toAction: toFills,
-  formatAnswer: (action) => `#### ${JSON.stringify(action.split(' ').map((f) => f.split(',').map(Number)))}`,
+  formatPayload: (action) => JSON.stringify(action.split(' ').map((f) => f.split(',').map(Number))),
 });
