@@ -96,7 +96,8 @@ describe('chat environments whose tool writes programs (the real sandbox)', { sk
 
   test("the solver's chat answers play every environment exactly as its terse answers do", async () => {
     for (const c of cases) {
-      for (let i = 0; i < 20; i++) {
+      // The seeds play at once, so the sandbox's pool runs their tool programs side by side.
+      await Promise.all(Array.from({ length: 20 }, async (_, i) => {
         const seed = trainSeed(i);
         const terse = await rolloutSolver(createEnvironment(c.name, seed, c.options));
         const wrapped = await rolloutSolver(chat(c.name, seed, c.options), run);
@@ -110,7 +111,7 @@ describe('chat environments whose tool writes programs (the real sandbox)', { sk
           assert.match(d.response, d.agent === 'tool' ? /^\*\*Code:\*\*\n```python\nprint\('\*\*Actions List\*\*: \[.*\]'\)\n```$/ : /^#### /, what);
           assert.ok(isPrintableText(d.observation), `${what}: observation is printable ASCII`);
         }
-      }
+      }));
     }
   });
 
