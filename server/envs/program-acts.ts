@@ -66,3 +66,14 @@ export async function actAllWithPrograms(
     return { result: mine.length > 0 ? a.env.act(a.agent, a.text, mine) : a.env.act(a.agent, a.text), executions: mine };
   });
 }
+
+/**
+ * The name of the Python exception a failed run ended with (`ZeroDivisionError`), when the last
+ * line of its stderr starts with one: an identifier, so it is safe to show in a prompt or an
+ * error; the rest of stderr is not.
+ */
+export function exceptionName(stderr: string): string | null {
+  const last = stderr.split('\n').map((l) => l.trim()).filter((l) => l !== '').at(-1) ?? '';
+  const m = /^([A-Za-z_][A-Za-z0-9_.]{0,60}(?:Error|Exception|Exit|Interrupt))\b/.exec(last);
+  return m ? m[1]! : null;
+}

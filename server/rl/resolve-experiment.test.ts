@@ -79,15 +79,18 @@ test("env.promptStyle: terse (default) makes the environment itself; chat wraps 
   const roomy = { config: { ...defaultModelConfig, maxSequenceLength: 4096 } };
   const chat = await resolveExperiment(withModel(roomy, { ...tinyConfig.env, promptStyle: 'chat' }), join(dir, 'experiment.json'));
   const env = chat.env.make(0);
-  assert.match(env.observe(env.currentAgent()), /^You are the tool agent of a two-agent team[^]*#### <answer>"\.$/);
-  assert.equal(env.solution('tool').startsWith('#### ['), true);
+  assert.match(env.observe(env.currentAgent()), /^You are the tool agent of a two-agent team[^]*"\*\*Actions List\*\*: <list>"\.$/);
+  assert.ok(env.solution('tool').startsWith('**Code:**\n```python\n'));
+  // With chat prompts the puzzle's tool writes a program, so the run needs the sandbox; terse does not.
+  assert.equal(chat.env.runsCode, true);
+  assert.equal(terse.env.runsCode, false);
   assert.throws(() => parseExperimentConfig({ ...tinyConfig, env: { ...tinyConfig.env, promptStyle: 'verbose' } }, 'test config'), /env\.promptStyle/);
 });
 
 test('chat prompts that do not fit the model\'s context are a config error on env.promptStyle', async () => {
   const r = await configIssue({ preset: 'default' }, { ...tinyConfig.env, promptStyle: 'chat' });
   assert.equal(r.path, 'env.promptStyle');
-  assert.match(r.message, /^agent "plan"'s chat prompts run to \d{4} tokens with the character tokenizer; with algorithm.maxNewTokens 12 that is past model "base"'s context of 512 tokens\. Chat prompts are for pretrained instruction-tuned models/);
+  assert.match(r.message, /^agent "tool"'s chat prompts run to \d{4} tokens with the character tokenizer; with algorithm.maxNewTokens 12 that is past model "base"'s context of 512 tokens\. Chat prompts are for pretrained instruction-tuned models/);
 });
 
 test('a Hugging Face folder resolves with its own tokenizer: chat template, stop and padding ids, padded rows', async () => {

@@ -124,7 +124,7 @@ test('one AT-GRPO step on a Hugging Face folder: chat prompts through its templa
 });
 
 test('a warm start on the folder fine-tunes it on chat-format solver answers; adapters then name the exported base', { timeout: 300_000 }, async () => {
-  // The chat environment's solver answers are `#### [...]` lines, so demonstrations suit a chat model.
+  // The chat environment's solver answers are chat-format texts (the planner's `#### [...]` line, the tool's program), so demonstrations suit a chat model.
   const warm = { ...experiment, warmStart: { enabled: true, demonstrations: 4, steps: 2, batchSize: 2, lr: 1e-3 }, training: { ...experiment.training, validationEpisodes: 1 } };
   writeFileSync(join(ws, 'configs', 'warm.json'), JSON.stringify(warm));
   const r = await troupe(['train', 'configs/warm.json', '--out', 'run-w']);

@@ -31,6 +31,7 @@ import type { Parsed } from '../action-text.ts';
 import type { Execution, ProgramRequest } from '../../protocol/trajectory.ts';
 import { checkAgent, type AgentStats, type AgentTurnResult, type Environment } from '../environment.ts';
 import { lastPythonBlock } from './chat-answer.ts';
+import { exceptionName } from '../program-acts.ts';
 
 /** One message of a chat prompt (the shape of the models' `ChatTurn`). */
 export interface PromptTurn {
@@ -72,16 +73,6 @@ function programOf(response: string): Parsed<string> {
   if (block.action.length > MAX_CHAT_PROGRAM_CHARS) return { ok: false, error: `the program is longer than ${MAX_CHAT_PROGRAM_CHARS} characters` };
   if (block.action.includes('\0')) return { ok: false, error: 'the program contains a NUL character' };
   return block;
-}
-
-/**
- * The name of the Python exception a failed run ended with (`ZeroDivisionError`), when the last
- * line of its stderr starts with one: an identifier, so it is safe to show; the rest is not.
- */
-function exceptionName(stderr: string): string | null {
-  const last = stderr.split('\n').map((l) => l.trim()).filter((l) => l !== '').at(-1) ?? '';
-  const m = /^([A-Za-z_][A-Za-z0-9_.]{0,60}(?:Error|Exception|Exit|Interrupt))\b/.exec(last);
-  return m ? m[1]! : null;
 }
 
 /** Why a run gave no answer, in words safe to show anywhere; null when it ran to the end. */

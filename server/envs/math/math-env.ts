@@ -35,6 +35,7 @@
 import { z } from 'zod';
 import type { Execution, ProgramRequest } from '../../protocol/trajectory.ts';
 import { trimAscii } from '../action-text.ts';
+import { exceptionName } from '../program-acts.ts';
 import { checkActor, checkAgent, checkSeed, copyStats, emptyStats, parseOptions, type AgentStats, type AgentTurnResult, type Environment, type EnvironmentFactory } from '../environment.ts';
 import { verifyAnswer } from './answer-check.ts';
 import { generateProblem, mathTiers, type MathProblem } from './math-problems.ts';
@@ -82,12 +83,6 @@ export function lastLine(stdout: string): string | null {
 function shown(text: string, max = MAX_SHOWN_OUTPUT): string {
   const clean = text.replace(/[^\x20-\x7e]/g, '?');
   return clean.length > max ? `${clean.slice(0, max)}...` : clean;
-}
-
-/** The name of the Python exception a failed run ended with (`ZeroDivisionError`), if stderr shows one. */
-function exceptionName(stderr: string): string | null {
-  const m = /^([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt))\b/m.exec(lastLine(stderr) ?? '');
-  return m ? m[1]! : null;
 }
 
 /** What a tool's run amounted to: its answer line, or why it has none. */
