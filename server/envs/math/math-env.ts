@@ -13,14 +13,14 @@
  *  A single agent's episode is one round: it sees nothing new in a second.
  *
  * Terse prompts (the embedded character-level model's), e.g. for the reasoner:
- *   Q: 4821*397
- *   out: 1913937
+ *   Q: 482*39
+ *   out: 18798
  *   reasoner: answer
- * The tool's response is the program itself (`print(4821*397)`); the reasoner's is the answer.
+ * The tool's response is the program itself (`print(482*39)`); the reasoner's is the answer.
  * The program's output enters the reasoner's prompt reduced to printable ASCII and cut short, and
  * a failed run shows only its status (and Python's exception name), so no raw text the model
  * wrote reaches a prompt unchecked. From the second round the tool sees its last output and the
- * reasoner's last answer (`last: out 1913937, answer 1913973`).
+ * reasoner's last answer (`last: out 18798, answer 18789`).
  *
  * Rewards, per act (the reference's, pettingllms.md 2.3, HEAD):
  *  - tool: team 0 (its program does not change the task state); local +1 when its output is the
@@ -59,7 +59,7 @@ export const mathOptionsSchema = z
       .min(1)
       .max(mathTiers.length)
       .default(['mul'])
-      .describe("Problem tiers drawn from, each equally likely: add (two 5-digit numbers), mul (4-digit times 3-digit), mod (a modular power), linear (solve a*x+b=c), count (n up to N divisible by p or q)."),
+      .describe("Problem tiers drawn from, each equally likely: add (two 4-digit numbers), mul (3-digit times 2-digit), mod (a modular power), linear (solve a*x+b=c), count (n up to N divisible by p or q)."),
     /** Rounds before the episode ends without agreement. */
     maxTurns: z.int().min(1).max(8).default(2).describe('Team variant: rounds before the episode ends without the tool and the reasoner agreeing.'),
     /** team, single or single-tool. */
