@@ -90,7 +90,7 @@ describe('diagnostics: schema and cross-field rules', () => {
     const text = edit(team, '"name": "at-grpo"', '"name": "atgrpo"');
     const d = only(text);
     assert.deepEqual(at(text, d), { line: lineOf(text, '"atgrpo"'), covered: '"atgrpo"' });
-    assert.equal(d.message, 'algorithm.name: expected one of "at-grpo", "grpo", got "atgrpo"');
+    assert.equal(d.message, 'algorithm.name: expected one of "at-grpo", "grpo"');
     assert.equal(d.code, 'config');
   });
 
@@ -119,7 +119,7 @@ describe('diagnostics: schema and cross-field rules', () => {
     const text = edit(team, '"branches": 4', '"branches": 1');
     const d = only(text);
     assert.deepEqual(at(text, d), { line: lineOf(text, '"branches"'), covered: '1' });
-    assert.equal(d.message, 'algorithm.branches: must be >= 2, got 1');
+    assert.equal(d.message, 'algorithm.branches: must be >= 2');
   });
 
   test('an unknown policy in the router, on the value, with a suggestion (and the orphaned policy)', () => {
@@ -132,7 +132,7 @@ describe('diagnostics: schema and cross-field rules', () => {
         { line: lineOf(text, '"plan-lra"'), covered: '"plan-lra"' },
       ],
     );
-    assert.equal(ds[1]!.message, 'router.plan: unknown policy "plan-lra" (did you mean "plan-lora"?); declared policies: "tool-lora", "plan-lora"');
+    assert.equal(ds[1]!.message, 'router.plan: names no declared policy (did you mean "plan-lora"?); declared policies: "tool-lora", "plan-lora"');
     assert.equal(ds[0]!.message, 'policies.plan-lora: policy "plan-lora" is not used: no agent in "router" maps to it');
   });
 
@@ -149,7 +149,7 @@ describe('diagnostics: schema and cross-field rules', () => {
     const d = ds.find((x) => x.message.startsWith('training.validateEvery'));
     assert.ok(d, JSON.stringify(ds));
     assert.deepEqual(at(text, d), { line: lineOf(text, '"training"'), covered: '"training"' });
-    assert.equal(d.message, 'training.validateEvery (not set, so its default applies): must be at most training.steps (6), got 10');
+    assert.equal(d.message, 'training.validateEvery (not set, so its default applies): must be at most training.steps');
   });
 
   test('UTF-16 columns after text outside the BMP', () => {
@@ -189,7 +189,7 @@ describe('diagnostics: the environment', () => {
       ds.map((d) => at(text, d).covered),
       ['50', '1'],
     );
-    assert.equal(ds[0]!.message, 'env.options.size: must be <= 16, got 50 (plan-path option)');
+    assert.equal(ds[0]!.message, 'env.options.size: must be <= 16 (plan-path option)');
   });
 
   test('an unknown option, on its key', () => {

@@ -3,8 +3,10 @@
  *
  * A `ConfigIssue` is a JSON path into the file plus a message. Paths point at the culprit itself,
  * so an editor can underline it: an unknown key's path ends with that key, a bad value's path ends
- * at the value. Messages name what is allowed (the enum values, the known keys, the bound) and what
- * was found, because "Invalid input" alone sends the user back to the docs.
+ * at the value. Messages name what is allowed (the enum values, the known keys, the bound), because
+ * "Invalid input" alone sends the user back to the docs, and the kind of value found ("got a
+ * string"), but never the value itself: configs hold paths and names, a file may hold anything, and
+ * a message travels to logs, clients and the run store. Keys are structure and may be named.
  *
  * zod's issues are rewritten here rather than through a zod error map: the rewrite needs the input
  * value at the issue's path (zod only reports it when asked, and not for every code) and the keys
@@ -46,13 +48,24 @@ export class ConfigError extends Error {
   }
 }
 
-/** A value as it appears in a message: JSON, shortened. */
-export function showValue(value: unknown): string {
+/** The kind of a value as it appears in a message ("a string", "a fractional number"), never the value. */
+export function kindOfValue(value: unknown): string {
   if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object' && value !== null) return 'an object';
-  const text = JSON.stringify(value) ?? String(value);
-  return text.length > 40 ? `${text.slice(0, 37)}...` : text;
+  switch (typeof value) {
+    case 'object':
+      return 'an object';
+    case 'string':
+      return value === '' ? 'an empty string' : 'a string';
+    case 'boolean':
+      return 'true or false';
+    case 'number':
+      if (!Number.isFinite(value)) return 'a non-finite number';
+      return Number.isInteger(value) ? 'an integer' : 'a fractional number';
+    default:
+      return `a ${typeof value}`;
+  }
 }
 
 /** `"a", "b", "c"`. */
@@ -115,15 +128,17 @@ const typeNames: Record<string, string> = {
 function rewriteIssue(issue: z.core.$ZodIssue, schema: z.core.$ZodType, input: unknown): ConfigIssue[] {
   const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
   const value = valueAt(input, path);
-  const got = value === undefined ? 'but it is missing' : `got ${showValue(value)}`;
+  // The kind of value found, never the value: an enum mismatch says what is allowed, a bound says
+  // the bound, and the user can see their own value in the file.
+  const got = value === undefined ? 'but it is missing' : `got ${kindOfValue(value)}`;
   switch (issue.code) {
     case 'invalid_type':
       return [{ path, message: `expected ${typeNames[issue.expected] ?? issue.expected}, ${got}` }];
     case 'invalid_value':
-      return [{ path, message: `${expectedValues(issue.values)}, ${got}` }];
+      return [{ path, message: value === undefined ? `${expectedValues(issue.values)}, ${got}` : expectedValues(issue.values) }];
     case 'invalid_union':
       // A discriminated union whose discriminator matched no option (zod points the path at it).
-      if ('options' in issue && issue.options !== undefined) return [{ path, message: `${expectedValues(issue.options)}, ${got}` }];
+      if ('options' in issue && issue.options !== undefined) return [{ path, message: value === undefined ? `${expectedValues(issue.options)}, ${got}` : expectedValues(issue.options) }];
       return [{ path, message: `matches none of the allowed forms, ${got}` }];
     case 'unrecognized_keys': {
       const allowed = allowedKeys(schema, input, path);
@@ -139,8 +154,10 @@ function rewriteIssue(issue: z.core.$ZodIssue, schema: z.core.$ZodType, input: u
     }
     case 'too_small':
     case 'too_big':
-      return [{ path, message: `${boundMessage(issue)}, ${got}` }];
+      return [{ path, message: boundMessage(issue) }];
     default:
+      // Custom refinements are ours and name fields, not values; zod's default texts for the other
+      // codes (invalid_format names the pattern, not_multiple_of the divisor) do not quote the input.
       return [{ path, message: issue.message }];
   }
 }

@@ -101,13 +101,13 @@ export const modelConfigSchema = z
   .superRefine((c, ctx) => {
     const kv = c.numKvHeads ?? c.numHeads;
     if (c.headDim === undefined && c.hiddenSize % c.numHeads !== 0) {
-      ctx.addIssue({ code: 'custom', path: ['numHeads'], message: `numHeads (${c.numHeads}) must divide hiddenSize (${c.hiddenSize}), or headDim must be given` });
+      ctx.addIssue({ code: 'custom', path: ['numHeads'], message: 'numHeads must divide hiddenSize, or headDim must be given' });
     }
     if (c.numHeads % kv !== 0) {
-      ctx.addIssue({ code: 'custom', path: ['numKvHeads'], message: `numKvHeads (${kv}) must divide numHeads (${c.numHeads})` });
+      ctx.addIssue({ code: 'custom', path: ['numKvHeads'], message: 'numKvHeads must divide numHeads' });
     }
     const d = c.headDim ?? Math.floor(c.hiddenSize / c.numHeads);
-    if (d % 2 !== 0) ctx.addIssue({ code: 'custom', path: ['headDim'], message: `head dimension (${d}) must be even for RoPE` });
+    if (d % 2 !== 0) ctx.addIssue({ code: 'custom', path: ['headDim'], message: 'the head dimension (headDim, or hiddenSize / numHeads) must be even for RoPE' });
   });
 export type ModelConfig = z.output<typeof modelConfigSchema>;
 
@@ -603,11 +603,11 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
   // Object.hasOwn, not `in`: "constructor" is a valid id and `in` would find it on the prototype.
   if (routes.length === 0) add(['router'], 'must map at least one agent to a policy');
   for (const [agent, policyId] of routes) {
-    if (!Object.hasOwn(c.policies, policyId)) add(['router', agent], `unknown policy ${JSON.stringify(policyId)}${didYouMean(policyId, policyIds)}; declared policies: ${quoteList(policyIds) || 'none'}`);
+    if (!Object.hasOwn(c.policies, policyId)) add(['router', agent], `names no declared policy${didYouMean(policyId, policyIds)}; declared policies: ${quoteList(policyIds) || 'none'}`);
   }
   const routed = new Set(Object.values(c.router));
   for (const [id, p] of Object.entries(c.policies)) {
-    if (!Object.hasOwn(c.models, p.model)) add(['policies', id, 'model'], `unknown model ${JSON.stringify(p.model)}${didYouMean(p.model, modelIds)}; declared models: ${quoteList(modelIds) || 'none'}`);
+    if (!Object.hasOwn(c.models, p.model)) add(['policies', id, 'model'], `names no declared model${didYouMean(p.model, modelIds)}; declared models: ${quoteList(modelIds) || 'none'}`);
     if (!routed.has(id)) add(['policies', id], `policy ${JSON.stringify(id)} is not used: no agent in "router" maps to it`);
   }
   const used = new Set(Object.values(c.policies).map((p) => p.model));
@@ -632,7 +632,7 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
       const [first, ...rest] = Object.entries(c.policies);
       for (const [id, p] of rest) {
         if (first !== undefined && p.model !== first[1].model) {
-          add(['policies', id, 'model'], `${level} puts every adapter on one base model: expected ${JSON.stringify(first[1].model)} (as in policy ${JSON.stringify(first[0])}), got ${JSON.stringify(p.model)}`);
+          add(['policies', id, 'model'], `${level} puts every adapter on one base model: expected the model of policy ${JSON.stringify(first[0])}`);
         }
       }
       checkOnePolicyPerAgent(c, level, add);
@@ -644,7 +644,7 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
       const owner = new Map<string, string>();
       for (const [id, p] of Object.entries(c.policies)) {
         const other = owner.get(p.model);
-        if (other !== undefined) add(['policies', id, 'model'], `${level} needs a separate model per policy, but ${JSON.stringify(p.model)} is already used by policy ${JSON.stringify(other)}`);
+        if (other !== undefined) add(['policies', id, 'model'], `${level} needs a separate model per policy, but this one is already used by policy ${JSON.stringify(other)}`);
         else owner.set(p.model, id);
       }
       break;
@@ -662,20 +662,20 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
 
   const cur = c.algorithm.curriculum;
   if (cur.kind !== 'uniform' && cur.candidates < c.algorithm.envsPerStep) {
-    add(['algorithm', 'curriculum', 'candidates'], `must be at least algorithm.envsPerStep (${c.algorithm.envsPerStep}) for ${cur.kind}, got ${cur.candidates}`);
+    add(['algorithm', 'curriculum', 'candidates'], `must be at least algorithm.envsPerStep for ${cur.kind}`);
   }
 
   // Lengths and intervals.
   const t = c.training;
-  if (t.validateEvery > t.steps) add(['training', 'validateEvery'], `must be at most training.steps (${t.steps}), got ${t.validateEvery}`);
-  if (t.checkpointEvery > t.steps) add(['training', 'checkpointEvery'], `must be at most training.steps (${t.steps}), got ${t.checkpointEvery}`);
+  if (t.validateEvery > t.steps) add(['training', 'validateEvery'], 'must be at most training.steps');
+  if (t.checkpointEvery > t.steps) add(['training', 'checkpointEvery'], 'must be at most training.steps');
   const s = c.optimizer.schedule;
   if (s.kind === 'cosine' && s.warmupSteps >= s.totalSteps) {
-    add(['optimizer', 'schedule', 'warmupSteps'], `must be less than totalSteps (${s.totalSteps}), got ${s.warmupSteps}`);
+    add(['optimizer', 'schedule', 'warmupSteps'], 'must be less than optimizer.schedule.totalSteps');
   }
   for (const [id, m] of Object.entries(c.models)) {
     if (m.config !== undefined && c.algorithm.maxNewTokens >= m.config.maxSequenceLength) {
-      add(['algorithm', 'maxNewTokens'], `must be less than the maxSequenceLength of model ${JSON.stringify(id)} (${m.config.maxSequenceLength}), which also holds the prompt; got ${c.algorithm.maxNewTokens}`);
+      add(['algorithm', 'maxNewTokens'], `must be less than the maxSequenceLength of model ${JSON.stringify(id)}, which also holds the prompt`);
     }
   }
   return issues;
@@ -686,7 +686,7 @@ function checkOnePolicyPerAgent(c: ExperimentConfig, level: string, add: (path: 
   const first = new Map<string, string>();
   for (const [agent, policyId] of Object.entries(c.router)) {
     const other = first.get(policyId);
-    if (other !== undefined) add(['router', agent], `${level} gives each agent its own policy, but ${JSON.stringify(agent)} shares ${JSON.stringify(policyId)} with ${JSON.stringify(other)}`);
+    if (other !== undefined) add(['router', agent], `${level} gives each agent its own policy, but ${JSON.stringify(agent)} shares its policy with ${JSON.stringify(other)}`);
     else first.set(policyId, agent);
   }
 }
