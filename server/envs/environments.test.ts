@@ -103,7 +103,7 @@ describe('environment registry', () => {
   });
 
   test('unknown names, bad seeds and bad options are errors that name the culprit', () => {
-    assert.throws(() => createEnvironment('chess', 1), /unknown environment 'chess' \(known: plan-path, sudoku, sokoban, tic-tac-toe, math\)/);
+    assert.throws(() => createEnvironment('chess', 1), /unknown environment 'chess' \(known: plan-path, sudoku, sokoban, tic-tac-toe, math, code\)/);
     assert.throws(() => createEnvironment('plan-path', -1), /seed must be a non-negative safe integer/);
     assert.throws(() => createEnvironment('sokoban', 1.5), /seed/);
     assert.throws(() => createEnvironment('sudoku', Number.NaN), /seed/);

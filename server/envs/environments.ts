@@ -15,6 +15,7 @@ import { sokoban } from './sokoban.ts';
 import { sudoku } from './sudoku.ts';
 import { ticTacToe } from './tic-tac-toe.ts';
 import { math } from './math/math-env.ts';
+import { code } from './code/code-env.ts';
 
 export const environments = {
   'plan-path': planPath,
@@ -22,12 +23,13 @@ export const environments = {
   sokoban,
   'tic-tac-toe': ticTacToe,
   math,
+  code,
 } satisfies Record<string, EnvironmentFactory<unknown>>;
 
 export type EnvironmentName = keyof typeof environments;
 
 /** The registry's keys as a tuple, for `z.enum` and listings. */
-export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe', 'math'] as const satisfies readonly EnvironmentName[];
+export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe', 'math', 'code'] as const satisfies readonly EnvironmentName[];
 
 // Compile-time check that `environmentNames` lists every registry key.
 type Unlisted = Exclude<EnvironmentName, (typeof environmentNames)[number]>;

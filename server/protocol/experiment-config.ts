@@ -22,7 +22,7 @@ import { z } from 'zod';
 import { ConfigError, didYouMean, issuesFromZod, quoteList, type ConfigIssue } from './config-errors.ts';
 
 /** Environment names (the keys of the server's environment registry, `envs/environments.ts`). */
-export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe', 'math'] as const;
+export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe', 'math', 'code'] as const;
 export type EnvironmentName = (typeof environmentNames)[number];
 
 /** How agents are prompted (`envs/chat-prompts/prompt-styles.ts`): the embedded model's terse text, or chat messages. */
@@ -531,7 +531,7 @@ const experimentConfigShape = z
     env: z
       .object({
         /** Registry name of the environment. */
-        name: z.enum(environmentNames).describe('The environment: plan-path (grid path finding), sudoku, sokoban, tic-tac-toe (self-play), or math (a tool agent whose Python runs in the sandbox, and a reasoner).'),
+        name: z.enum(environmentNames).describe('The environment: plan-path (grid path finding), sudoku, sokoban, tic-tac-toe (self-play), math (a tool agent whose Python runs in the sandbox, and a reasoner), or code (a coder whose program and a tester whose test both run in the sandbox).'),
         /** Options validated by the environment's own schema on the server. */
         options: z
           .record(z.string(), z.unknown())
@@ -559,7 +559,7 @@ const experimentConfigShape = z
     /** Agent id → policy id. */
     router: z
       .record(configIdSchema, configIdSchema)
-      .describe("Which policy acts for each agent (agent id -> policy id). The keys must be exactly the environment's agents: tool and plan for a puzzle's team variant, solo for a single variant, x and o for tic-tac-toe, tool and reasoner for math's team."),
+      .describe("Which policy acts for each agent (agent id -> policy id). The keys must be exactly the environment's agents: tool and plan for a puzzle's team variant, solo for a single variant, x and o for tic-tac-toe, tool and reasoner for math's team, coder and tester for code's team (coder alone for its single variant)."),
     algorithm: algorithmSchema.prefault({}),
     optimizer: optimizerSchema.prefault({}).describe('AdamW for the RL updates; each policy has its own optimizer state.'),
     warmStart: warmStartSchema.prefault({}),

@@ -12,6 +12,7 @@ import { sokobanChat } from './sokoban-chat.ts';
 import { sudokuChat } from './sudoku-chat.ts';
 import { ticTacToeChat } from './tic-tac-toe-chat.ts';
 import { mathChat } from './math-chat.ts';
+import { codeChat } from './code-chat.ts';
 
 export const promptStyles = ['terse', 'chat'] as const;
 export type PromptStyle = (typeof promptStyles)[number];
@@ -23,6 +24,7 @@ export const chatPrompters = {
   sudoku: sudokuChat,
   'tic-tac-toe': ticTacToeChat,
   math: mathChat,
+  code: codeChat,
 } satisfies Record<EnvironmentName, ChatPrompter>;
 
 const hasChatPrompter = (name: string): name is keyof typeof chatPrompters => Object.hasOwn(chatPrompters, name);

@@ -57,7 +57,8 @@ test('only the tool of a team writes code, and only in chat', () => {
   // Math's code is its own (the factory's runsCode), not the chat prompter's.
   assert.equal(chatWritesCode(chat('math', trainSeed(0))), false);
   assert.equal(environmentRunsCode('math'), true);
-  for (const name of environmentNames.filter((n) => n !== 'math')) assert.equal(environmentRunsCode(name), false, name);
+  assert.equal(environmentRunsCode('code'), true);
+  for (const name of environmentNames.filter((n) => n !== 'math' && n !== 'code')) assert.equal(environmentRunsCode(name), false, name);
 });
 
 test("the tool's program is the last python block, with no input; a response without one runs nothing", () => {
