@@ -20,6 +20,8 @@
  * Linear weights are stored [out, in] as in PyTorch/Hugging Face, so checkpoints map 1:1.
  */
 import { z } from 'zod';
+// Ceilings shared with the experiment config (protocol), so a checkpoint's config.json is bounded too.
+import { sizeLimits } from '../protocol/experiment-config.ts';
 
 /**
  * Llama 3.1's RoPE frequency rescaling (transformers `_compute_llama3_parameters`): wavelengths
@@ -37,7 +39,7 @@ export const llama3RopeScalingSchema = z
     /** Wavelengths below originalMaxPositionEmbeddings / highFreqFactor are kept. */
     highFreqFactor: z.number().positive(),
     /** The context length the model was pretrained with before scaling (8192). */
-    originalMaxPositionEmbeddings: z.number().int().positive(),
+    originalMaxPositionEmbeddings: z.number().int().positive().max(sizeLimits.maxSequenceLength),
   })
   .strict()
   .refine((r) => r.highFreqFactor > r.lowFreqFactor, { message: 'highFreqFactor must be greater than lowFreqFactor', path: ['highFreqFactor'] });
@@ -46,19 +48,19 @@ export type RopeScaling = z.output<typeof llama3RopeScalingSchema>;
 export const modelConfigSchema = z
   .object({
     /** Vocabulary size V (rows of the embedding matrix). */
-    vocabSize: z.number().int().positive(),
+    vocabSize: z.number().int().positive().max(sizeLimits.vocabSize),
     /** Model width C (hidden size). */
-    hiddenSize: z.number().int().positive(),
+    hiddenSize: z.number().int().positive().max(sizeLimits.hiddenSize),
     /** Number of transformer blocks L. */
-    numLayers: z.number().int().positive(),
+    numLayers: z.number().int().positive().max(sizeLimits.numLayers),
     /** Number of query heads H. Must divide hiddenSize unless headDim is given. */
-    numHeads: z.number().int().positive(),
+    numHeads: z.number().int().positive().max(sizeLimits.numHeads),
     /** Number of key/value heads Hkv (grouped-query attention). Must divide numHeads. Defaults to numHeads. */
-    numKvHeads: z.number().int().positive().optional(),
+    numKvHeads: z.number().int().positive().max(sizeLimits.numHeads).optional(),
     /** Per-head dimension D. Defaults to hiddenSize / numHeads. Must be even (RoPE rotates pairs). */
-    headDim: z.number().int().positive().optional(),
+    headDim: z.number().int().positive().max(sizeLimits.headDim).optional(),
     /** Hidden size F of the SwiGLU MLP. */
-    intermediateSize: z.number().int().positive(),
+    intermediateSize: z.number().int().positive().max(sizeLimits.intermediateSize),
     /** RoPE base frequency θ. */
     ropeTheta: z.number().positive().default(10000),
     /** RMSNorm epsilon. */
@@ -68,7 +70,7 @@ export const modelConfigSchema = z
     /** Whether q/k/v projections carry a bias (Qwen2 does, Llama does not). */
     attentionBias: z.boolean().default(false),
     /** Longest sequence (prompt + response) the model is used with; sizes KV caches. */
-    maxSequenceLength: z.number().int().positive().default(512),
+    maxSequenceLength: z.number().int().positive().max(sizeLimits.maxSequenceLength).default(512),
     /**
      * Per-head RMSNorm of q and k before RoPE, weights [D] (Qwen3). Absent means false; optional
      * rather than defaulted so configs written before it existed hash and serialise unchanged.

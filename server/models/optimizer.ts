@@ -4,6 +4,7 @@
  * validated configuration and the host-side arithmetic fed to it each step.
  */
 import { z } from 'zod';
+import { sizeLimits } from '../protocol/experiment-config.ts';
 
 export const scheduleSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('constant') }).strict(),
@@ -11,9 +12,9 @@ export const scheduleSchema = z.discriminatedUnion('kind', [
     .object({
       kind: z.literal('cosine'),
       /** Steps of linear warm-up from 0 to the peak learning rate. */
-      warmupSteps: z.number().int().min(0),
+      warmupSteps: z.number().int().min(0).max(sizeLimits.optimizerSteps),
       /** Total optimizer steps of the schedule; after it the rate stays at its floor. */
-      totalSteps: z.number().int().positive(),
+      totalSteps: z.number().int().positive().max(sizeLimits.optimizerSteps),
       /** Floor of the cosine decay as a fraction of the peak rate. */
       minLrRatio: z.number().min(0).max(1).default(0),
     })

@@ -495,3 +495,67 @@ describe('messages never quote a value given', () => {
     assertIssue(issues, 'router.plan', /^names no declared policy/);
   });
 });
+
+describe('every size a config can set is bounded', () => {
+  test("the issue's reproduction: a LoRA rank of 1,000,000", () => {
+    const c = flagship();
+    c['policies']['tool-lora'].lora.rank = 1_000_000;
+    assertIssue(issuesOf(c), 'policies.tool-lora.lora.rank', 'must be <= 4096');
+  });
+
+  test('10^6 LoRA targets are refused at once, with one issue', () => {
+    const c = flagship();
+    c['policies']['tool-lora'].lora.targets = Array.from({ length: 1_000_000 }, (_, i) => i);
+    const t0 = performance.now();
+    const issues = issuesOf(c);
+    assert.ok(performance.now() - t0 < 2000, 'took over 2 s');
+    assert.equal(issues.length, 1, formatConfigIssues(issues.slice(0, 5), 'config'));
+    assertIssue(issues, 'policies.tool-lora.lora.targets', 'must have at most 7 items');
+  });
+
+  test('model widths, layers, heads, vocabulary and sequence length', () => {
+    const c = flagship();
+    c['models'].base = { config: { vocabSize: 2_000_000, hiddenSize: 131_072, numLayers: 2000, numHeads: 2048, intermediateSize: 1_000_000, maxSequenceLength: 2_000_000 } };
+    const issues = issuesOf(c);
+    assertIssue(issues, 'models.base.config.vocabSize', 'must be <= 1048576');
+    assertIssue(issues, 'models.base.config.hiddenSize', 'must be <= 65536');
+    assertIssue(issues, 'models.base.config.numLayers', 'must be <= 1024');
+    assertIssue(issues, 'models.base.config.numHeads', 'must be <= 1024');
+    assertIssue(issues, 'models.base.config.intermediateSize', 'must be <= 524288');
+    assertIssue(issues, 'models.base.config.maxSequenceLength', 'must be <= 1048576');
+  });
+
+  test('batch sizes, steps, demonstrations and token budgets', () => {
+    const c = flagship();
+    c['algorithm'].microBatch = 1e6;
+    c['warmStart'] = { ...c['warmStart'], demonstrations: 1e7, steps: 1e7, batchSize: 1e6 };
+    c['training'] = { ...c['training'], steps: 1e7, microBatchTokens: 1e9 };
+    const issues = issuesOf(c);
+    assertIssue(issues, 'algorithm.microBatch', 'must be <= 65536');
+    assertIssue(issues, 'warmStart.demonstrations', 'must be <= 1000000');
+    assertIssue(issues, 'warmStart.steps', 'must be <= 1000000');
+    assertIssue(issues, 'warmStart.batchSize', 'must be <= 65536');
+    assertIssue(issues, 'training.steps', 'must be <= 1000000');
+    assertIssue(issues, 'training.microBatchTokens', 'must be <= 16777216');
+  });
+
+  test('strings and records', () => {
+    const c = flagship();
+    c['description'] = 'x'.repeat(20_000);
+    c['models'].base = { checkpoint: 'd/'.repeat(3000) };
+    c['env'].options = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`o${i}`, i]));
+    for (let i = 0; i < 70; i++) c['policies'][`p${i}`] = { model: 'base', lora: { rank: 4 } };
+    const issues = issuesOf(c);
+    assertIssue(issues, 'description', 'must have at most 10000 characters');
+    assertIssue(issues, 'models.base.checkpoint', 'must have at most 4096 characters');
+    assertIssue(issues, 'env.options', 'must have at most 64 entries');
+    assertIssue(issues, 'policies', 'must have at most 64 entries');
+  });
+
+  test('the JSON Schema carries the bounds for editors', () => {
+    const schema = JSON.parse(experimentConfigJsonSchemaText()) as { properties: Record<string, any>; definitions?: unknown };
+    const text = JSON.stringify(schema);
+    assert.match(text, /"maximum":4096/);
+    assert.equal(schema.properties['policies'].maxProperties, 64);
+  });
+});

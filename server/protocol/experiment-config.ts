@@ -46,6 +46,44 @@ export type ExecutionProvider = (typeof executionProviders)[number];
 export const loraTargets = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
 export type LoraTarget = (typeof loraTargets)[number];
 
+/**
+ * Ceilings on every size a config can set. They sit far above what a researcher would ask for on a
+ * big machine (Llama 3.1 405B has hiddenSize 16384, 126 layers, intermediateSize 53248; vocabularies
+ * reach 256k) and exist to turn a slip or a hostile request (a LoRA rank of 1,000,000) into a
+ * validation error instead of an allocation. Whether a model within them fits this machine is a
+ * separate check, made when a run is resolved (`rl/memory-estimate.ts`). `server/models`'s model
+ * config schema uses the same table.
+ */
+export const sizeLimits = {
+  vocabSize: 1_048_576,
+  hiddenSize: 65_536,
+  numLayers: 1024,
+  numHeads: 1024,
+  headDim: 1024,
+  intermediateSize: 524_288,
+  maxSequenceLength: 1_048_576,
+  loraRank: 4096,
+  /** Entries of `models`, `policies`, `router` and keys of `env.options`. */
+  recordEntries: 64,
+  /** Training, warm-start and schedule steps. */
+  steps: 1_000_000,
+  optimizerSteps: 1_000_000_000,
+  demonstrations: 1_000_000,
+  batchSize: 65_536,
+  microBatch: 65_536,
+  microBatchTokens: 16_777_216,
+  /** Characters of a path (a checkpoint folder, `$schema`). */
+  pathLength: 4096,
+  descriptionLength: 10_000,
+} as const;
+
+/** A record of at most `sizeLimits.recordEntries` entries (zod's record has no size bound of its own). */
+function boundedRecord<T extends z.ZodType>(record: T): T {
+  return record
+    .refine((r) => Object.keys(r as object).length <= sizeLimits.recordEntries, { message: `must have at most ${sizeLimits.recordEntries} entries` })
+    .meta({ maxProperties: sizeLimits.recordEntries }) as unknown as T;
+}
+
 /** Ids of models, policies and agents: they name folders and appear in metric keys. */
 export const configIdSchema = z
   .string()
@@ -58,19 +96,19 @@ export const configIdSchema = z
 export const modelConfigSchema = z
   .object({
     /** Vocabulary size V; must equal the tokenizer's. */
-    vocabSize: z.number().int().positive().describe("Vocabulary size V; must equal the tokenizer's."),
+    vocabSize: z.number().int().positive().max(sizeLimits.vocabSize).describe("Vocabulary size V; must equal the tokenizer's. At most 1048576."),
     /** Model width C. */
-    hiddenSize: z.number().int().positive().describe('Model width C (hidden size).'),
+    hiddenSize: z.number().int().positive().max(sizeLimits.hiddenSize).describe('Model width C (hidden size). At most 65536.'),
     /** Transformer blocks L. */
-    numLayers: z.number().int().positive().describe('Number of transformer blocks L.'),
+    numLayers: z.number().int().positive().max(sizeLimits.numLayers).describe('Number of transformer blocks L. At most 1024.'),
     /** Query heads H. */
-    numHeads: z.number().int().positive().describe('Number of query heads H. Must divide hiddenSize unless headDim is given.'),
+    numHeads: z.number().int().positive().max(sizeLimits.numHeads).describe('Number of query heads H. Must divide hiddenSize unless headDim is given. At most 1024.'),
     /** Key/value heads Hkv (grouped-query attention); defaults to numHeads. */
-    numKvHeads: z.number().int().positive().optional().describe('Number of key/value heads (grouped-query attention). Must divide numHeads. Default: numHeads.'),
+    numKvHeads: z.number().int().positive().max(sizeLimits.numHeads).optional().describe('Number of key/value heads (grouped-query attention). Must divide numHeads. Default: numHeads. At most 1024.'),
     /** Per-head dimension D; defaults to hiddenSize / numHeads. */
-    headDim: z.number().int().positive().optional().describe('Per-head dimension D, even (RoPE rotates pairs). Default: hiddenSize / numHeads.'),
+    headDim: z.number().int().positive().max(sizeLimits.headDim).optional().describe('Per-head dimension D, even (RoPE rotates pairs). Default: hiddenSize / numHeads. At most 1024.'),
     /** Hidden size F of the SwiGLU MLP. */
-    intermediateSize: z.number().int().positive().describe('Hidden size F of the SwiGLU MLP.'),
+    intermediateSize: z.number().int().positive().max(sizeLimits.intermediateSize).describe('Hidden size F of the SwiGLU MLP. At most 524288.'),
     /** RoPE base frequency. */
     ropeTheta: z.number().positive().default(10000).describe('RoPE base frequency theta.'),
     /** RMSNorm epsilon. */
@@ -80,7 +118,7 @@ export const modelConfigSchema = z
     /** Whether q/k/v projections carry a bias (Qwen2 does, Llama does not). */
     attentionBias: z.boolean().default(false).describe('Whether the q/k/v projections carry a bias (Qwen2 does, Llama does not).'),
     /** Longest sequence (prompt + response); sizes the KV caches. */
-    maxSequenceLength: z.number().int().positive().default(512).describe('Longest sequence (prompt + response) the model is used with; sizes the KV caches.'),
+    maxSequenceLength: z.number().int().positive().max(sizeLimits.maxSequenceLength).default(512).describe('Longest sequence (prompt + response) the model is used with; sizes the KV caches. At most 1048576.'),
     /** Per-head RMSNorm of q and k before RoPE (Qwen3). */
     qkNorm: z.boolean().optional().describe('Per-head RMSNorm of queries and keys before RoPE, weights [headDim] (Qwen3). Default: false.'),
     /** RoPE frequency scaling (Llama 3.1+). */
@@ -90,7 +128,7 @@ export const modelConfigSchema = z
         factor: z.number().positive().describe('Stretch factor of the low frequencies (8 in Llama 3.1, 32 in Llama 3.2).'),
         lowFreqFactor: z.number().positive().describe('Wavelengths above originalMaxPositionEmbeddings / lowFreqFactor are divided by factor.'),
         highFreqFactor: z.number().positive().describe('Wavelengths below originalMaxPositionEmbeddings / highFreqFactor are kept; the band between is interpolated.'),
-        originalMaxPositionEmbeddings: z.number().int().positive().describe('Context length the model was pretrained with before scaling (8192 for Llama 3).'),
+        originalMaxPositionEmbeddings: z.number().int().positive().max(sizeLimits.maxSequenceLength).describe('Context length the model was pretrained with before scaling (8192 for Llama 3). At most 1048576.'),
       })
       .strict()
       .refine((r) => r.highFreqFactor > r.lowFreqFactor, { message: 'highFreqFactor must be greater than lowFreqFactor', path: ['highFreqFactor'] })
@@ -115,15 +153,16 @@ export type ModelConfig = z.output<typeof modelConfigSchema>;
 export const loraConfigSchema = z
   .object({
     /** Rank r of the update B·A. */
-    rank: z.int().positive().describe('Rank r of the low-rank update B·A.'),
+    rank: z.int().positive().max(sizeLimits.loraRank).describe('Rank r of the low-rank update B·A. At most 4096 (a rank near the model width is no longer low-rank: train the model itself).'),
     /** Scale numerator (update × alpha / rank); defaults to rank, i.e. scale 1. */
     alpha: z.number().positive().optional().describe('The update is scaled by alpha / rank. Default: rank (scale 1).'),
     /** Projections adapted in every layer. */
     targets: z
       .array(z.enum(loraTargets))
       .min(1)
+      .max(loraTargets.length)
       .default(() => [...loraTargets])
-      .describe('Projections adapted in every layer: attention q, k, v, o and MLP gate, up, down. Default: all.'),
+      .describe('Projections adapted in every layer: attention q, k, v, o and MLP gate, up, down, each at most once. Default: all.'),
     /** Dropout on the adapter input; only 0 is supported. */
     dropout: z.literal(0).default(0).describe('Dropout on the adapter input. Only 0 is supported.'),
   })
@@ -143,9 +182,9 @@ export const scheduleSchema = z.discriminatedUnion('kind', [
     .object({
       kind: z.literal('cosine').describe('Linear warm-up to lr, then cosine decay to minLrRatio × lr.'),
       /** Steps of linear warm-up from 0 to the peak rate. */
-      warmupSteps: z.number().int().min(0).describe('Optimizer steps of linear warm-up from 0 to lr.'),
+      warmupSteps: z.number().int().min(0).max(sizeLimits.optimizerSteps).describe('Optimizer steps of linear warm-up from 0 to lr. At most 1000000000.'),
       /** Optimizer steps the schedule spans; afterwards the rate stays at its floor. */
-      totalSteps: z.number().int().positive().describe('Optimizer steps the schedule spans (warm-up included); afterwards the rate stays at its floor.'),
+      totalSteps: z.number().int().positive().max(sizeLimits.optimizerSteps).describe('Optimizer steps the schedule spans (warm-up included); afterwards the rate stays at its floor. At most 1000000000.'),
       /** Floor of the decay as a fraction of the peak rate. */
       minLrRatio: z.number().min(0).max(1).default(0).describe('Floor of the cosine decay as a fraction of lr.'),
     })
@@ -192,14 +231,16 @@ export const modelSourceSchema = z
     checkpoint: z
       .string()
       .min(1)
+      .max(sizeLimits.pathLength)
       .optional()
-      .describe('Checkpoint folder: a Troupe checkpoint (config.json + model.safetensors) or a Hugging Face Qwen2/Qwen3/Llama model (config.json, model.safetensors or a sharded index, tokenizer.json). A relative path is resolved against this file\'s folder.'),
+      .describe('Checkpoint folder: a Troupe checkpoint (config.json + model.safetensors) or a Hugging Face Qwen2/Qwen3/Llama model (config.json, model.safetensors or a sharded index, tokenizer.json). A relative path is resolved against this file\'s folder. At most 4096 characters.'),
     /** Context length to use a checkpoint with (caps a Hugging Face model's max_position_embeddings). */
     maxSequenceLength: z
       .int()
       .positive()
+      .max(sizeLimits.maxSequenceLength)
       .optional()
-      .describe("Only with checkpoint: the longest prompt + response the model is used with (sizes RoPE tables and KV caches). Default: a Hugging Face model's max_position_embeddings capped at 4096; a Troupe checkpoint's own value."),
+      .describe("Only with checkpoint: the longest prompt + response the model is used with (sizes RoPE tables and KV caches). Default: a Hugging Face model's max_position_embeddings capped at 4096; a Troupe checkpoint's own value. At most 1048576."),
     /** Qwen3's `enable_thinking` in every prompt the folder's chat template renders. */
     enableThinking: z
       .boolean()
@@ -259,7 +300,7 @@ export const algorithmSchema = z
     /** Nucleus sampling threshold; 1 disables. */
     topP: z.number().positive().max(1).default(1.0).describe('Nucleus sampling: sample from the smallest set of tokens whose probability reaches topP; 1 disables.'),
     /** Top-k sampling; 0 disables. */
-    topK: z.int().min(0).default(0).describe('Sample only from the topK most likely tokens; 0 disables.'),
+    topK: z.int().min(0).max(sizeLimits.vocabSize).default(0).describe('Sample only from the topK most likely tokens; 0 disables. At most 1048576.'),
     /** Longest response in tokens. */
     maxNewTokens: z.int().min(1).max(4096).default(24).describe('Longest response, in tokens; a longer one is cut off and marked truncated.'),
     /** Whether a tree node's K branches start with K different tokens. */
@@ -301,8 +342,9 @@ export const algorithmSchema = z
     microBatch: z
       .int()
       .min(1)
+      .max(sizeLimits.microBatch)
       .default(64)
-      .describe("Sequences per forward/backward pass. It bounds memory and does not change the update: a policy's gradients are accumulated over a mini-batch into one optimizer step."),
+      .describe("Sequences per forward/backward pass. It bounds memory and does not change the update: a policy's gradients are accumulated over a mini-batch into one optimizer step. At most 65536."),
     /** Which training tasks each step rolls out. */
     curriculum: z
       .object({
@@ -340,11 +382,11 @@ export const warmStartSchema = z
     /** Whether to warm-start. */
     enabled: z.boolean().default(true).describe('Whether to warm-start before RL.'),
     /** Solver episodes played to collect demonstrations. */
-    demonstrations: z.int().min(1).default(1500).describe('Solver episodes played to collect (prompt, response) demonstrations.'),
+    demonstrations: z.int().min(1).max(sizeLimits.demonstrations).default(1500).describe('Solver episodes played to collect (prompt, response) demonstrations. At most 1000000.'),
     /** Supervised optimizer steps. */
-    steps: z.int().min(1).default(300).describe('Optimizer steps of supervised training.'),
+    steps: z.int().min(1).max(sizeLimits.steps).default(300).describe('Optimizer steps of supervised training. At most 1000000.'),
     /** Demonstration pairs per step. */
-    batchSize: z.int().min(1).default(32).describe('(prompt, response) pairs per optimizer step.'),
+    batchSize: z.int().min(1).max(sizeLimits.batchSize).default(32).describe('(prompt, response) pairs per optimizer step. At most 65536.'),
     /** Learning rate of the supervised steps. */
     lr: z.number().positive().default(3e-3).describe('Learning rate of the warm start (AdamW, with the betas, eps, weight decay and gradient clip of "optimizer").'),
     /** DAgger: states the model's own play reaches, labelled by the solver. */
@@ -381,9 +423,9 @@ export type WarmStartConfig = z.output<typeof warmStartSchema>;
 export const trainingSchema = z
   .object({
     /** RL training steps. */
-    steps: z.int().min(1).default(100).describe('RL training steps; each one rolls out, computes advantages and updates every policy.'),
+    steps: z.int().min(1).max(sizeLimits.steps).default(100).describe('RL training steps; each one rolls out, computes advantages and updates every policy. At most 1000000.'),
     /** Validation interval in steps. */
-    validateEvery: z.int().min(1).default(10).describe('Validate every this many steps. Validation also runs before the first step (the warm-start policy) and after the last.'),
+    validateEvery: z.int().min(1).max(sizeLimits.steps).default(10).describe('Validate every this many steps. Validation also runs before the first step (the warm-start policy) and after the last.'),
     /** Held-out episodes per validation. */
     validationEpisodes: z
       .int()
@@ -410,14 +452,15 @@ export const trainingSchema = z
         "The policy the run's test reports. last: the last step's. best: the validated policy with the highest validation success (the warm-started one at step 0 included; a tie goes to the earlier step), chosen on the validation seeds only, never the test seeds. Either way checkpoints/best.json names the best validated step, every new best gets a checkpoint (checkpoints/step-<n>), and `troupe eval|export --checkpoint best` read it.",
       ),
     /** Checkpoint interval in steps. */
-    checkpointEvery: z.int().min(1).default(20).describe('Write a checkpoint every this many steps (the last step always gets one); a run resumes from its last checkpoint.'),
+    checkpointEvery: z.int().min(1).max(sizeLimits.steps).default(20).describe('Write a checkpoint every this many steps (the last step always gets one); a run resumes from its last checkpoint.'),
     /** Most padded tokens per forward/backward pass (memory only). */
     microBatchTokens: z
       .int()
       .min(1)
+      .max(sizeLimits.microBatchTokens)
       .optional()
       .describe(
-        'Most padded tokens (sequences x longest sequence) per forward/backward pass of scoring and updates, on top of algorithm.microBatch; a longer single sequence gets a pass of its own. It bounds memory (activations grow with these tokens, logits with the response tokens among them: 0.6 MB each at a 151936-token vocabulary) and does not change the update. Default: no token limit.',
+        'Most padded tokens (sequences x longest sequence) per forward/backward pass of scoring and updates, on top of algorithm.microBatch; a longer single sequence gets a pass of its own. It bounds memory (activations grow with these tokens, logits with the response tokens among them: 0.6 MB each at a 151936-token vocabulary) and does not change the update. Default: no token limit. At most 16777216.',
       ),
   })
   .strict()
@@ -516,11 +559,11 @@ export type SandboxConfig = z.output<typeof sandboxSchema>;
 const experimentConfigShape = z
   .object({
     /** The JSON Schema editors validate against; ignored by Troupe. */
-    $schema: z.string().optional().describe('Path or URL of the JSON Schema editors validate this file against (configs/schema.json). Ignored by Troupe.'),
+    $schema: z.string().max(sizeLimits.pathLength).optional().describe('Path or URL of the JSON Schema editors validate this file against (configs/schema.json). Ignored by Troupe.'),
     /** Experiment name. */
-    name: z.string().min(1).max(200).describe('Name of the experiment, shown in the run list and on the dashboard.'),
+    name: z.string().min(1).max(200).describe('Name of the experiment, shown in the run list and on the dashboard. At most 200 characters.'),
     /** Free text. */
-    description: z.string().optional().describe('What this experiment is for (free text).'),
+    description: z.string().max(sizeLimits.descriptionLength).optional().describe('What this experiment is for (free text, at most 10000 characters).'),
     /** Seed of everything random in the run. */
     seed: z
       .int()
@@ -533,10 +576,9 @@ const experimentConfigShape = z
         /** Registry name of the environment. */
         name: z.enum(environmentNames).describe('The environment: plan-path (grid path finding), sudoku, sokoban, tic-tac-toe (self-play), math (a tool agent whose Python runs in the sandbox, and a reasoner), or code (a coder whose program and a tester whose test both run in the sandbox).'),
         /** Options validated by the environment's own schema on the server. */
-        options: z
-          .record(z.string(), z.unknown())
+        options: boundedRecord(z.record(z.string().max(64), z.unknown()))
           .default({})
-          .describe("The environment's options (size, maxTurns, variant, ...), checked by the environment when the run starts; unset options take its defaults."),
+          .describe("The environment's options (size, maxTurns, variant, ...), checked by the environment when the run starts; unset options take its defaults. At most 64 keys."),
         /** terse: the embedded model's short prompts and answers; chat: instructions, reasoning and a final '####' answer, for instruction-tuned models. */
         promptStyle: z
           .enum(promptStyles)
@@ -550,16 +592,14 @@ const experimentConfigShape = z
       .enum(specializationLevels)
       .describe('How agents map to weights. L0: a single agent. L1: one policy shared by all agents, roles differ only by prompt. L2: one base model with a LoRA adapter per agent. L3: a separate model per agent (sizes may differ).'),
     /** Base models by id. */
-    models: z
-      .record(configIdSchema, modelSourceSchema)
+    models: boundedRecord(z.record(configIdSchema, modelSourceSchema))
       .prefault({ base: { preset: 'default' } })
-      .describe('Base models by id. Default: {"base": {"preset": "default"}}, the embedded ~1M-parameter model.'),
+      .describe('Base models by id. Default: {"base": {"preset": "default"}}, the embedded ~1M-parameter model. At most 64.'),
     /** Policies by id. */
-    policies: z.record(configIdSchema, policySchema).describe('Trainable policies by id. Each trains only on the samples of the agents routed to it.'),
+    policies: boundedRecord(z.record(configIdSchema, policySchema)).describe('Trainable policies by id. Each trains only on the samples of the agents routed to it. At most 64.'),
     /** Agent id → policy id. */
-    router: z
-      .record(configIdSchema, configIdSchema)
-      .describe("Which policy acts for each agent (agent id -> policy id). The keys must be exactly the environment's agents: tool and plan for a puzzle's team variant, solo for a single variant, x and o for tic-tac-toe, tool and reasoner for math's team, coder and tester for code's team (coder alone for its single variant)."),
+    router: boundedRecord(z.record(configIdSchema, configIdSchema))
+      .describe("Which policy acts for each agent (agent id -> policy id), at most 64. The keys must be exactly the environment's agents: tool and plan for a puzzle's team variant, solo for a single variant, x and o for tic-tac-toe, tool and reasoner for math's team, coder and tester for code's team (coder alone for its single variant)."),
     algorithm: algorithmSchema.prefault({}),
     optimizer: optimizerSchema.prefault({}).describe('AdamW for the RL updates; each policy has its own optimizer state.'),
     warmStart: warmStartSchema.prefault({}),

@@ -37,3 +37,13 @@ test('the typed client parses results: a result that does not match the protocol
   client.receive(JSON.stringify({ jsonrpc: '2.0', id: second.id, error: { code: -32010, message: 'nope' } }));
   await assert.rejects(ok, /server\/status: nope \(code -32010\)/);
 });
+
+test('request params bound their sizes: steps, paths and ids', () => {
+  const start = clientRequests['run/start'].params;
+  assert.equal(start.safeParse({ configPath: 'configs/x.json', steps: 1_000_000 }).success, true);
+  assert.equal(start.safeParse({ configPath: 'configs/x.json', steps: 1_000_001 }).success, false);
+  assert.equal(start.safeParse({ configPath: 'x/'.repeat(3000) }).success, false);
+  assert.equal(clientRequests['run/resume'].params.safeParse({ runId: 'r1', steps: 1e9 }).success, false);
+  assert.equal(clientRequests['run/pause'].params.safeParse({ runId: 'r'.repeat(257) }).success, false);
+  assert.equal(clientRequests['adapters/export'].params.safeParse({ runId: 'r1', outDir: 'o'.repeat(5000) }).success, false);
+});

@@ -13,6 +13,7 @@
  * anything with a default (`z.input`).
  */
 import { z } from 'zod';
+import { sizeLimits } from './experiment-config.ts';
 import {
   completionListSchema,
   completionParamsSchema,
@@ -83,7 +84,7 @@ export const initializeParamsSchema = z.object({
   /** The client's process id (LSP); null when it has none. */
   processId: z.int().nullable().optional(),
   /** Who the client is (LSP). */
-  clientInfo: z.object({ name: z.string(), version: z.string().optional() }).optional(),
+  clientInfo: z.object({ name: z.string().max(256), version: z.string().max(256).optional() }).optional(),
   /** Client capabilities (LSP); the server reads none of them yet. */
   capabilities: z.record(z.string(), z.unknown()).optional(),
   /** Free-form options a client passes along (LSP `initializationOptions`). */
@@ -111,20 +112,20 @@ export const initializeResultSchema = z.object({
 
 export const runStartParamsSchema = z
   .object({
-    /** Path of an experiment config file, absolute or relative to the server's workspace. */
-    configPath: z.string().min(1).optional(),
+    /** Path of an experiment config file, absolute or relative to the server's workspace (at most 4096 characters). */
+    configPath: z.string().min(1).max(sizeLimits.pathLength).optional(),
     /** An experiment config given inline instead of a file. */
     config: z.unknown().optional(),
-    /** Train to this step instead of the config's `training.steps`. */
-    steps: z.int().positive().optional(),
+    /** Train to this step instead of the config's `training.steps` (at most 1000000, as there). */
+    steps: z.int().positive().max(sizeLimits.steps).optional(),
     ...workDone,
   })
   .strict()
   .refine((p) => (p.configPath === undefined) !== (p.config === undefined), { message: 'give exactly one of "configPath" and "config"' });
 
 export const runResumeParamsSchema = runIdParams.extend({
-  /** Train to this step instead of the run's current target. */
-  steps: z.int().positive().optional(),
+  /** Train to this step instead of the run's current target (at most 1000000). */
+  steps: z.int().positive().max(sizeLimits.steps).optional(),
 });
 
 /** A run's state changed (also sent for the state a new run starts in). */
@@ -189,7 +190,7 @@ export const trajectoriesForTaskParamsSchema = runIdParams.extend({
 
 export const adaptersExportParamsSchema = runIdParams.extend({
   /** Folder to write into; must be new or empty. Absolute, or relative to the workspace. */
-  outDir: z.string().min(1),
+  outDir: z.string().min(1).max(sizeLimits.pathLength),
   /** Which checkpoint: `initial` (step 0), `latest` (default), `best` (the best validated step), or a step number. */
   checkpoint: z.union([z.literal('initial'), z.literal('latest'), z.literal('best'), z.int().nonnegative()]).default('latest'),
   ...workDone,

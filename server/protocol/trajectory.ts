@@ -26,8 +26,8 @@ const INT32_MAX = 2 ** 31 - 1;
  */
 export const LOGPROB_UPPER_BOUND = 1e-4;
 
-/** A non-empty identifier (run, agent, policy, group, environment name). */
-export const idSchema = z.string().min(1, 'must be a non-empty string');
+/** A non-empty identifier (run, agent, policy, group, environment name, metric), at most 256 characters. */
+export const idSchema = z.string().min(1, 'must be a non-empty string').max(256);
 
 /** Lifecycle of a run (the run manager's state machine: queued → running ⇄ paused → stopping → done|failed). */
 export const runStateSchema = z.enum(['queued', 'running', 'paused', 'stopping', 'done', 'failed']);

@@ -22,6 +22,7 @@ import { ConfigError } from '../protocol/config-errors.ts';
 import { checkAgainstAgents, parseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
 import type { ModelSource, ResolvedExperiment } from './experiment.ts';
 import { chatPromptFitIssues } from './prompt-fit.ts';
+import { checkTrainingMemory } from './memory-estimate.ts';
 
 /** Reads, parses and resolves a config file. */
 export async function loadExperiment(path: string): Promise<{ config: ExperimentConfig; experiment: ResolvedExperiment }> {
@@ -125,6 +126,8 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     const lora = p.lora ? { rank: p.lora.rank, alpha: p.lora.alpha ?? p.lora.rank, targets: loraTargets.filter((t) => p.lora!.targets.includes(t)) } : null;
     policies.set(id, { model: p.model, lora });
   }
+  // Refused before anything is allocated when weights and optimizer state cannot fit this machine.
+  checkTrainingMemory(models, policies, c.algorithm.klCoef, source);
 
   return {
     name: c.name,
