@@ -164,9 +164,12 @@ export interface TrainStepOptions {
  *
  * PPO per token (Schulman et al. 2017; GRPO's token-mean form):
  *   ratio = exp(logp − old); pg = −min(ratio·A, clip(ratio, 1−ε, 1+ε)·A)
- *   kl = exp(ref − logp) − (ref − logp) − 1 (the k3 estimator, non-negative)
+ *   kl = min(exp(ref − logp) − (ref − logp) − 1, KL_CLAMP) (the k3 estimator, non-negative, clamped)
  *   loss = Σ mask · (pg + β·kl − η·entropy) · token_weight
  */
+/** Ceiling of the per-token KL term (verl's clamp of its low-variance KL estimator). */
+export const KL_CLAMP = 10;
+
 export function buildTrainStep(c: ModelConfig, o: TrainStepOptions, lowering: Lowering = {}): Artifact {
   return emit(trainStepGraph(c, o), `train-${o.loss}-${o.trainable}`, docOf(c, { lora: o.lora, loss: o.loss }), lowering);
 }
@@ -209,7 +212,11 @@ export function trainStepGraph(c: ModelConfig, o: TrainStepOptions): GraphOutput
       const ref = at(b.input('ref_logp', dtype, ['B', 'T']));
       const coef = b.input('kl_coef', dtype, []);
       const d = b.sub(ref, logp);
-      const kl = b.sub(b.sub(b.exp(d), d), one);
+      // Clamped at KL_CLAMP, as verl clamps its low-variance KL: a sampled token the policy has
+      // come to find far less likely than the reference does makes exp(ref − logp) explode (math
+      // runs reached a step loss of 8e3 and collapsed); past the clamp such a token only stops
+      // pulling, as a clipped PPO ratio does.
+      const kl = b.min(b.sub(b.sub(b.exp(d), d), one), b.like(logp, KL_CLAMP));
       perToken = b.add(perToken, b.mul(coef, kl));
       outputs.push(['kl_ref', weighted(b.stopGradient(kl))]);
     }

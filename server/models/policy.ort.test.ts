@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Engine } from '../runtime/engine.ts';
 import { initParameters } from './init.ts';
+import { KL_CLAMP } from './artifacts.ts';
 import { initLoraParameters, parseLoraConfig } from './lora.ts';
 import { parseModelConfig, type ModelConfig } from './model-config.ts';
 import { optimizerSchema } from './optimizer.ts';
@@ -152,6 +153,18 @@ describe('training', () => {
         else assert.ok(v > old[i]![j]!, `positive-advantage token ${i}/${j} fell: ${old[i]![j]} → ${v}`);
       }),
     );
+  });
+
+  test('the KL term is clamped at KL_CLAMP per token: a reference far above the policy does not explode the loss', async () => {
+    const p = await fullPolicy('kl-clamp', { kl: true });
+    const seqs: TrainSequence[] = batch.map((s) => ({ ...s, advantages: new Float32Array(s.tokens.length - s.promptLength) }));
+    const old = await p.score(seqs, 1);
+    // The reference finds every sampled token e^30 times likelier than the policy does: unclamped,
+    // k3 = exp(30) − 30 − 1 ≈ 1e13 per token.
+    const s = await p.update('ppo', seqs.map((q, i) => ({ ...q, oldLogp: old[i]!, refLogp: old[i]!.map((v) => v + 30) })), { temperature: 1, clipEps: 0.2, klCoef: 1, entCoef: 0 });
+    assert.equal(s.skipped, null);
+    assert.ok(Math.abs(s.klRef - KL_CLAMP) < 1e-4, `kl_ref ${s.klRef}, clamp ${KL_CLAMP}`);
+    assert.ok(Math.abs(s.loss - KL_CLAMP) < 1e-3, `loss ${s.loss}: zero advantages, so the clamped KL alone`);
   });
 
   test('a non-finite loss skips the update, is counted, and leaves the weights alone', async () => {
