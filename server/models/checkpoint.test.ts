@@ -92,3 +92,15 @@ test('saving refuses missing, wrongly sized or extra parameters, naming them', a
   });
   throwsMessage(() => shapeParameters([['a', [2]]], new Map(), 'src'), /^src: parameters do not match/);
 });
+
+test('a checkpoint whose weights were zero-filled after writing fails naming the file', async () => {
+  await withTempDir(async (dir) => {
+    await saveCheckpoint(dir, config, initParameters(config, 11));
+    const path = join(dir, 'model.safetensors');
+    const bytes = new Uint8Array(await readFile(path));
+    const headerEnd = 8 + Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
+    bytes.fill(0, headerEnd);
+    await writeFile(path, bytes);
+    await rejectsMessage(loadCheckpoint(dir), new RegExp(`^${escapeRe(path)}: checksum mismatch`));
+  });
+});

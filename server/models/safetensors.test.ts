@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readSafetensors, readSafetensorsFile, writeSafetensors, writeSafetensorsFile } from './safetensors.ts';
+import { createHash } from 'node:crypto';
+import { CHECKSUM_METADATA_KEY, ChecksumMismatchError, readSafetensors, readSafetensorsFile, writeSafetensors, writeSafetensorsFile } from './safetensors.ts';
 import type { SafetensorsInput } from './safetensors.ts';
 import { bitsOf, escapeRe, rejectsMessage, throwsMessage, withTempDir } from './test-util.ts';
 
@@ -194,7 +195,10 @@ test('file helpers: streamed write equals in-memory bytes, atomic, and file read
     for (const [k, v] of shared) v.data.set(sample().get(k)!.data);
     await writeSafetensorsFile(path, shared, { m: '1' });
     const bytes = await readFile(path);
-    assert.deepEqual(new Uint8Array(bytes), writeSafetensors(sample(), { m: '1' }));
+    // The in-memory bytes plus the data region's sha256 in the metadata.
+    const plain = writeSafetensors(sample(), { m: '1' });
+    const sha = createHash('sha256').update(plain.subarray(plain.byteLength - 4 * [...sample().values()].reduce((n, t) => n + t.data.length, 0))).digest('hex');
+    assert.deepEqual(new Uint8Array(bytes), writeSafetensors(sample(), { m: '1', [CHECKSUM_METADATA_KEY]: sha }));
     assert.deepEqual(await readdir(dir), ['model.safetensors']); // no temp file left behind
 
     const { tensors, metadata } = await readSafetensorsFile(path, { alloc });
@@ -212,5 +216,45 @@ test('file helpers: streamed write equals in-memory bytes, atomic, and file read
     await rejectsMessage(readSafetensorsFile(join(dir, 'nope.safetensors')), /cannot open .*nope\.safetensors/);
     await writeFile(cut, bytes.subarray(0, 4));
     await rejectsMessage(readSafetensorsFile(cut), /cut\.safetensors: file is 4 bytes/);
+  });
+});
+
+test('checksums: a written file carries its sha256; zero-filled or flipped data fails naming the file; a file without one loads', async () => {
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'w.safetensors');
+    await writeSafetensorsFile(path, sample(), { m: '1' });
+    const good = new Uint8Array(await readFile(path));
+    const dataLength = 4 * [...sample().values()].reduce((n, t) => n + t.data.length, 0);
+    const dataStart = good.byteLength - dataLength;
+    assert.deepEqual((await readSafetensorsFile(path)).metadata, { m: '1' }, 'the checksum key is not returned');
+    assert.deepEqual(readSafetensors(good, 'mem').metadata, { m: '1' });
+
+    const isMismatch = (file: string) => (e: unknown): boolean => {
+      assert.ok(e instanceof ChecksumMismatchError, String(e));
+      assert.equal(e.path, file);
+      assert.match(e.message, new RegExp(`^${escapeRe(file)}: checksum mismatch`));
+      return true;
+    };
+    const zeroed = join(dir, 'zeroed.safetensors');
+    const z = good.slice();
+    z.fill(0, dataStart);
+    await writeFile(zeroed, z);
+    await assert.rejects(readSafetensorsFile(zeroed), isMismatch(zeroed));
+    assert.throws(() => readSafetensors(z, zeroed), isMismatch(zeroed));
+
+    const flipped = join(dir, 'flipped.safetensors');
+    const f = good.slice();
+    f[good.byteLength - 1]! ^= 0x01;
+    await writeFile(flipped, f);
+    await assert.rejects(readSafetensorsFile(flipped), isMismatch(flipped));
+
+    // Written before checksums existed (or by another tool): no key, no check, same tensors.
+    const old = join(dir, 'old.safetensors');
+    await writeFile(old, writeSafetensors(sample(), { m: '1' }));
+    const loaded = await readSafetensorsFile(old);
+    assert.deepEqual(loaded.metadata, { m: '1' });
+    for (const [name, t] of sample()) assert.deepEqual(bitsOf(loaded.tensors.get(name)!.data), bitsOf(t.data));
+
+    await assert.rejects(writeSafetensorsFile(join(dir, 'x.safetensors'), sample(), { [CHECKSUM_METADATA_KEY]: 'mine' }), /reserved for the checksum/);
   });
 });

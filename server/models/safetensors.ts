@@ -12,7 +12,14 @@
  * and tensor that caused it. Writing is deterministic: tensors sorted by name (UTF-16 code-unit
  * order), metadata keys sorted, header padded with spaces so the data region starts 8-byte aligned;
  * the same tensors give the same bytes.
+ *
+ * Files written by `writeSafetensorsFile` (every Troupe checkpoint, run checkpoint, LoRA adapter and
+ * export) carry the sha256 of their data region in the metadata (`troupe.sha256`), and reading
+ * checks it: a zero-filled or bit-flipped tensor fails with a `ChecksumMismatchError` naming the
+ * file, instead of loading as other weights. Files without the key (older checkpoints, other
+ * tools' files) load unchecked. The key is stripped from the metadata readers return.
  */
+import { createHash, type Hash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
@@ -54,6 +61,25 @@ export interface SafetensorsReadOptions {
 /** Headers larger than this are refused (same limit as the Rust implementation) to avoid huge allocations. */
 const MAX_HEADER_BYTES = 100_000_000;
 const METADATA_KEY = '__metadata__';
+/** Metadata key of the data region's sha256 (lowercase hex). */
+export const CHECKSUM_METADATA_KEY = 'troupe.sha256';
+
+/** A safetensors file whose tensor data does not match the checksum written with it. */
+export class ChecksumMismatchError extends Error {
+  override readonly name = 'ChecksumMismatchError';
+  constructor(readonly path: string) {
+    super(`${path}: checksum mismatch: the tensor data does not match the sha256 written with it (${CHECKSUM_METADATA_KEY}); the file is corrupted or was changed after it was written`);
+  }
+}
+
+/** Checks `hash` (of the whole data region) against the metadata's checksum, if any; returns the metadata without it. */
+function verifiedMetadata(metadata: Record<string, string>, hash: Hash | undefined, source: string): Record<string, string> {
+  const expected = metadata[CHECKSUM_METADATA_KEY];
+  if (expected === undefined) return metadata;
+  if (hash === undefined || hash.digest('hex') !== expected) throw new ChecksumMismatchError(source);
+  const { [CHECKSUM_METADATA_KEY]: _, ...rest } = metadata;
+  return rest;
+}
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 const tensorInfoSchema = z.object({
@@ -234,13 +260,16 @@ export function readSafetensors(bytes: Uint8Array, source: string, options?: Saf
   const n = headerLength(bytes, bytes.byteLength, source);
   const dataStart = 8 + n;
   const { entries, metadata } = parseHeader(bytes.subarray(8, dataStart), bytes.byteLength - dataStart, source);
+  // The tensors tile the data region exactly (parseHeader checks), so this hashes all of it.
+  const hash = metadata[CHECKSUM_METADATA_KEY] === undefined ? undefined : createHash('sha256').update(bytes.subarray(dataStart));
+  const checked = verifiedMetadata(metadata, hash, source);
   const tensors = new Map<string, SafetensorsTensor>();
   for (const e of entries) {
     const data = allocate(options, e.count, source, e.name);
     decodeInto(e.dtype, bytes.subarray(dataStart + e.begin, dataStart + e.end), data);
     tensors.set(e.name, { dtype: e.dtype, shape: e.shape, data });
   }
-  return { tensors, metadata };
+  return { tensors, metadata: checked };
 }
 
 async function readExactly(fh: FileHandle, into: Uint8Array, position: number, source: string): Promise<void> {
@@ -303,20 +332,26 @@ export async function readSafetensorsFile(path: string, options?: SafetensorsRea
   return withHeader(path, async ({ fh, dataStart, entries, metadata }) => {
     let scratch = new Uint8Array(0);
     const tensors = new Map<string, SafetensorsTensor>();
+    // Entries come sorted by offset and tile the data region, so hashing each span as it is read
+    // hashes the region in order, without a second pass over the file.
+    const hash = metadata[CHECKSUM_METADATA_KEY] === undefined ? undefined : createHash('sha256');
     for (const e of entries) {
       const data = allocate(options, e.count, path, e.name);
       const span = e.end - e.begin;
       if (e.dtype === 'F32' && LITTLE_ENDIAN) {
-        await readExactly(fh, new Uint8Array(data.buffer, data.byteOffset, span), dataStart + e.begin, path);
+        const raw = new Uint8Array(data.buffer, data.byteOffset, span);
+        await readExactly(fh, raw, dataStart + e.begin, path);
+        hash?.update(raw);
       } else {
         if (scratch.byteLength < span) scratch = new Uint8Array(span);
         const view = scratch.subarray(0, span);
         await readExactly(fh, view, dataStart + e.begin, path);
+        hash?.update(view);
         decodeInto(e.dtype, view, data);
       }
       tensors.set(e.name, { dtype: e.dtype, shape: e.shape, data });
     }
-    return { tensors, metadata };
+    return { tensors, metadata: verifiedMetadata(metadata, hash, path) };
   });
 }
 
@@ -391,13 +426,21 @@ export function writeSafetensors(
   return out;
 }
 
-/** Writes the same bytes as `writeSafetensors` to `path`, streamed and atomically (temp file, fsync, rename). */
+/**
+ * Writes the bytes `writeSafetensors` would, with the data region's sha256 added to the metadata
+ * (`troupe.sha256`, checked on read), to `path`, streamed and atomically (temp file, fsync, rename).
+ */
 export async function writeSafetensorsFile(
   path: string,
   tensors: ReadonlyMap<string, SafetensorsInput>,
   metadata?: Readonly<Record<string, string>>,
 ): Promise<void> {
-  const { head, order } = layout(tensors, metadata);
+  if (metadata !== undefined && Object.hasOwn(metadata, CHECKSUM_METADATA_KEY)) throw new Error(`safetensors metadata '${CHECKSUM_METADATA_KEY}' is reserved for the checksum`);
+  // The header comes first and holds the checksum, so the data is hashed in a pass of its own
+  // (over memory, in the order layout() writes it: sorted by name).
+  const hash = createHash('sha256');
+  for (const [, t] of [...tensors.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) hash.update(f32Bytes(t.data));
+  const { head, order } = layout(tensors, { ...metadata, [CHECKSUM_METADATA_KEY]: hash.digest('hex') });
   function* chunks(): Generator<Uint8Array> {
     yield head;
     for (const [, t] of order) yield f32Bytes(t.data);

@@ -168,3 +168,22 @@ test('a version-1 database is migrated in place: its runs keep their rows and ge
   assert.throws(() => store.setRunTargetSteps(fresh.id, 0), /steps must be an integer >= 1/);
   store.close();
 });
+
+test('garbage in a data page that opening does not read is found by quick_check at open, naming the file', () => {
+  const path = join(tempDir(), 'troupe.db');
+  const store = openRunStore(path);
+  const run = store.createRun({ name: 'doomed', config: {} });
+  for (let step = 1; step <= 20; step++) store.commitStep(run.id, sampleStep({ step }));
+  store.close();
+  // Checkpoint the WAL into the main file, then overwrite the middle of the file (past the schema pages).
+  const db = new Database(path);
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  const pages = Number(db.pragma('page_count', { simple: true }));
+  const pageSize = Number(db.pragma('page_size', { simple: true }));
+  db.close();
+  assert.ok(pages > 6, `only ${pages} pages`);
+  const fd = openSync(path, 'r+');
+  writeSync(fd, Buffer.alloc(pageSize * 2, 0x5a), 0, pageSize * 2, pageSize * Math.floor(pages / 2));
+  closeSync(fd);
+  assertStoreError(() => openRunStore(path), 'corrupt', path, /corrupted \(SQLite quick_check: /);
+});
