@@ -195,6 +195,10 @@ describe('code environment (the real sandbox)', { skip }, () => {
     assert.deepEqual([env.currentAgent(), env.turn, env.stats['coder']!.acts], ['coder', 0, 0]);
     assert.doesNotMatch(env.observe('coder'), /last:/);
     assert.deepEqual([copy.turn, copy.stats['tester']!.acts], [1, 1]);
+    const later = copy.clone();
+    assert.equal(later.observe('coder'), copy.observe('coder'), "a clone keeps the last round's mismatch");
+    await actWithPrograms(later, 'coder', later.task.program, sandbox.runAll);
+    assert.deepEqual([later.success, copy.success, copy.currentAgent()], [true, false, 'coder']);
     assert.equal(env.flawedSolution('coder', 0) !== env.task.program, true);
   });
 });
