@@ -68,7 +68,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     } else if (m.config) {
       const config = parseModelConfig(m.config, `${source}: models.${id}.config`);
       if (config.vocabSize !== defaultTokenizer.vocabSize) {
-        throw new ConfigError(source, [{ path: ['models', id, 'config', 'vocabSize'], message: `must be ${defaultTokenizer.vocabSize} (the character tokenizer's vocabulary), got ${config.vocabSize}` }]);
+        throw new ConfigError(source, [{ path: ['models', id, 'config', 'vocabSize'], message: `must be ${defaultTokenizer.vocabSize} (the character tokenizer's vocabulary)` }]);
       }
       models.set(id, { config, source: { kind: 'init', seed: c.seed } });
       tokenizers.set(id, charTokenizer);
