@@ -89,7 +89,7 @@ export interface AgentStats {
 }
 
 export interface Environment {
-  /** Registry name: 'plan-path' | 'sudoku' | 'sokoban' | 'tic-tac-toe' | 'math'. */
+  /** Registry name: 'plan-path' | 'sudoku' | 'sokoban' | 'tic-tac-toe' | 'math' | 'code'. */
   readonly name: string;
   /** The seed this instance was generated from. */
   readonly seed: number;
