@@ -47,7 +47,7 @@ describe('hover', () => {
 
   test('a field of the cosine branch of the schedule union', () => {
     const { hover } = hoverOn(team, '"warmupSteps"');
-    assert.equal(hover?.contents.value, '**warmupSteps** · `integer, ≥ 0`\n\nOptimizer steps of linear warm-up from 0 to lr.');
+    assert.equal(hover?.contents.value, '**warmupSteps** · `integer, 0 to 1000000000`\n\nOptimizer steps of linear warm-up from 0 to lr. At most 1000000000.');
   });
 
   test('an env option, from the environment\'s own schema', () => {
