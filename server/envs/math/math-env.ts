@@ -207,10 +207,9 @@ export class MathEnvironment implements Environment {
         if (agent === 'solo') {
           teamReward = right ? 1 : 0;
           this.#success = right;
-          this.#done = true;
         }
       }
-      if (agent === 'solo') this.#done = true;
+      // A single agent's episode is one round (maxTurns 1): #advance ends it.
     } else {
       const answer = trimAscii(typeof text === 'string' ? text : '');
       if (answer === '' || answer.length > 200) {
@@ -226,7 +225,7 @@ export class MathEnvironment implements Environment {
         this.#success = right;
         const agreed = this.#toolAnswer !== null && verifyAnswer(this.#toolAnswer, answer);
         info = `answer ${right ? 'right' : 'wrong'}${agent === 'reasoner' ? `, ${agreed ? 'agrees' : 'disagrees'} with the tool` : ''}`;
-        if (agent === 'solo' || agreed) this.#done = true;
+        if (agreed) this.#done = true;
         this.#last = `out ${this.#toolReport ?? 'no program'}, answer ${shown(answer, 24)}`;
       }
       if (agent === 'reasoner' && parseError !== null) this.#last = `out ${this.#toolReport ?? 'no program'}, no answer`;
