@@ -17,6 +17,7 @@ import type { ResolvedExperiment } from '../rl/experiment.ts';
 import { createPolicies, routingContext } from '../rl/policies.ts';
 import { evaluate, type Evaluation } from '../rl/evaluate.ts';
 import { restorePolicies } from '../rl/run-checkpoint.ts';
+import { openSandbox } from '../rl/trainer.ts';
 import { Engine } from '../runtime/engine.ts';
 import { checkpointChoiceHelp, findRunCheckpoint, parseCheckpointChoice, runBaseWeights, sourceWeights, type RunCheckpoint } from '../runs/checkpoint-weights.ts';
 import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
@@ -126,12 +127,18 @@ export const evalCommand: Command = {
     const seedCount = seedRanges.validation.end - seedRanges.validation.start;
     if (seedOffset + episodes > seedCount) throw new UsageError(`--seed-offset + --episodes must be at most ${seedCount} (the validation seeds), got ${seedOffset + episodes}`, usage);
     // Engine log lines (provider choice) go to stderr, so that --json leaves stdout one JSON object.
-    const engine = await Engine.start({ executionProvider: exp.engine.executionProvider, ...(exp.engine.threads ? { threads: exp.engine.threads } : {}), log: (l) => process.stderr.write(`${l}\n`) });
+    const log = (l: string) => process.stderr.write(`${l}\n`);
+    // Agents that write code (math, code) play through the sandbox, as in training.
+    const sandbox = await openSandbox(exp, log);
+    const engine = await Engine.start({ executionProvider: exp.engine.executionProvider, ...(exp.engine.threads ? { threads: exp.engine.threads } : {}), log }).catch(async (e: unknown) => {
+      await sandbox?.close();
+      throw e;
+    });
     let ev: Evaluation;
     try {
       const policies = await createPolicies(engine, exp, bases);
       if (ck.dir) await restorePolicies(ck.dir, policies);
-      ev = await evaluate(exp.env.make, routingContext(exp, policies), {
+      ev = await evaluate(exp.env.make, routingContext(exp, policies, sandbox?.runAll), {
         episodes,
         seedOffset,
         temperature: exp.training.validationTemperature,
@@ -140,6 +147,7 @@ export const evalCommand: Command = {
       });
     } finally {
       await engine.close();
+      await sandbox?.close();
     }
     const r = report(where.dir, where.runId, ck, seedOffset, ev);
     if (values.json) process.stdout.write(`${JSON.stringify(r)}\n`);

@@ -7,6 +7,7 @@
 import { initLoraParameters, parseLoraConfig } from '../models/lora.ts';
 import { Policy } from '../models/policy.ts';
 import type { Engine } from '../runtime/engine.ts';
+import type { ProgramRunner } from '../envs/program-acts.ts';
 import type { ResolvedExperiment } from './experiment.ts';
 import type { RolloutContext } from './rollout.ts';
 
@@ -46,8 +47,9 @@ export async function createPolicies(engine: Engine, exp: ResolvedExperiment, ba
   return out;
 }
 
-export function routingContext(exp: ResolvedExperiment, policies: ReadonlyMap<string, Policy>): RolloutContext {
+export function routingContext(exp: ResolvedExperiment, policies: ReadonlyMap<string, Policy>, runPrograms?: ProgramRunner): RolloutContext {
   return {
+    ...(runPrograms ? { runPrograms } : {}),
     tokenizer: exp.tokenizer,
     route: (agent) => {
       const policyId = exp.router.get(agent);

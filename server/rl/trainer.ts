@@ -237,7 +237,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     // The base weights are not kept in a variable: once uploaded the engine holds them, and a
     // host copy alive for the whole run would cost as much again (2 GB for a 0.5B model).
     const policies = await createPolicies(engine, exp, await baseWeights(engine, exp, o, run));
-    const ctx = { ...routingContext(exp, policies), ...(run ? { runPrograms: run } : {}) };
+    const ctx = routingContext(exp, policies, run);
     if (exp.training.validationEpisodes > TEST_SEED_OFFSET) throw new Error(`training.validationEpisodes (${exp.training.validationEpisodes}) would reach the test seeds at validation index ${TEST_SEED_OFFSET}`);
     const validate = (test = false) =>
       evaluate(exp.env.make, ctx, {

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -53,4 +53,12 @@ test('--checkpoint with a config file is a usage error', () => {
   const r = troupe(['eval', 'tiny.json', '--checkpoint', 'latest']);
   assert.equal(r.status, 2);
   assert.match(r.stderr, /--checkpoint applies to a run folder; an experiment config is evaluated untrained/);
+});
+
+test('a math team is evaluated with its programs run in the sandbox', { skip: existsSync('/usr/bin/bwrap') ? false : '/usr/bin/bwrap is missing (CI installs it with test/sandbox/setup-sandbox.sh)' }, () => {
+  writeFileSync(join(ws, 'math.json'), readFileSync(fileURLToPath(new URL('../../configs/math/L2-lora.json', import.meta.url)), 'utf8').replace('"../schema.json"', '"schema.json"'));
+  const r = troupe(['eval', 'math.json', '--episodes', '3', '--json']);
+  assert.equal(r.status, 0, r.stderr);
+  const perAgent = z.object({ perAgent: z.record(z.string(), z.object({ acts: z.int().positive() }).loose()) }).parse(JSON.parse(r.stdout)).perAgent;
+  assert.deepEqual(Object.keys(perAgent).sort(), ['reasoner', 'tool']);
 });
