@@ -19,10 +19,10 @@
  * error names the file, the line (1-based) and the field, never quoting the file's content.
  */
 import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { CodeTask, CodeTest } from './code-tasks.ts';
+import { checkDatasetFile, datasetFileError } from '../dataset-file.ts';
 
 export const codeDatasetFormats = ['auto', 'apps', 'code-contests', 'livecodebench'] as const;
 export type CodeDatasetFormat = (typeof codeDatasetFormats)[number];
@@ -149,7 +149,7 @@ function readRecord(rec: Record<string, unknown>, format: Format, opts: Required
 }
 
 function fileError(path: string, where: string, problem: string): Error {
-  return new Error(`code dataset ${path}${where ? `: ${where}` : ''}: ${problem}`);
+  return datasetFileError('code', path, where, problem);
 }
 
 /**
@@ -164,14 +164,7 @@ export async function loadCodeDataset(path: string, opts: CodeDatasetOptions = {
   if (!Number.isSafeInteger(maxTests) || maxTests < 1) throw new RangeError(`loadCodeDataset: maxTests must be a positive integer, got ${maxTests}`);
   const format = opts.format ?? 'auto';
   if (!(codeDatasetFormats as readonly string[]).includes(format)) throw new RangeError(`loadCodeDataset: unknown format '${String(format).slice(0, 40)}' (known: ${codeDatasetFormats.join(', ')})`);
-  let info;
-  try {
-    info = await stat(path);
-  } catch {
-    throw fileError(path, '', 'cannot be read (missing or not accessible)');
-  }
-  if (!info.isFile()) throw fileError(path, '', 'is not a regular file');
-  if (info.size > MAX_FILE_BYTES) throw fileError(path, '', `is ${Math.ceil(info.size / 2 ** 20)} MB, over the ${MAX_FILE_BYTES / 2 ** 20} MB limit`);
+  await checkDatasetFile('code', path, MAX_FILE_BYTES);
 
   const out: CodeDatasetTask[] = [];
   if (limit === 0) return out;

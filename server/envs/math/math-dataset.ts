@@ -15,10 +15,11 @@
  * Parquet is read with hyparquet (pure JavaScript, no dependencies), which decodes uncompressed and
  * SNAPPY files, the codec Hugging Face's Parquet exports use; other codecs are reported by name.
  */
-import { readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { basename, extname } from 'node:path';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, parquetSchema } from 'hyparquet';
 import { extractAnswer } from './answer-check.ts';
+import { checkDatasetFile, datasetFileError } from '../dataset-file.ts';
 
 /** One problem: a stable id, the question as the model sees it, and the gold final answer. */
 export interface MathItem {
@@ -40,7 +41,7 @@ const WANTED = new Set<string>([...QUESTION_FIELDS, ...ANSWER_FIELDS]);
 
 /** The error every problem with a file becomes; `where` is `line 3` / `row 3` or empty for the whole file. */
 function fileError(path: string, where: string, problem: string): Error {
-  return new Error(`math dataset ${path}${where ? `: ${where}` : ''}: ${problem}`);
+  return datasetFileError('math', path, where, problem);
 }
 
 /** A field's value as text: strings as they are, numbers and BigInts (Parquet INT64) in decimal. */
@@ -170,16 +171,7 @@ export async function loadMathDataset(path: string, opts: { limit?: number } = {
   if (!(limit === Number.POSITIVE_INFINITY || (Number.isSafeInteger(limit) && limit >= 0))) {
     throw new RangeError(`loadMathDataset: limit must be a non-negative integer, got ${limit}`);
   }
-  let info;
-  try {
-    info = await stat(path);
-  } catch {
-    throw fileError(path, '', 'cannot be read (missing or not accessible)');
-  }
-  if (!info.isFile()) throw fileError(path, '', 'is not a regular file');
-  if (info.size > MAX_FILE_BYTES) {
-    throw fileError(path, '', `is ${Math.ceil(info.size / 2 ** 20)} MB, over the ${MAX_FILE_BYTES / 2 ** 20} MB limit`);
-  }
+  await checkDatasetFile('math', path, MAX_FILE_BYTES);
   const ext = extname(path).toLowerCase();
   if (ext === '.jsonl' || ext === '.ndjson') return loadJsonl(path, limit);
   if (ext === '.parquet') return loadParquet(path, limit);
