@@ -34,9 +34,8 @@ import { optimizerSchema } from '../../server/models/optimizer.ts';
 import { Policy } from '../../server/models/policy.ts';
 import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
 import { writeSafetensorsFile } from '../../server/models/safetensors.ts';
-import type { TrainSequence } from '../../server/models/train-batch.ts';
 import { Engine } from '../../server/runtime/engine.ts';
-import { median } from './bench-util.ts';
+import { median, randomBatch } from './bench-util.ts';
 import { measureMatmulPeak } from './matmul-peak.ts';
 import { benchRealVocab, realVocabName } from './bench-real-vocab.ts';
 import { TorchServer } from './torch-server.ts';
@@ -73,15 +72,6 @@ function flops(c: ModelConfig, B: number, T: number): { trainStep: number; decod
   };
 }
 
-function randomBatch(c: ModelConfig, B: number, T: number): TrainSequence[] {
-  let s = 7;
-  const next = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s);
-  return Array.from({ length: B }, () => {
-    const tokens = Int32Array.from({ length: T + 1 }, () => next() % c.vocabSize);
-    const adv = Float32Array.from({ length: T }, () => ((next() % 2001) - 1000) / 1000);
-    return { tokens, promptLength: 1, advantages: adv };
-  });
-}
 
 async function main(): Promise<void> {
   const loadStart = loadavg()[0];
@@ -109,7 +99,7 @@ async function main(): Promise<void> {
         entropy: true,
       });
       const { batch: B, seqLen: T } = mc.train;
-      const raw = randomBatch(config, B, T);
+      const raw = randomBatch(config, B, T, 7);
       const old = await policy.score(raw, 1);
       const seqs = raw.map((q, i) => ({ ...q, oldLogp: old[i]!, refLogp: old[i]! }));
       const hp = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };

@@ -37,9 +37,8 @@ import { parameterShapes, parseModelConfig, type ModelConfig } from '../../serve
 import { optimizerSchema } from '../../server/models/optimizer.ts';
 import { Policy } from '../../server/models/policy.ts';
 import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
-import type { TrainSequence } from '../../server/models/train-batch.ts';
 import type { Engine } from '../../server/runtime/engine.ts';
-import { median } from './bench-util.ts';
+import { median, randomBatch } from './bench-util.ts';
 import type { TorchServer } from './torch-server.ts';
 
 export const realVocabName = 'qwen2.5-0.5b';
@@ -118,15 +117,6 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number; c
   return { value, ms: performance.now() - t0, cpuSec: (c.user + c.system) / 1e6 };
 }
 
-function randomBatch(c: ModelConfig, B: number, T: number): TrainSequence[] {
-  let s = 11;
-  const next = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s);
-  return Array.from({ length: B }, () => {
-    const tokens = Int32Array.from({ length: T + 1 }, () => next() % c.vocabSize);
-    const adv = Float32Array.from({ length: T }, () => ((next() % 2001) - 1000) / 1000);
-    return { tokens, promptLength: 1, advantages: adv };
-  });
-}
 
 /** FLOPs of one forward token (weight GEMMs incl. the LM head, plus attention over `ctx` keys). */
 function forwardTokenFlops(c: ModelConfig, ctx: number): number {
@@ -195,7 +185,7 @@ export async function benchRealVocab(engine: Engine, torch: TorchServer, threads
   const rssAfterDecode = rssMB();
 
   // LoRA PPO: old and reference log-probs, then updates (the first compiles).
-  const raw = randomBatch(c, TRAIN.batch, TRAIN.seqLen);
+  const raw = randomBatch(c, TRAIN.batch, TRAIN.seqLen, 11);
   let t0 = performance.now();
   const old = await policy.score(raw, 1);
   const scoreMs = performance.now() - t0;

@@ -1,4 +1,6 @@
 /** Small helpers shared by the engine benchmarks. */
+import type { ModelConfig } from '../../server/models/model-config.ts';
+import type { TrainSequence } from '../../server/models/train-batch.ts';
 
 /** The median (the mean of the two middle values for an even count). */
 export function median(xs: readonly number[]): number {
@@ -13,4 +15,18 @@ export function median(xs: readonly number[]): number {
  */
 export function benchPython(): string {
   return process.env['TROUPE_BENCH_PYTHON'] ?? '/usr/bin/python3';
+}
+
+/**
+ * B random sequences of T + 1 tokens (one prompt token) with random advantages in [-1, 1], from a
+ * fixed LCG stream started at `seed`, so both sides of a comparison train on the same batch.
+ */
+export function randomBatch(c: ModelConfig, B: number, T: number, seed: number): TrainSequence[] {
+  let s = seed;
+  const next = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s);
+  return Array.from({ length: B }, () => {
+    const tokens = Int32Array.from({ length: T + 1 }, () => next() % c.vocabSize);
+    const adv = Float32Array.from({ length: T }, () => ((next() % 2001) - 1000) / 1000);
+    return { tokens, promptLength: 1, advantages: adv };
+  });
 }

@@ -42,10 +42,9 @@ import { parameterShapes, parseModelConfig, type ModelConfig } from '../../serve
 import { optimizerSchema } from '../../server/models/optimizer.ts';
 import { Policy } from '../../server/models/policy.ts';
 import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
-import type { TrainSequence } from '../../server/models/train-batch.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 import { qwen25HalfB } from '../engine/bench-real-vocab.ts';
-import { benchPython, median } from '../engine/bench-util.ts';
+import { benchPython, median, randomBatch } from '../engine/bench-util.ts';
 
 const env = process.env;
 const TINY = env['BENCH_GPU_TINY'] === '1';
@@ -134,15 +133,6 @@ function benchWeights(c: ModelConfig): Map<string, Float32Array> {
 
 const parameterCount = (c: ModelConfig) => parameterShapes(c).reduce((n, [, s]) => n + s.reduce((a, b) => a * b, 1), 0);
 
-function randomBatch(c: ModelConfig, B: number, T: number): TrainSequence[] {
-  let s = 11;
-  const next = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s);
-  return Array.from({ length: B }, () => {
-    const tokens = Int32Array.from({ length: T + 1 }, () => next() % c.vocabSize);
-    const adv = Float32Array.from({ length: T }, () => ((next() % 2001) - 1000) / 1000);
-    return { tokens, promptLength: 1, advantages: adv };
-  });
-}
 
 /** Samples the GPU's used memory (MiB) with nvidia-smi; null off NVIDIA machines. */
 class GpuMemory {
@@ -293,7 +283,7 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
     const ppo: PhaseResult = {};
     troupe['ppo'] = ppo;
     try {
-      const raw = randomBatch(c, PPO_B, PPO_T);
+      const raw = randomBatch(c, PPO_B, PPO_T, 11);
       const s0 = performance.now();
       const old = await deadline(policy.score(raw, 1), PHASE_TIMEOUT_S, 'score');
       ppo['scoreMs'] = performance.now() - s0;
