@@ -1,7 +1,7 @@
 /** Hand-computed AT-GRPO advantages, the size-1 and zero-variance rules, filters, and the loop vs vectorised equivalence. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ADVANTAGE_EPS, assignAdvantages, computeAdvantages, filterGroups, groupAdvantages, taskGroupId, treeGroupId } from './advantages.ts';
+import { ADVANTAGE_EPS, assignAdvantages, computeAdvantages, filterGroups, groupAdvantages, scoreGroups, stepAdvantages, taskGroupId, treeGroupId, type AdvantageSettings } from './advantages.ts';
 
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} vs ${b}`);
 
@@ -89,7 +89,7 @@ test('GRPO baseline: one member per trajectory, grouped by task; a long trajecto
   const traj = (task: number, ret: number, acts: number) => ({ samples: Array.from({ length: acts }, () => ({ groupId: taskGroupId(task), score: ret, advantage: Number.NaN })) });
   // Task 0: returns 1 (three acts) and 0 (one act): mean 0.5, unbiased std sqrt(0.5).
   const ts = [traj(0, 1, 3), traj(0, 0, 1), traj(1, 2, 2), traj(1, 2, 4)];
-  const groups = assignAdvantages(ts, 'trajectory');
+  const groups = assignAdvantages(ts, 'trajectory', 'std');
   assert.deepEqual(groups.get('task/0'), { groupId: 'task/0', size: 2, mean: 0.5, std: Math.sqrt(0.5) });
   const a = 0.5 / (Math.sqrt(0.5) + ADVANTAGE_EPS);
   for (const s of ts[0]!.samples) assert.ok(Math.abs(s.advantage - a) < 1e-12);
@@ -97,9 +97,9 @@ test('GRPO baseline: one member per trajectory, grouped by task; a long trajecto
   // Task 1: equal returns, zero variance, advantage 0.
   for (const t of ts.slice(2)) for (const s of t.samples) assert.equal(s.advantage, 0);
   // Per sample (AT-GRPO's unit) the same rewards would weigh the 3-act trajectory three times.
-  const perSample = assignAdvantages([traj(0, 1, 3), traj(0, 0, 1)], 'sample');
+  const perSample = assignAdvantages([traj(0, 1, 3), traj(0, 0, 1)], 'sample', 'std');
   assert.equal(perSample.get('task/0')!.mean, 0.75);
-  assert.throws(() => assignAdvantages([{ samples: [{ groupId: 'task/0', score: 1, advantage: 0 }, { groupId: 'task/0', score: 2, advantage: 0 }] }], 'trajectory'), /different groups or scores/);
+  assert.throws(() => assignAdvantages([{ samples: [{ groupId: 'task/0', score: 1, advantage: 0 }, { groupId: 'task/0', score: 2, advantage: 0 }] }], 'trajectory', 'std'), /different groups or scores/);
 });
 
 test("advantageNorm 'none' (Dr. GRPO): A = r − mean, so a group's weight is its reward gap, not 1", () => {
@@ -123,4 +123,50 @@ test("advantageNorm 'none' (Dr. GRPO): A = r − mean, so a group's weight is it
   const t = { samples: [{ groupId: 'g', score: 0, advantage: NaN }, { groupId: 'g', score: 4, advantage: NaN }] };
   assignAdvantages([t], 'sample', 'none');
   assert.deepEqual(t.samples.map((s) => s.advantage), [-2, 2]);
+});
+
+const keepAll = { dropZeroVariance: false, dropLowestMeanFraction: 0 };
+const settings = (name: AdvantageSettings['name'], advantageNorm: AdvantageSettings['advantageNorm'], filters = keepAll): AdvantageSettings => ({ name, advantageNorm, filters });
+
+test('stepAdvantages: GRPO groups per trajectory, AT-GRPO per sample (hand-computed)', () => {
+  // One task, two trajectories: return 1 over three acts, return 0 over one act.
+  const ts = [
+    { samples: [1, 1, 1].map((score) => ({ groupId: taskGroupId(0), score })) },
+    { samples: [{ groupId: taskGroupId(0), score: 0 }] },
+  ];
+  // Per trajectory: members 1 and 0, mean 0.5, unbiased std sqrt(0.5); A = ±0.5 / (sqrt(0.5) + ε).
+  const grpo = stepAdvantages(ts, settings('grpo', 'std'));
+  const a = 0.5 / (Math.sqrt(0.5) + ADVANTAGE_EPS);
+  assert.deepEqual(grpo.groups.get('task/0'), { groupId: 'task/0', size: 2, mean: 0.5, std: Math.sqrt(0.5) });
+  [a, a, a, -a].forEach((x, i) => close(grpo.advantages[i]!, x, 1e-12));
+  // Per sample the three-act trajectory would count three times: mean 0.75, four members.
+  const perSample = stepAdvantages(ts, settings('at-grpo', 'std'));
+  assert.deepEqual(perSample.groups.get('task/0'), { groupId: 'task/0', size: 4, mean: 0.75, std: 0.5 });
+  [0.25, 0.25, 0.25, -0.75].forEach((x, i) => close(perSample.advantages[i]!, x / (0.5 + ADVANTAGE_EPS), 1e-12));
+});
+
+test("stepAdvantages: the algorithm's advantageNorm reaches both groupings", () => {
+  const tree = [
+    { samples: [{ groupId: treeGroupId(0, 'tool', 0), score: 0 }, { groupId: treeGroupId(0, 'tool', 0), score: 4 }] },
+  ];
+  assert.deepEqual([...stepAdvantages(tree, settings('at-grpo', 'none')).advantages], [-2, 2]);
+  close(stepAdvantages(tree, settings('at-grpo', 'std')).advantages[1]!, 2 / (Math.sqrt(8) + ADVANTAGE_EPS), 1e-12);
+  const tasks = [{ samples: [{ groupId: taskGroupId(3), score: 1 }] }, { samples: [{ groupId: taskGroupId(3), score: 1.5 }, { groupId: taskGroupId(3), score: 1.5 }] }];
+  assert.deepEqual([...stepAdvantages(tasks, settings('grpo', 'none')).advantages], [-0.25, 0.25, 0.25]);
+});
+
+test("stepAdvantages: the algorithm's filters pick the trained groups; empty trajectories keep the order", () => {
+  const ts = [
+    { samples: [{ groupId: 'flat', score: 1 }, { groupId: 'flat', score: 1 }] },
+    { samples: [] },
+    { samples: [{ groupId: 'spread', score: 0 }, { groupId: 'spread', score: 1 }] },
+  ];
+  const r = stepAdvantages(ts, settings('at-grpo', 'none', { dropZeroVariance: true, dropLowestMeanFraction: 0 }));
+  assert.deepEqual([...r.trained], ['spread']);
+  assert.deepEqual([...r.advantages], [0, 0, -0.5, 0.5]);
+  assert.deepEqual([...stepAdvantages(ts, settings('at-grpo', 'none')).trained].sort(), ['flat', 'spread']);
+  // Per trajectory, an empty trajectory is no member and takes no slot.
+  const g = scoreGroups([{ samples: [{ groupId: 't', score: 2 }] }, { samples: [] }, { samples: [{ groupId: 't', score: 0 }] }], 'trajectory', 'none');
+  assert.deepEqual([...g.advantages], [1, -1]);
+  assert.equal(g.groups.get('t')!.size, 2);
 });

@@ -1,5 +1,5 @@
 /**
- * AT-GRPO grouping and advantages ("Stronger Together", arXiv 2510.11062, §3; DESIGN §3).
+ * AT-GRPO grouping and advantages ("Stronger Together", arXiv 2510.11062, §3).
  *
  * A group is every sample that answered the same question from the same state: with tree
  * sampling, the K branches of one (environment instance, agent, turn). The GRPO baseline groups
@@ -39,8 +39,9 @@ export function groupAdvantages(rewards: readonly number[]): number[] {
   const mean = rewards.reduce((a, b) => a + b, 0) / n;
   const varU = rewards.reduce((a, r) => a + (r - mean) ** 2, 0) / (n - 1);
   const std = Math.sqrt(varU);
-  // Exact equality, not a tolerance: rewards are sums of the same few constants, and a group whose
-  // rewards differ only by float rounding is a zero-variance group.
+  // Equal up to float rounding (1e-12 relative to the mean, at least 1e-12 absolute): rewards are
+  // sums of the same few constants, so a group whose rewards differ only by the order they were
+  // summed in is a zero-variance group. `computeAdvantages` applies the same test.
   if (rewards.every((r) => Math.abs(r - rewards[0]!) <= 1e-12 * Math.max(1, Math.abs(mean)))) return rewards.map(() => 0);
   return rewards.map((r) => (r - mean) / (std + ADVANTAGE_EPS));
 }
@@ -123,33 +124,67 @@ export function taskGroupId(envInstance: number): string {
   return `task/${envInstance}`;
 }
 
-/** What `assignAdvantages` needs of a trajectory: its samples, each with a group and a score. */
-export interface AdvantageTarget {
-  readonly samples: ReadonlyArray<{ readonly groupId: string; readonly score: number; advantage: number }>;
+/** What the grouping needs of a trajectory: its samples, each with a group and a score. */
+export interface ScoredTrajectory {
+  readonly samples: ReadonlyArray<{ readonly groupId: string; readonly score: number }>;
 }
 
 /**
- * Computes and writes every sample's advantage. `sample`: each sample is a member of its group
- * (AT-GRPO's K branches of one (task, agent, turn)). `trajectory`: each trajectory is one member,
- * scored once by its return (all its samples share the score and the group), so a trajectory with
- * more turns does not weigh more in its group's mean and spread; its advantage goes to every
- * sample. Returns the groups' statistics (sizes count members).
+ * Who is one member of a group. `sample`: each sample (AT-GRPO's K branches of one (task, agent,
+ * turn)). `trajectory`: each trajectory, scored once by its return (all its samples share the
+ * score and the group), so a trajectory with more turns does not weigh more in its group's mean
+ * and spread (the paper's GRPO); its advantage goes to every one of its samples.
  */
-export function assignAdvantages(trajectories: readonly AdvantageTarget[], unit: 'sample' | 'trajectory', norm: AdvantageNorm = 'std'): Map<string, GroupStats> {
-  if (unit === 'sample') {
-    const samples = trajectories.flatMap((t) => t.samples);
-    const { advantages, groups } = computeAdvantages(samples.map((s) => ({ groupId: s.groupId, reward: s.score })), norm);
-    samples.forEach((s, i) => (s.advantage = advantages[i]!));
-    return groups;
+export type GroupingUnit = 'sample' | 'trajectory';
+
+/** The grouping unit of an algorithm: AT-GRPO groups samples (tree groups), GRPO trajectories. */
+export function groupingUnit(algorithm: 'at-grpo' | 'grpo'): GroupingUnit {
+  return algorithm === 'at-grpo' ? 'sample' : 'trajectory';
+}
+
+/**
+ * Every sample's advantage, in the order of `trajectories.flatMap((t) => t.samples)`, and the
+ * groups' statistics (sizes count members). Pure: nothing is written into the trajectories.
+ */
+export function scoreGroups(trajectories: readonly ScoredTrajectory[], unit: GroupingUnit, norm: AdvantageNorm): { advantages: Float64Array; groups: Map<string, GroupStats> } {
+  if (unit === 'sample') return computeAdvantages(trajectories.flatMap((t) => t.samples).map((s) => ({ groupId: s.groupId, reward: s.score })), norm);
+  for (const t of trajectories) {
+    const first = t.samples[0];
+    if (first && t.samples.some((s) => s.groupId !== first.groupId || s.score !== first.score)) throw new Error(`scoreGroups: a trajectory of group ${first.groupId} has samples with different groups or scores`);
   }
   const members = trajectories.filter((t) => t.samples.length > 0);
-  for (const t of members) {
-    const { groupId, score } = t.samples[0]!;
-    if (t.samples.some((s) => s.groupId !== groupId || s.score !== score)) throw new Error(`assignAdvantages: a trajectory of group ${groupId} has samples with different groups or scores`);
+  const perMember = computeAdvantages(members.map((t) => ({ groupId: t.samples[0]!.groupId, reward: t.samples[0]!.score })), norm);
+  const advantages = new Float64Array(trajectories.reduce((n, t) => n + t.samples.length, 0));
+  let i = 0;
+  let m = 0;
+  for (const t of trajectories) {
+    if (t.samples.length === 0) continue;
+    advantages.fill(perMember.advantages[m++]!, i, i + t.samples.length);
+    i += t.samples.length;
   }
-  const { advantages, groups } = computeAdvantages(members.map((t) => ({ groupId: t.samples[0]!.groupId, reward: t.samples[0]!.score })), norm);
-  members.forEach((t, i) => {
-    for (const s of t.samples) s.advantage = advantages[i]!;
-  });
+  return { advantages, groups: perMember.groups };
+}
+
+/** What a training step's advantages depend on: the algorithm (its grouping unit), the scale and the filters. */
+export interface AdvantageSettings {
+  readonly name: 'at-grpo' | 'grpo';
+  readonly advantageNorm: AdvantageNorm;
+  readonly filters: GroupFilter;
+}
+
+/**
+ * A training step's advantages, from its rollout's trajectories: grouped as the algorithm groups
+ * (`groupingUnit`), scaled by `advantageNorm`, and the groups the update trains on (`filters`).
+ * `advantages` is in the order of `trajectories.flatMap((t) => t.samples)`. Pure.
+ */
+export function stepAdvantages(trajectories: readonly ScoredTrajectory[], settings: AdvantageSettings): { advantages: Float64Array; groups: Map<string, GroupStats>; trained: Set<string> } {
+  const { advantages, groups } = scoreGroups(trajectories, groupingUnit(settings.name), settings.advantageNorm);
+  return { advantages, groups, trained: filterGroups(groups, settings.filters) };
+}
+
+/** `scoreGroups`, written into each sample's `advantage`; returns the groups' statistics. */
+export function assignAdvantages(trajectories: ReadonlyArray<{ readonly samples: ReadonlyArray<{ readonly groupId: string; readonly score: number; advantage: number }> }>, unit: GroupingUnit, norm: AdvantageNorm): Map<string, GroupStats> {
+  const { advantages, groups } = scoreGroups(trajectories, unit, norm);
+  trajectories.flatMap((t) => t.samples).forEach((s, i) => (s.advantage = advantages[i]!));
   return groups;
 }

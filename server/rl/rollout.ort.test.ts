@@ -81,7 +81,7 @@ test('independent rollouts: K copies per task, one branch per act, one group per
     }
   }
   // One member per trajectory: each task's group has K = 3 members, whatever the trajectories' lengths.
-  const groups = assignAdvantages(r.trajectories, 'trajectory');
+  const groups = assignAdvantages(r.trajectories, 'trajectory', 'std');
   assert.deepEqual([...groups.keys()].sort(), ['task/0', 'task/1']);
   for (const g of groups.values()) assert.equal(g.size, 3);
   for (const t of r.trajectories) {

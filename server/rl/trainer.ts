@@ -20,7 +20,7 @@ import type { TrainSequence } from '../models/train-batch.ts';
 import type { Metric } from '../protocol/trajectory.ts';
 import { Engine } from '../runtime/engine.ts';
 import type { RunStore, StepInput } from '../store/index.ts';
-import { assignAdvantages, filterGroups, treeGroupId } from './advantages.ts';
+import { stepAdvantages, treeGroupId } from './advantages.ts';
 import { selectTasks } from './curriculum.ts';
 import type { ProgramRunner } from '../envs/program-acts.ts';
 import { Sandbox } from '../sandbox/sandbox.ts';
@@ -302,8 +302,8 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       const r: RolloutResult = await rollout(selection.tasks, ctx, trainingRolloutOptions(exp, step));
       const tRollout = performance.now();
       // 2–3. Score and group: advantages within (instance, agent, turn) — or per task's K returns for GRPO.
-      const groups = assignAdvantages(r.trajectories, a.name === 'at-grpo' ? 'sample' : 'trajectory', a.advantageNorm);
-      const trained = filterGroups(groups, a.filters);
+      const { advantages, groups, trained } = stepAdvantages(r.trajectories, a);
+      r.trajectories.flatMap((t) => t.samples).forEach((s, i) => (s.advantage = advantages[i]!));
       // 4. Per-policy update on the samples routed to each policy.
       const upd = await updatePolicies(exp, policies, r.samples, trained, step);
       const tUpdate = performance.now();
