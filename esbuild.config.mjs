@@ -1,4 +1,4 @@
-// The one build script: the server (CLI, run worker, engine worker) for Node, the extension host
+// The one build script: the server (CLI, run worker, engine worker, query worker) for Node, the extension host
 // bundle and the webview bundles, all with esbuild. The server's native packages stay external
 // (they load their own .node binaries at run time). `npm run package` builds the .vsix from the
 // extension and webview outputs.
@@ -25,7 +25,7 @@ await build({
   ...common,
   // Workers are found next to the code that starts them (`new URL('./run-worker.js', import.meta.url)`),
   // so every entry lands in the one folder.
-  entryPoints: { troupe: 'server/cli/main.ts', 'run-worker': 'server/runs/run-worker.ts', 'engine-worker': 'server/runtime/engine-worker.ts' },
+  entryPoints: { troupe: 'server/cli/main.ts', 'run-worker': 'server/runs/run-worker.ts', 'engine-worker': 'server/runtime/engine-worker.ts', 'query-worker': 'server/rpc/query-worker.ts' },
   outdir: 'dist/server',
 });
 

@@ -49,7 +49,18 @@ export interface ProgressReporter {
   end(message?: string): void;
 }
 
-export type RequestHandlers = { readonly [M in ClientRequestMethod]: (params: RequestParams<M>, ctx: RequestContext) => Promise<RequestResult<M>> | RequestResult<M> };
+/**
+ * A result already serialised as JSON text (by the query thread, off the event loop): the
+ * connection splices it into its answer as is. `T` is the result it stands for, so handler tables
+ * stay typed.
+ */
+export class SerializedResult<T> {
+  declare private readonly stands: T;
+  constructor(readonly json: string) {}
+}
+
+type Answer<M extends ClientRequestMethod> = RequestResult<M> | SerializedResult<RequestResult<M>>;
+export type RequestHandlers = { readonly [M in ClientRequestMethod]: (params: RequestParams<M>, ctx: RequestContext) => Promise<Answer<M>> | Answer<M> };
 export type NotificationHandlers = { readonly [M in ClientNotificationMethod]: (params: ClientNotificationParams<M>, connection: Connection) => void };
 
 /** The socket side, as the connection needs it. */
@@ -210,7 +221,8 @@ export class Connection {
       // its side effects (a run started) happened, and the client must learn of them.
       const result = await handler(parsed.data, ctx);
       if (method === 'initialize' && this.phase === 'initializing') this.phase = 'initialized';
-      this.write({ jsonrpc: '2.0', id, result: result === undefined ? null : result });
+      if (result instanceof SerializedResult) this.writeText(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${result.json}}`);
+      else this.write({ jsonrpc: '2.0', id, result: result === undefined ? null : result });
     } catch (e) {
       if (method === 'initialize' && this.phase === 'initializing') this.phase = 'new';
       if (e instanceof RpcError) {
@@ -273,12 +285,17 @@ export class Connection {
 
   private write(message: object): void {
     if (this.phase === 'closed') return;
+    this.writeText(JSON.stringify(message));
+  }
+
+  private writeText(text: string): void {
+    if (this.phase === 'closed') return;
     const max = this.o.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED;
     if (this.sink.bufferedAmount() > max) {
       this.o.log(`connection ${this.id} (${this.clientName}): closed, ${this.sink.bufferedAmount()} bytes unread (the client stopped reading)`);
       this.close(1008, `client is not reading: more than ${max} bytes queued`);
       return;
     }
-    this.sink.send(JSON.stringify(message));
+    this.sink.send(text);
   }
 }

@@ -1,15 +1,17 @@
 /**
  * Handlers for run control and the queries the editor makes. Thin by design: parse has already
- * happened at the connection, so each handler maps params onto the run manager or the store and
- * maps their errors onto JSON-RPC codes.
+ * happened at the connection, so each handler maps params onto the run manager or the query
+ * thread and maps their errors onto JSON-RPC codes.
  */
 import { ConfigError, formatConfigPath } from '../protocol/config-errors.ts';
 import { ErrorCodes, RpcError, type InvalidConfigData } from '../protocol/json-rpc.ts';
-import type { RequestParams, RequestResult } from '../protocol/methods.ts';
-import type { MetricSeriesKey, RunSummary } from '../protocol/trajectory.ts';
+import type { RequestParams } from '../protocol/methods.ts';
+import type { RunSummary } from '../protocol/trajectory.ts';
 import { ClientPathError } from '../runs/path-confinement.ts';
 import type { RunManager } from '../runs/run-manager.ts';
 import type { RequestContext, RequestHandlers } from './connection.ts';
+import type { QueryMethod } from './query-handlers.ts';
+import type { QueryThread } from './query-thread.ts';
 
 export type RunRequestMethod =
   | 'run/start'
@@ -18,12 +20,7 @@ export type RunRequestMethod =
   | 'run/stop'
   | 'run/get'
   | 'runs/list'
-  | 'steps/list'
-  | 'metrics/query'
-  | 'trajectories/query'
-  | 'trajectories/forTask'
-  | 'trajectory/get'
-  | 'checkpoints/list';
+  | QueryMethod;
 
 /** Maps what the run manager and the config parser throw onto protocol errors. */
 export function toRpcError(e: unknown): unknown {
@@ -48,21 +45,13 @@ async function mapped<T>(body: () => Promise<T> | T): Promise<T> {
   }
 }
 
-function knownRun(manager: RunManager, runId: string): void {
-  if (!manager.store.getRun(runId)) throw new RpcError(ErrorCodes.UnknownRun, `unknown run '${runId}'`);
-}
-
-/** Every series of a run, or the ones asked for, each with its points. */
-function metricSeries(manager: RunManager, p: RequestParams<'metrics/query'>): RequestResult<'metrics/query'> {
-  knownRun(manager, p.runId);
-  const keys: MetricSeriesKey[] = p.series ?? manager.store.listMetricSeries(p.runId);
-  const range = { ...(p.fromStep !== undefined ? { fromStep: p.fromStep } : {}), ...(p.toStep !== undefined ? { toStep: p.toStep } : {}) };
-  return { series: keys.map((k) => ({ ...k, points: manager.store.metricSeries({ runId: p.runId, ...k, ...range }) })) };
-}
-
 /** Paths in `run/start` (the config file, checkpoints in the config) are confined by the manager's path rule. */
-export function runHandlers(manager: RunManager): Pick<RequestHandlers, RunRequestMethod> {
+export function runHandlers(manager: RunManager, queries: QueryThread): Pick<RequestHandlers, RunRequestMethod> {
   const run = (r: RunSummary) => ({ run: r });
+  const query =
+    <M extends QueryMethod>(method: M) =>
+    (p: RequestParams<M>, ctx: RequestContext) =>
+      queries.run(ctx.connection, method, p, ctx.signal);
   return {
     'run/start': (p, ctx: RequestContext) =>
       mapped(async () => {
@@ -85,27 +74,12 @@ export function runHandlers(manager: RunManager): Pick<RequestHandlers, RunReque
       return { run: r };
     },
     'runs/list': () => ({ runs: manager.list() }),
-    'steps/list': (p) => {
-      knownRun(manager, p.runId);
-      return { steps: manager.store.listSteps(p.runId, { ...(p.fromStep !== undefined ? { fromStep: p.fromStep } : {}), ...(p.limit !== undefined ? { limit: p.limit } : {}) }) };
-    },
-    'metrics/query': (p) => metricSeries(manager, p),
-    'trajectories/query': (p) => {
-      knownRun(manager, p.runId);
-      return { trajectories: manager.store.listTrajectories(p) };
-    },
-    'trajectories/forTask': (p) => {
-      knownRun(manager, p.runId);
-      return { trajectories: manager.store.listTrajectories({ runId: p.runId, envSeed: p.envSeed, phase: p.phase, limit: 10_000 }) };
-    },
-    'trajectory/get': (p) => {
-      const t = manager.store.getTrajectory(p.trajectoryId);
-      if (!t) throw new RpcError(ErrorCodes.NotFound, `unknown trajectory ${p.trajectoryId}`);
-      return { trajectory: t };
-    },
-    'checkpoints/list': (p) => {
-      knownRun(manager, p.runId);
-      return { checkpoints: manager.store.listCheckpoints(p.runId) };
-    },
+    // The store queries run in the query thread, fairly between clients (query-thread.ts).
+    'steps/list': query('steps/list'),
+    'metrics/query': query('metrics/query'),
+    'trajectories/query': query('trajectories/query'),
+    'trajectories/forTask': query('trajectories/forTask'),
+    'trajectory/get': query('trajectory/get'),
+    'checkpoints/list': query('checkpoints/list'),
   };
 }

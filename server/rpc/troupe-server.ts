@@ -9,8 +9,8 @@
  *
  * Runs belong to the server, not to a connection: a client that disconnects leaves its runs
  * training, and a client that connects later finds them with `runs/list` and the notifications that
- * follow. Training happens in the run manager's worker threads, so this thread only parses, queries
- * SQLite and forwards events.
+ * follow. Training happens in the run manager's worker threads and the editor's store queries in the
+ * query thread (query-thread.ts), so this thread only parses, records run states and forwards events.
  */
 import type { IncomingMessage } from 'node:http';
 import { resolve } from 'node:path';
@@ -23,6 +23,7 @@ import { RunManager } from '../runs/run-manager.ts';
 import { configHandlers } from './config-handlers.ts';
 import { Connection, type NotificationHandlers, type RequestHandlers } from './connection.ts';
 import { exportHandler } from './export-handler.ts';
+import { QueryThread } from './query-thread.ts';
 import { runHandlers } from './run-handlers.ts';
 import { acquireServerLock, createToken, removeServerFile, writeServerFile } from './server-info-file.ts';
 import type { LockFile } from '../runs/run-lock.ts';
@@ -63,6 +64,7 @@ export class TroupeServer {
     readonly tokenFile: string,
     private readonly log: (line: string) => void,
     private readonly requests: RequestHandlers,
+    private readonly queries: QueryThread,
     private readonly notifications: NotificationHandlers,
     /** `.troupe/server.lock`, held from start to the end of close(). */
     private readonly lock: LockFile,
@@ -87,12 +89,21 @@ export class TroupeServer {
 
     let manager: RunManager;
     let paths: PathConfinement;
+    let queries: QueryThread;
     try {
       // Every path a client names is confined, on loopback too: the rule is the same wherever the
       // client is, and a folder outside the workspace is one --allow-path away.
       paths = await PathConfinement.create(workspace, o.allowPaths ?? []);
       manager = await RunManager.open({ workspace, log, paths, ...(o.maxConcurrentRuns !== undefined ? { maxConcurrentRuns: o.maxConcurrentRuns } : {}) });
     } catch (e) {
+      lock.release();
+      throw e;
+    }
+    try {
+      // After the manager: its connection has created and migrated the store the thread reads.
+      queries = await QueryThread.open(manager.store.path, log);
+    } catch (e) {
+      await manager.close();
       lock.release();
       throw e;
     }
@@ -124,15 +135,16 @@ export class TroupeServer {
           };
         },
         shutdown: () => null,
+        // Answered from memory, never from the store: this is the request that must stay fast.
         'server/status': () => ({
           protocolVersion: PROTOCOL_VERSION,
           pid: process.pid,
           uptimeMs: performance.now() - server().startedAt,
-          activeRuns: manager.list().filter((r) => manager.isActive(r.id)).map((r) => r.id),
+          activeRuns: manager.activeRuns(),
           clients: server().clientCount,
           rssBytes: process.memoryUsage.rss(),
         }),
-        ...runHandlers(manager),
+        ...runHandlers(manager, queries),
         'adapters/export': exportHandler(manager, paths),
         ...config.requests,
       } satisfies RequestHandlers;
@@ -151,7 +163,7 @@ export class TroupeServer {
         log,
         onConnection: (ws, req) => server().accept(ws, req),
       });
-      self = new TroupeServer(workspace, manager, listener, tokenFile, log, requests, notifications, lock);
+      self = new TroupeServer(workspace, manager, listener, tokenFile, log, requests, queries, notifications, lock);
       manager.onDidChangeState((e) => self?.broadcast('run/didChangeState', { runId: e.runId, state: e.state, previous: e.previous, run: e.run }));
       manager.onDidProgress((e) => self?.broadcast('run/didProgress', { runId: e.runId, step: e.step, steps: e.steps, stepMs: e.stepMs, etaMs: e.etaMs, metrics: [...e.metrics] }));
       manager.onDidLog((e) => self?.broadcast('run/didLog', { runId: e.runId, line: e.line }));
@@ -160,6 +172,7 @@ export class TroupeServer {
       return self;
     } catch (e) {
       await listener?.close();
+      await queries.close();
       await manager.close();
       lock.release();
       throw e;
@@ -210,6 +223,7 @@ export class TroupeServer {
       // Runs first, so connected clients see them pause; then the sockets.
       await this.manager.close();
       await this.listener.close();
+      await this.queries.close();
       await removeServerFile(this.workspace);
       // Last: until server.json is gone a new server must not start and write its own.
       this.lock.release();

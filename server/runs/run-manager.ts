@@ -232,6 +232,11 @@ export class RunManager {
     return this.store.listRuns();
   }
 
+  /** Runs with a live worker, from memory (no store read): what `server/status` reports. */
+  activeRuns(): string[] {
+    return [...this.live.values()].filter((l) => l.worker !== null).map((l) => l.runId);
+  }
+
   /** Whether the run has a live worker (a queued run has none yet). */
   isActive(runId: string): boolean {
     return this.live.get(runId)?.worker != null;

@@ -187,3 +187,20 @@ test('garbage in a data page that opening does not read is found by quick_check 
   closeSync(fd);
   assertStoreError(() => openRunStore(path), 'corrupt', path, /corrupted \(SQLite quick_check: /);
 });
+
+test('a query-only connection reads beside the writer, sees its commits, refuses writes, and never creates a store', () => {
+  const path = join(tempDir(), 'troupe.db');
+  assertStoreError(() => openRunStore(path, { queryOnly: true }), 'open-failed', path, /cannot open run store/);
+  assert.ok(!existsSync(path), 'a query-only open creates nothing');
+  const writer = openRunStore(path);
+  const run = writer.createRun({ name: 'reader', config: {} });
+  const reader = openRunStore(path, { queryOnly: true });
+  try {
+    writer.commitStep(run.id, sampleStep({ step: 1 }));
+    assert.deepEqual(reader.listSteps(run.id).map((s) => s.step), [1]);
+    assert.throws(() => reader.createRun({ name: 'no', config: {} }), /readonly|read-only|query_only/i);
+  } finally {
+    reader.close();
+    writer.close();
+  }
+});

@@ -16,14 +16,24 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
-import { migrate } from './schema-migrations.ts';
+import { migrate, SCHEMA_VERSION } from './schema-migrations.ts';
 import { RunStoreError, withFileContext } from './store-error.ts';
 
 /** How long a statement waits for another connection's write lock before failing. */
 export const BUSY_TIMEOUT_MS = 5000;
 
-export function openDatabase(path: string): Database.Database {
+export interface OpenDatabaseOptions {
+  /**
+   * A second connection that only reads (the server's query thread): it neither creates nor
+   * migrates the file, and skips the quick_check the writing connection already ran at its open.
+   * `PRAGMA query_only` makes any write on it fail, while WAL still lets it read beside the writer.
+   */
+  readonly queryOnly?: boolean;
+}
+
+export function openDatabase(path: string, options: OpenDatabaseOptions = {}): Database.Database {
   const file = resolve(path);
+  if (options.queryOnly) return openQueryOnly(file);
   try {
     mkdirSync(dirname(file), { recursive: true });
   } catch (error) {
@@ -52,6 +62,29 @@ export function openDatabase(path: string): Database.Database {
         `run store ${file} is corrupted (SQLite quick_check: ${problems.join('; ')}); move it aside to start with an empty store, or recover what is readable with the sqlite3 shell's .recover`,
       );
     }
+    return db;
+  } catch (error) {
+    db.close();
+    const wrapped = withFileContext(error, file);
+    if (wrapped instanceof RunStoreError) throw wrapped;
+    throw new RunStoreError('open-failed', `cannot open run store ${file}: ${message(error)}`, { cause: error });
+  }
+}
+
+function openQueryOnly(file: string): Database.Database {
+  let db: Database.Database;
+  try {
+    db = new Database(file, { timeout: BUSY_TIMEOUT_MS, fileMustExist: true });
+  } catch (error) {
+    throw new RunStoreError('open-failed', `cannot open run store ${file}: ${message(error)}`, { cause: error });
+  }
+  try {
+    const mode = String(db.pragma('journal_mode', { simple: true }));
+    if (mode !== 'wal') throw new RunStoreError('open-failed', `run store ${file} is not in write-ahead-log mode ('${mode}'): open it for writing first`);
+    const version = Number(db.pragma('user_version', { simple: true }));
+    if (version !== SCHEMA_VERSION) throw new RunStoreError('open-failed', `run store ${file} has schema version ${version}, this server reads ${SCHEMA_VERSION}: open it for writing first`);
+    db.pragma('query_only = ON');
+    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     return db;
   } catch (error) {
     db.close();

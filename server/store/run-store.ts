@@ -1,6 +1,6 @@
 /**
  * The run store: one SQLite database per workspace (`<workspace>/.troupe/troupe.db`) holding runs,
- * steps, metrics, AT-GRPO groups, trajectories, turns and checkpoint records (DESIGN.md §6).
+ * steps, metrics, AT-GRPO groups, trajectories, turns and checkpoint records (ARCHITECTURE.md, "Crash safety").
  *
  * This class is the module's whole surface; the rest of the server never sees SQL or better-sqlite3.
  * Calls are synchronous, as better-sqlite3 is: a step commit takes milliseconds and runs between
@@ -49,6 +49,12 @@ export interface StoreSettings {
 export interface RunStoreOptions {
   /** Clock for created/updated times, Unix epoch milliseconds; tests pin it. */
   readonly now?: () => number;
+  /**
+   * Open a second, read-only connection to an existing store (see `openDatabase`): every write
+   * method fails, the queries answer beside the writing connection. The server's query thread
+   * uses one so that the editor's queries never run on the event loop.
+   */
+  readonly queryOnly?: boolean;
 }
 
 /** Opens (creating if needed) the run store at `path`; see `defaultDatabasePath` for the usual place. */
@@ -73,7 +79,7 @@ export class RunStore {
     this.path = resolve(path);
     this.storeDir = dirname(this.path);
     const now = options.now ?? Date.now;
-    this.db = openDatabase(this.path);
+    this.db = openDatabase(this.path, { queryOnly: options.queryOnly ?? false });
     try {
       this.runs = new RunRecords(this.db, this.storeDir, now);
       this.checkpoints = new CheckpointRecords(this.db, this.storeDir, now);
