@@ -1,5 +1,5 @@
 /**
- * Language features for experiment config files (DESIGN.md §5, §7), independent of any transport:
+ * Language features for experiment config files (ARCHITECTURE.md, `server/config-language`), independent of any transport:
  * the server's LSP handlers pass a document's text (from `ConfigDocuments`) and a position, and
  * send back what these return. Text in, LSP shapes out; nothing here does I/O.
  *

@@ -1,5 +1,5 @@
 /**
- * Plan-Path: walk from the start to the goal on a square grid with walls (pettingllms.md 3.1).
+ * Plan-Path: walk from the start to the goal on a square grid with walls (PettingLLMs' `stateful_env`).
  *
  * Generation: each cell is a wall with probability `wallRatio` (0.22 as in the reference); start
  * and goal are distinct free cells, the goal BFS-reachable at distance >= 2 (a one-step puzzle

@@ -13,7 +13,7 @@
  *    departure: the reference's planner always writes its action out).
  *  - 'single' (agents ['solo'], the L0 baseline): one agent sees the state and commits directly.
  *
- * Rewards (pettingllms.md section 2.3, "global + local"). Let R(a, s) be the puzzle's summed
+ * Rewards (PettingLLMs' per-environment rewards, "global + local"). Let R(a, s) be the puzzle's summed
  * per-move reward of action a on state s (each puzzle file defines its per-move reward):
  *  - tool:        team 0 (the real state is untouched), local R(proposal, clone of s)
  *  - plan, solo:  team R(commit, s), local R(commit, s)  (as in the reference the committing agent's

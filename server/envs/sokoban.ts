@@ -1,5 +1,5 @@
 /**
- * Sokoban: push the one box onto the goal (pettingllms.md 3.1; 6x6 with one box as in the paper).
+ * Sokoban: push the one box onto the goal (PettingLLMs' `stateful_env`; 6x6 with one box as in the paper).
  *
  * Generation by reverse play, in the manner of the gym-sokoban generator the reference used: a
  * random walk carves floor inside the border walls; the box starts on the goal; the player then

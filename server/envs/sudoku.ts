@@ -1,6 +1,6 @@
 /**
  * Sudoku (4x4 by default, 9x9 by option): fill the empty cells so every row, column and box holds
- * each digit once (pettingllms.md 3.1).
+ * each digit once (PettingLLMs' `stateful_env`).
  *
  * Generation: a valid full grid (a base pattern shuffled by digit, row-in-band, band, column-in-
  * stack and stack permutations and a transpose), then cells are emptied in random order while the

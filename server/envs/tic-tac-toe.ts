@@ -1,6 +1,6 @@
 /**
  * Tic-tac-toe self-play: a symmetric game for two agents, `x` and `o`, meant to share one policy
- * (the reference prototype's self-play goal, pettingllms.md section 7). Opponents for evaluation
+ * (the reference prototype's self-play goal, PettingLLMs' July 2025 prototype). Opponents for evaluation
  * (random, minimax) live in `tic-tac-toe-players.ts`.
  *
  * The seed matters only through `openingMoves`: that many random legal moves are played before the

@@ -1,7 +1,8 @@
 /**
  * The experiment config: the JSON file users write (`configs/<env>/<level>.json`) to describe one
  * training run: the environment, which policy acts for which agent, the RL algorithm, warm start,
- * schedule and engine. DESIGN.md §3 defines the terms, §7 the editing experience.
+ * schedule and engine. ARCHITECTURE.md ("The training loop in one page") defines the terms; the
+ * config editor's diagnostics, completion and hover come from these schemas (`server/config-language/`).
  *
  * Three layers check a config:
  *  1. this schema: types, ranges, enums, unknown keys (every object is strict, so a typo fails);
@@ -374,7 +375,7 @@ export const algorithmSchema = z
       .describe('Groups to leave out of the update.'),
   })
   .strict()
-  .describe('The RL algorithm: sampling, grouping and the PPO-clip loss (DESIGN.md §3).');
+  .describe('The RL algorithm: sampling, grouping and the PPO-clip loss (AT-GRPO, arXiv 2510.11062 §3).');
 export type AlgorithmConfig = z.output<typeof algorithmSchema>;
 
 export const warmStartSchema = z
@@ -655,7 +656,7 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
     if (!used.has(id)) add(['models', id], `model ${JSON.stringify(id)} is not used by any policy`);
   }
 
-  // Specialization levels (DESIGN.md §3).
+  // Specialization levels: L0 one agent, L1 one shared policy, L2 a LoRA adapter per agent on a shared base, L3 a model per agent.
   const lora = Object.entries(c.policies).filter(([, p]) => p.lora !== undefined);
   const noLora = Object.entries(c.policies).filter(([, p]) => p.lora === undefined);
   switch (c.specialization) {

@@ -50,7 +50,7 @@ export type ResponseMessage = { jsonrpc: '2.0'; id: RequestId | null; result: un
 
 /**
  * Error codes. The first block is JSON-RPC's and LSP's; application codes live in −32000…−32099
- * as DESIGN.md §5 says (LSP's own −32000-range codes, −32002 and −32800…−32803, are kept).
+ * (LSP's own −32000-range codes, −32002 and −32800…−32803, are kept).
  */
 export const ErrorCodes = {
   ParseError: -32700,

@@ -4,7 +4,7 @@
  * series, checkpoints). The run store writes these shapes and the RPC layer sends them as they are,
  * so the extension and the webviews parse exactly what the server stored.
  *
- * Terms (DESIGN.md §3): at each (turn t, agent i) of an episode the tree sampler draws K responses
+ * Terms (the paper's §3; ARCHITECTURE.md, "The training loop in one page"): at each (turn t, agent i) of an episode the tree sampler draws K responses
  * ("branches" 0..K-1) from one state, scores each `r = α·r_team + r_local`, keeps the best one and
  * carries it forward. Every branch is recorded; the carried one has `kept: true`. An AT-GRPO group is
  * the set of samples sharing (environment instance, agent, turn); advantages are normalised within it.
@@ -132,7 +132,7 @@ export const executionStatusSchema = z.enum(executionStatuses);
 export type ExecutionStatus = z.infer<typeof executionStatusSchema>;
 
 /**
- * One run of model-written code in the sandbox (DESIGN §4a): what ran, on what input, and what came
+ * One run of model-written code in the sandbox (`server/sandbox/`): what ran, on what input, and what came
  * out. Environments read it to score an act; trajectories keep it so the editor can show it.
  */
 export const executionSchema = z.object({

@@ -1,6 +1,6 @@
 /**
  * One policy's PPO update on one rollout batch, as the reference runs it (verl
- * `dp_actor.update_policy`, pettingllms.md §2.2): old log-probs are computed once, before any
+ * `dp_actor.update_policy`, which the PettingLLMs reference trainer calls): old log-probs are computed once, before any
  * update, then each of `ppoEpochs` passes shuffles the batch, splits it into `miniBatches`
  * mini-batches and takes one AdamW step per mini-batch. From the second mini-batch on the policy
  * has moved away from the one that sampled, so the ratio π/π_old leaves 1 and the PPO clip bounds
@@ -83,7 +83,7 @@ export function miniBatchGroups(groups: ReadonlyArray<readonly number[]>, parts:
 export async function ppoUpdate(policy: Policy, seqs: readonly TrainSequence[], o: PpoUpdateOptions): Promise<PpoUpdateResult> {
   if (seqs.length === 0) throw new Error(`policy '${policy.id}': PPO update on an empty batch`);
   // Fixed before the first step: every mini-batch of every epoch is measured against the policy
-  // that sampled (up to rounding: recomputed at the sampling temperature, DESIGN §3).
+  // that sampled (up to rounding: recomputed at the sampling temperature).
   const old = await policy.score(seqs, o.temperature);
   const ref = o.klCoef > 0 ? await policy.score(seqs, o.temperature, true) : null;
   const batch = seqs.map((q, i) => ({ ...q, oldLogp: old[i]!, ...(ref ? { refLogp: ref[i]! } : {}) }));

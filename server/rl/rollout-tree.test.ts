@@ -1,7 +1,7 @@
 /**
  * Tree sampling with a scripted policy whose K branches really differ (branch k answers its own
  * move), so the kept branch and the last branch lead to different states: a rollout that carried
- * the last branch instead of the kept one (the reference's desync, pettingllms.md §2.2) fails the
+ * the last branch instead of the kept one (the reference's desync, PettingLLMs' trainer) fails the
  * replay below. Also: α ≠ 1 in r = α·team + local, the sampling seed of each policy, and a
  * non-finite reward named by environment, agent and turn.
  */

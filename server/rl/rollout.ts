@@ -2,7 +2,7 @@
  * The rollout engine: plays batches of environments with the policies, either with AT-GRPO's
  * tree sampling or with independent rollouts (the GRPO baseline).
  *
- * Tree sampling (DESIGN §3): at each (turn, agent), from the one current state of each
+ * Tree sampling (AT-GRPO, arXiv 2510.11062 §3): at each (turn, agent), from the one current state of each
  * environment instance, sample K responses; apply each to its own clone; score each branch
  * r = α·r_team + r_local; keep the highest-scoring branch (ties: lowest index) and continue from
  * that *stepped* clone. Every branch is recorded (with its `kept` flag) in group

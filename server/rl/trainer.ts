@@ -403,7 +403,6 @@ async function resumedBest(o: TrainOptions, resumeStep: number, episodes: number
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}`;
 
-/** The engine an experiment asks for (execution provider, threads). */
 /** How step `step`'s training rollouts sample: the algorithm's settings and the step's seed. */
 export function trainingRolloutOptions(exp: ResolvedExperiment, step: number): RolloutOptions {
   const a = exp.algorithm;
@@ -421,6 +420,7 @@ export function trainingRolloutOptions(exp: ResolvedExperiment, step: number): R
   };
 }
 
+/** The engine an experiment asks for (execution provider, threads). */
 export function startEngine(exp: ResolvedExperiment, log: (line: string) => void): Promise<Engine> {
   return Engine.start({ executionProvider: exp.engine.executionProvider, ...(exp.engine.threads ? { threads: exp.engine.threads } : {}), log });
 }

@@ -1,5 +1,5 @@
 /**
- * The one place model-written code is executed (DESIGN §4a). `Sandbox.open` checks once that
+ * The one place model-written code is executed (ARCHITECTURE.md, "Model-written code runs only in the sandbox"). `Sandbox.open` checks once that
  * bubblewrap works here and refuses to open otherwise (`SandboxUnavailableError`, never a silent
  * fall back to the host); `runAll` is a `ProgramRunner` that runs a step's programs through a
  * pool of child processes, so the event loop stays free while they run. Nothing a program does

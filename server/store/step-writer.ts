@@ -4,7 +4,7 @@
  *
  * Atomicity is the whole point: the run's `last_committed_step` moves in the same transaction as the
  * rows, so after any crash every step is either fully present or absent and resume continues after
- * `last_committed_step` (DESIGN.md §6).
+ * `last_committed_step`.
  *
  * Re-committing rules, chosen for resume:
  * - step > last committed: appended (gaps are allowed; step numbers are the trainer's business).

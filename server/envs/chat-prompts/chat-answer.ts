@@ -2,7 +2,7 @@
  * Reading the final answer out of an instruction-tuned model's free-form response.
  *
  * The chat prompts ask for reasoning first and the answer last, on a line `#### <answer>` (the
- * reference's plan agent format, pettingllms.md 3.1: regex `(?m)^\s*####\s+(.+)$`, last match).
+ * reference's plan agent format, PettingLLMs' `stateful_env`: regex `(?m)^\s*####\s+(.+)$`, last match).
  * Real models wrap that line in many ways, so the reader is tolerant about packaging and strict
  * about content:
  *  - a Qwen3 `<think>...</think>` block is skipped (an answer inside the reasoning does not count;

@@ -5,7 +5,7 @@
  * few short lines, answers like `RRDL`). A pretrained chat model does better with what it was
  * tuned on: a system message with its role, the rules and the answer format, a user message with
  * the state, and room to reason before a final `#### ["R","R","D","L"]` line (the reference's
- * format, pettingllms.md 3.1). `ChatEnvironment` gives exactly that on top of an environment
+ * format, PettingLLMs' `stateful_env`). `ChatEnvironment` gives exactly that on top of an environment
  * without changing it:
  *  - `messages(agent)` is the system and the user message; `observe(agent)` is both as one text
  *    (the reference's layout: it sent a single user message), which is what the trainer's
@@ -19,7 +19,7 @@
  *  - `solution(agent)` is the solver's answer in the chat format, so warm-start demonstrations
  *    and `rolloutSolver` work unchanged.
  * Agents the prompter names in `programAgents` (the puzzles' tool, as the reference's tool agent,
- * pettingllms.md 3.1) answer with a Python program instead: `programs(agent, response)` is the
+ * PettingLLMs' `stateful_env`) answer with a Python program instead: `programs(agent, response)` is the
  * response's last ```python block, which the caller runs in the sandbox (program-acts.ts), and
  * `act` reads the run's standard output with `toAction` (its `**Actions List**: [...]` line) and
  * acts that on the environment. No block, a run that failed, or output with no readable answer

@@ -1,6 +1,6 @@
 /**
  * The code environment in the chat format, for instruction-tuned models, after the reference's
- * prompts (pettingllms.md 3.3): the coder is asked for a complete program that reads standard input
+ * prompts (PettingLLMs' `code_env`): the coder is asked for a complete program that reads standard input
  * with input() and prints the answer, in a ```python block (`**Code:**`); the tester for one test
  * case as `**Test Input:**` and `**Test Output:**`, each a ``` block. Later rounds show the last
  * mismatch (the tester's input and expected output and what the program printed), taken from the

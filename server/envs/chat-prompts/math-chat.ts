@@ -1,6 +1,6 @@
 /**
  * The math environment in the chat format, for instruction-tuned models, after the reference's
- * prompts (pettingllms.md 3.2): the tool agent is asked for a Python program in a ```python block
+ * prompts (PettingLLMs' `math_env`): the tool agent is asked for a Python program in a ```python block
  * that prints the final answer; the reasoner is asked to think step by step and put its final answer
  * in \boxed{} (a `####` line is read too). Answers are read with `extractAnswer` (answer-check.ts).
  */

@@ -1,8 +1,8 @@
 /**
  * Chat prompts for the grid puzzles' workflow (puzzle-environment.ts): the tool agent proposes,
  * the environment tries the proposal on a copy and reports, the plan agent commits; or one solo
- * agent commits directly. The wording follows the reference's stateful prompts (pettingllms.md
- * 3.1): the task and its rules, the agent's part in the team, the state, then reasoning and a
+ * agent commits directly. The wording follows the reference's stateful prompts (PettingLLMs'
+ * `stateful_env`): the task and its rules, the agent's part in the team, the state, then reasoning and a
  * final `####` line. As the reference's tool agent does, the tool writes one Python program that
  * prints its proposal as `**Actions List**: [...]`; the program runs in the sandbox
  * (`programAgents`, chat-environment.ts) and its output is the proposal. The planner sees the

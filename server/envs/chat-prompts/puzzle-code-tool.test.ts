@@ -1,6 +1,6 @@
 /**
  * The puzzles' tool agent in chat writes a Python program that prints `**Actions List**: [...]`,
- * run in the real sandbox (pettingllms.md 3.1). What each kind of program amounts to: a list the
+ * run in the real sandbox (PettingLLMs' `stateful_env`). What each kind of program amounts to: a list the
  * program printed is acted exactly as the same list answered in terse text (right or wrong); no
  * code block, an exception, no output, no list, a timeout, too much output or a refused run is
  * the environment's parse-error path, with a reason that names the failure and quotes nothing the

@@ -1,6 +1,6 @@
 /**
  * Sudoku in the chat format (sudoku.ts has the puzzle and its terse prompt). The reference took
- * either a whole grid or a list of `[r, c, v]` fills (pettingllms.md 3.1); both are read here: a
+ * either a whole grid or a list of `[r, c, v]` fills (PettingLLMs' `stateful_env`); both are read here: a
  * grid becomes the fills of the cells it changes, in row order.
  */
 import type { Parsed } from '../action-text.ts';

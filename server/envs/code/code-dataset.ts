@@ -1,6 +1,6 @@
 /**
  * Loading programming tasks from JSONL files on disk, in the shapes the reference's code data come
- * in (pettingllms.md 3.3, engines-sandboxes.md 4). Nothing is downloaded: the file must be there.
+ * in (PettingLLMs' `code_env`). Nothing is downloaded: the file must be there.
  *  - APPS (`codeparrot/apps`): `question`, `input_output` = {inputs, outputs} (a JSON string in the
  *    published files), `solutions` = a JSON string of programs. Call-based tasks (`fn_name`) have no
  *    stdin tests and are skipped.

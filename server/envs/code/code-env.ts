@@ -1,5 +1,5 @@
 /**
- * The code environment (pettingllms.md 3.3): a coder writes a Python program for a stdin/stdout
+ * The code environment (PettingLLMs' `code_env`): a coder writes a Python program for a stdin/stdout
  * task, a tester writes one test for it, and both really run in the sandbox. Each round the coder
  * acts first, then the tester; the episode ends when the coder's program passes the tester's test
  * (the two are "aligned"), or after `maxTurns` rounds.
@@ -27,7 +27,7 @@
  *    wrote a program this round, that program on the tester's input.
  * Outputs compare whitespace-normalised (`" ".join(x.split())`, code-tasks.ts `normaliseOutput`).
  *
- * Rewards, per act (the reference's HEAD, pettingllms.md 2.3, with the golden check restored):
+ * Rewards, per act (the reference's HEAD, PettingLLMs' per-environment rewards, with the golden check restored):
  *  - coder: local = team = p, the fraction of hidden tests its program passes (a crash, timeout or
  *    too much output fails that test). With alpha = 1 that is the reference's 2p. A response with
  *    no program is a parse error: local -1, team 0.

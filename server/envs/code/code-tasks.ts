@@ -1,6 +1,6 @@
 /**
  * Procedurally generated stdin/stdout programming tasks for the code environment, in tiers from
- * easy to hard, each with hidden tests and a reference solution in Python (pettingllms.md 3.3 uses
+ * easy to hard, each with hidden tests and a reference solution in Python (PettingLLMs' `code_env` uses
  * APPS / CodeContests / LiveCodeBench; these stand in for them at a size the embedded ~1M-parameter
  * character model can learn: a one-line statement, a program of two to five short lines).
  *

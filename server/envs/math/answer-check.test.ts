@@ -1,5 +1,5 @@
 // The math answer checker: extraction, normalisation, exact rationals, and a parity table of
-// (gold, answer, verdict) cases in the spirit of Math-Verify's behaviour (engines-sandboxes.md 3).
+// (gold, answer, verdict) cases in the spirit of Math-Verify's behaviour (Hugging Face's math answer verifier).
 // Where this checker deliberately differs from Math-Verify (no symbolic algebra), the case says so.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';

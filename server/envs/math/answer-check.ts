@@ -1,6 +1,6 @@
 /**
  * Checking a model's final math answer against a gold answer, in the manner of Math-Verify
- * (engines-sandboxes.md 3): extract the last `\boxed{...}` (or `#### ...` line), normalise the
+ * (Hugging Face's math answer verifier): extract the last `\boxed{...}` (or `#### ...` line), normalise the
  * LaTeX packaging, then compare as strings, then as exact numbers, then element-wise as tuples or
  * sets. There is deliberately no symbolic algebra: `\sqrt{8}` and `2\sqrt{2}`, or `x+1` and `1+x`,
  * are equal only if they normalise to the same string. Pulling a computer algebra system into the
@@ -15,7 +15,7 @@
  * `verify(gold, target)` ("the order here is important"). The tolerance above applies only when
  * the gold is the non-terminating rational: verifyAnswer('1/3', '0.333333') is true but
  * verifyAnswer('0.333333', '1/3') is false. The reference passes the two reversed
- * (pettingllms.md 3.2), a defect this API's gold-first name is meant to prevent.
+ * (PettingLLMs' `math_env`), a defect this API's gold-first name is meant to prevent.
  *
  * Nothing here throws on model text: malformed input (unbalanced braces, empty strings, absurd
  * lengths) is simply not a match.

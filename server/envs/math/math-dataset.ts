@@ -1,6 +1,6 @@
 /**
  * Loading math problems from files on disk, in the shapes the reference's math data comes in
- * (pettingllms.md 3.2): JSONL (one object per line) or Parquet, with the question in `question` or
+ * (PettingLLMs' `math_env`): JSONL (one object per line) or Parquet, with the question in `question` or
  * `problem` and the gold in `answer` and/or `solution`. Shapes seen in practice:
  *  - GSM8K: `question`, `answer` = worked solution ending in a line `#### 72`;
  *  - MATH-500: `problem`, `solution` (with `\boxed{}`), `answer` (short), `unique_id`;

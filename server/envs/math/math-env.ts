@@ -1,5 +1,5 @@
 /**
- * The math environment (pettingllms.md 3.2): a tool agent writes a Python program whose printed
+ * The math environment (PettingLLMs' `math_env`): a tool agent writes a Python program whose printed
  * output is its answer, the program runs in the sandbox, and a reasoner who sees that output gives
  * the team's answer. The episode ends when the two agree, or after `maxTurns` rounds.
  *
@@ -22,7 +22,7 @@
  * wrote reaches a prompt unchecked. From the second round the tool sees its last output and the
  * reasoner's last answer (`last: out 18798, answer 18789`).
  *
- * Rewards, per act (the reference's, pettingllms.md 2.3, HEAD):
+ * Rewards, per act (the reference's, PettingLLMs' per-environment rewards, HEAD):
  *  - tool: team 0 (its program does not change the task state); local +1 when its output is the
  *    right answer, 0 when it runs and prints something else, -1 when it cannot run: no program,
  *    an error, a timeout, too much output.

@@ -2,7 +2,7 @@
  * Procedurally generated math problems for the math environment, in difficulty tiers, chosen so
  * that the answer is easy to compute with a one-line Python program and hard to compute "in the
  * head" of a small model: that gap is what gives a tool agent whose code runs a skill the reasoner
- * lacks (the paper's math setting, pettingllms.md 3.2).
+ * lacks (the paper's math setting, PettingLLMs' `math_env`).
  *
  * Operands are short on purpose: every digit the tool copies into its program and the reasoner
  * copies from the output is a chance to slip for a small model (measured: 4-digit x 3-digit
