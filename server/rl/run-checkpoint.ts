@@ -109,6 +109,33 @@ async function recoverSetAside(dir: string): Promise<void> {
   if (aside) await rename(join(dirname(dir), aside), dir);
 }
 
+/** A temporary name a writer here gives a checkpoint (folder or file) before renaming it into place. */
+const temporaryName = /^(.+)\.(tmp|old)-\d+$/;
+
+/**
+ * Removes what writers that died left in a run's checkpoints folder (`step-<n>.tmp-<pid>/`,
+ * `resume.tmp-<pid>/`, `best.json.tmp-<pid>`, and a set-aside `<dir>.old-<pid>/` whose
+ * replacement is in place; one whose replacement is missing is put back first). Only for a caller
+ * that holds the run's lock: then no live process writes there, so every temporary name is an
+ * orphan, whatever its pid. Returns the paths removed.
+ */
+export async function removeOrphanTemporaries(runDir: string): Promise<string[]> {
+  const root = checkpointsDir(runDir);
+  const names = await readdir(root).catch(() => [] as string[]);
+  for (const n of names) {
+    const m = temporaryName.exec(n);
+    if (m?.[2] === 'old') await recoverSetAside(join(root, m[1]!));
+  }
+  const removed: string[] = [];
+  for (const n of await readdir(root).catch(() => [] as string[])) {
+    if (!temporaryName.test(n)) continue;
+    const path = join(root, n);
+    await rm(path, { recursive: true, force: true });
+    removed.push(path);
+  }
+  return removed;
+}
+
 /** Reads a checkpoint folder's state, or null when there is none. Errors name the file. */
 export async function readCheckpointState(dir: string): Promise<CheckpointState | null> {
   await recoverSetAside(dir);

@@ -6,14 +6,15 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { constants, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { ConfigError } from '../protocol/config-errors.ts';
 import { tinyConfigWithSteps } from '../../test/fixtures/tiny-config.ts';
-import { loadConfigFile } from './run-session.ts';
+import { defaultDatabasePath, openRunStore } from '../store/index.ts';
+import { createRun, loadConfigFile, loadInlineConfig, prepareResume } from './run-session.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'troupe-session-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -102,4 +103,35 @@ test('a config that is not JSON is refused with the position of the problem, nev
   const trailing = join(dir, 'trailing.json');
   writeFileSync(trailing, '{"name": "x"}\n}');
   await assert.rejects(loadConfigFile(trailing), /not valid JSON.*line 2, column 1/);
+});
+
+test('resuming removes the temporary checkpoints a killed writer left, and keeps every complete one', async () => {
+  const ws = join(dir, 'orphans');
+  mkdirSync(ws);
+  const store = openRunStore(defaultDatabasePath(ws));
+  try {
+    const { run, folder, lock } = await createRun(store, await loadInlineConfig(tinyConfigWithSteps(4), ws), { state: 'running', warn: () => {} });
+    lock.release();
+    store.setRunState(run.id, 'paused');
+    const checkpoints = join(folder.dir, 'checkpoints');
+    const complete = (name: string) => {
+      mkdirSync(join(checkpoints, name), { recursive: true });
+      writeFileSync(join(checkpoints, name, 'state.json'), `${JSON.stringify({ step: 0, policies: {} })}\n`);
+    };
+    complete('resume');
+    complete('step-0');
+    complete('step-2.old-4242'); // set aside by a writer killed between its two renames: put back
+    // Killed mid-write: a half-written step folder, a resume folder, best.json; a set-aside copy whose replacement is in place.
+    mkdirSync(join(checkpoints, 'step-3.tmp-4242'));
+    writeFileSync(join(checkpoints, 'step-3.tmp-4242', 'tool-lora.safetensors'), 'half');
+    mkdirSync(join(checkpoints, 'resume.tmp-99999'));
+    writeFileSync(join(checkpoints, 'best.json.tmp-17'), '{"st');
+    complete('step-0.old-4242');
+    const resumed = await prepareResume(store, store.getRun(run.id)!, folder);
+    resumed.lock.release();
+    assert.deepEqual(readdirSync(checkpoints).sort(), ['resume', 'step-0', 'step-2']);
+    assert.ok(existsSync(join(checkpoints, 'step-2', 'state.json')));
+  } finally {
+    store.close();
+  }
 });

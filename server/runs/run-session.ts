@@ -14,7 +14,7 @@ import { parseExperimentConfig, type ExperimentConfig } from '../protocol/experi
 import type { RunSummary } from '../protocol/trajectory.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
 import { resolveExperiment } from '../rl/resolve-experiment.ts';
-import { readCheckpointState, resumeDir } from '../rl/run-checkpoint.ts';
+import { readCheckpointState, removeOrphanTemporaries, resumeDir } from '../rl/run-checkpoint.ts';
 import { train, type TrainOptions, type TrainSummary } from '../rl/trainer.ts';
 import type { Engine } from '../runtime/engine.ts';
 import type { RunStore } from '../store/index.ts';
@@ -189,6 +189,8 @@ export async function prepareResume(store: RunStore, run: RunSummary, found: Run
     throw new RunError('invalid-state', e instanceof Error ? e.message : String(e));
   }
   try {
+    // Holding the lock, every temporary checkpoint name is a dead writer's (a kill mid-write).
+    await removeOrphanTemporaries(found.dir);
     const state = await readCheckpointState(resumeDir(found.dir));
     if (last !== null && last > 0 && state === null) {
       throw new RunError('invalid-state', `run ${run.id} has steps up to ${last} committed but no resume checkpoint (${resumeDir(found.dir)} is missing); it cannot be resumed`);
