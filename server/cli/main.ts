@@ -12,6 +12,7 @@ import { exportCommand } from './export-command.ts';
 import { modelsCommand } from './models-command.ts';
 import { runsCommand } from './runs-command.ts';
 import { serveCommand } from './serve-command.ts';
+import { serveOpenAiCommand } from './serve-openai-command.ts';
 import { trainCommand } from './train-command.ts';
 
 const commands = {
@@ -21,6 +22,7 @@ const commands = {
   export: exportCommand,
   models: modelsCommand,
   serve: serveCommand,
+  'serve-openai': serveOpenAiCommand,
   demo: demoCommand,
   doctor: doctorCommand,
 } as const satisfies Record<string, Command>;

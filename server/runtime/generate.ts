@@ -74,6 +74,12 @@ export interface GenerateRequest {
    * absent: every row samples independently.
    */
   readonly distinctFirst?: number;
+  /**
+   * The index of row 0 in a larger batch this request is part of (default 0): row b samples from
+   * the stream of (seed, firstRow + b), so a batch split into requests (an engine fleet) samples
+   * what it would as one.
+   */
+  readonly firstRow?: number;
 }
 
 export interface GenerateResult {
@@ -518,7 +524,7 @@ async function decode(req: GenerateRequest, decoder: Decoder): Promise<GenerateR
   const t1 = performance.now();
   const prefill = { ms: decoder.runMs, runs: decoder.runs };
 
-  const rngs = Array.from({ length: B }, (_, b) => new Rng(streamSeed(req.seed, b)));
+  const rngs = Array.from({ length: B }, (_, b) => new Rng(streamSeed(req.seed, (req.firstRow ?? 0) + b)));
   const scratch = new Float64Array(V);
   const order = new Int32Array(V);
   const outTokens = Array.from({ length: B }, () => new Int32Array(req.maxNewTokens));

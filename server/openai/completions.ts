@@ -1,0 +1,257 @@
+/**
+ * Serving one request: OpenAI completions and chat completions and SGLang's `/generate`, turned
+ * into one `Policy.generate` call each (the trainer's own sampling) and back into the wire shapes
+ * of `protocol/openai-api.ts`.
+ *
+ * Rows are laid out as the trainer lays out a tree node: prompt i's n choices are rows
+ * i·n … i·n+n−1 (and choice index i·n+k, as vLLM numbers them), each sampling from the stream of
+ * (seed, troupe_row_offset + row). So the same seed, prompts and settings give the same tokens,
+ * whether the trainer samples in process or over HTTP, in one request or split over a fleet.
+ */
+import { randomBytes } from 'node:crypto';
+import type { TextTokenizer } from '../models/folder-tokenizer.ts';
+import type { Policy } from '../models/policy.ts';
+import type { ChatTurn } from '../models/tokenizer.ts';
+import type {
+  ChatCompletionRequest,
+  ChatCompletionResponse,
+  CompletionChoice,
+  CompletionRequest,
+  CompletionResponse,
+  SglangGenerateOutput,
+  SglangGenerateRequest,
+} from '../protocol/openai-api.ts';
+import { ModelRequestError } from './served-models.ts';
+
+/** One sampled choice. */
+export interface SampledChoice {
+  readonly prompt: number;
+  readonly tokens: Int32Array;
+  readonly logprobs: Float32Array;
+  readonly finish: 'stop' | 'length';
+  /** The request's stop id that ended it (not an end-of-sequence id of the model), else null. */
+  readonly stopReason: number | null;
+}
+
+export interface SampleJob {
+  readonly prompts: readonly Int32Array[];
+  readonly n: number;
+  readonly maxNewTokens: number | null;
+  readonly temperature: number;
+  readonly topP: number;
+  readonly topK: number;
+  readonly seed: number | null;
+  readonly firstRow: number;
+  readonly stopTokenIds: readonly number[];
+  readonly ignoreEos: boolean;
+}
+
+/** Default `max_tokens` of the completions API (OpenAI's). */
+const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
+
+/** Samples `n` choices per prompt with `policy`, in choice-index order. */
+export async function sample(policy: Policy, tok: TextTokenizer, job: SampleJob, defaultMaxTokens: number | 'rest'): Promise<SampledChoice[]> {
+  const vocab = policy.config.vocabSize;
+  const maxLen = policy.config.maxSequenceLength;
+  const longest = Math.max(...job.prompts.map((p) => p.length));
+  job.prompts.forEach((p) => {
+    for (const id of p) if (id >= vocab) throw new ModelRequestError(`prompt: token ids must be below the model's vocabulary size ${vocab}`, 'prompt');
+  });
+  if (longest >= maxLen) throw new ModelRequestError(`prompt: ${longest} tokens leave no room in the model's context of ${maxLen}`, 'prompt');
+  const maxNewTokens = job.maxNewTokens ?? (defaultMaxTokens === 'rest' ? maxLen - longest : defaultMaxTokens);
+  if (longest + maxNewTokens > maxLen) throw new ModelRequestError(`max_tokens: the prompt (${longest} tokens) plus max_tokens (${maxNewTokens}) exceed the model's context of ${maxLen}`, 'max_tokens');
+  const rows: Int32Array[] = [];
+  for (const p of job.prompts) for (let k = 0; k < job.n; k++) rows.push(p);
+  const stops = new Set(job.stopTokenIds);
+  const eos = job.ignoreEos ? [] : tok.stopTokenIds;
+  const gen = await policy.generate(rows, {
+    maxNewTokens,
+    sampling: { temperature: job.temperature, topP: job.topP, topK: job.topK },
+    seed: job.seed === null ? randomBytes(4).readUInt32LE(0) : job.seed >>> 0,
+    stopTokens: [...new Set([...stops, ...eos])],
+    padToken: tok.padTokenId,
+    // Served as training rollouts sample it (the experiment's rollout weights and kernels).
+    rollout: true,
+    ...(job.firstRow > 0 ? { firstRow: job.firstRow } : {}),
+  });
+  return rows.map((_, j) => {
+    const tokens = gen.tokens[j]!;
+    const last = tokens.at(-1);
+    const finish = gen.finish[j] === 'stop' ? 'stop' : 'length';
+    return {
+      prompt: Math.floor(j / job.n),
+      tokens,
+      logprobs: gen.logprobs[j]!,
+      finish,
+      stopReason: finish === 'stop' && last !== undefined && stops.has(last) && !eos.includes(last) ? last : null,
+    };
+  });
+}
+
+const topK = (k: number | null | undefined): number => (k == null || k < 0 ? 0 : k);
+const now = (): number => Math.floor(Date.now() / 1000);
+const requestId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
+
+/** The prompts of a completions request as token ids. */
+export function completionPrompts(r: CompletionRequest, tok: TextTokenizer): Int32Array[] {
+  const p = r.prompt;
+  if (typeof p === 'string') return [tok.encode(p)];
+  if (p.length === 0) return [];
+  if (typeof p[0] === 'number') return [Int32Array.from(p as number[])];
+  if (typeof p[0] === 'string') return (p as string[]).map((t) => tok.encode(t));
+  return (p as number[][]).map((ids) => Int32Array.from(ids));
+}
+
+export function completionJob(r: CompletionRequest, prompts: Int32Array[]): SampleJob {
+  for (const [i, p] of prompts.entries()) if (p.length === 0) throw new ModelRequestError(`prompt: prompt ${i} is empty`, 'prompt');
+  return {
+    prompts,
+    n: r.n,
+    maxNewTokens: r.max_tokens ?? null,
+    temperature: r.temperature ?? 1,
+    topP: r.top_p ?? 1,
+    topK: topK(r.top_k),
+    seed: r.seed ?? null,
+    firstRow: r.troupe_row_offset ?? 0,
+    stopTokenIds: r.stop_token_ids ?? [],
+    ignoreEos: r.ignore_eos ?? false,
+  };
+}
+
+/** A token as text, for `logprobs.tokens` (or `token_id:<id>`, vLLM's `return_tokens_as_token_ids`). */
+export function tokenText(tok: TextTokenizer, id: number, asIds: boolean): string {
+  return asIds ? `token_id:${id}` : tok.decode([id]);
+}
+
+/** The text of tokens [0, t) of a choice, special tokens dropped (what `text` carries). */
+export const choiceText = (tok: TextTokenizer, tokens: ArrayLike<number>): string => tok.decode(tokens, { specials: 'skip' });
+
+function completionLogprobs(tok: TextTokenizer, c: SampledChoice, asIds: boolean): NonNullable<CompletionChoice['logprobs']> {
+  const tokens = Array.from(c.tokens, (id) => tokenText(tok, id, asIds));
+  const text_offset: number[] = [];
+  let at = 0;
+  for (const t of tokens) {
+    text_offset.push(at);
+    at += t.length;
+  }
+  return { text_offset, token_logprobs: Array.from(c.logprobs), tokens, top_logprobs: tokens.map(() => null) };
+}
+
+/**
+ * vLLM's `prompt_logprobs`: null for the first token, then each prompt token's log-prob under the
+ * model given the tokens before it, at the request's temperature (1 when greedy).
+ */
+export async function promptLogprobs(policy: Policy, tok: TextTokenizer, prompt: Int32Array, temperature: number): Promise<CompletionChoice['prompt_logprobs']> {
+  if (prompt.length < 2) return [null];
+  const [logp] = await policy.score([{ tokens: prompt, promptLength: 1 }], temperature > 0 ? temperature : 1);
+  return [null, ...Array.from(prompt.subarray(1), (id, i) => ({ [String(id)]: { logprob: logp![i]!, rank: null, decoded_token: tok.decode([id]) } }))];
+}
+
+export function completionResponse(r: CompletionRequest, tok: TextTokenizer, prompts: readonly Int32Array[], choices: readonly SampledChoice[], promptLps: ReadonlyArray<CompletionChoice['prompt_logprobs']> | null): CompletionResponse {
+  const completionTokens = choices.reduce((a, c) => a + c.tokens.length, 0);
+  const promptTokens = prompts.reduce((a, p) => a + p.length, 0);
+  return {
+    id: requestId('cmpl'),
+    object: 'text_completion',
+    created: now(),
+    model: r.model,
+    choices: choices.map((c, index) => ({
+      index,
+      text: choiceText(tok, c.tokens),
+      logprobs: r.logprobs != null ? completionLogprobs(tok, c, r.return_tokens_as_token_ids ?? false) : null,
+      finish_reason: c.finish,
+      stop_reason: c.stopReason,
+      ...(r.return_token_ids ? { token_ids: Array.from(c.tokens), prompt_token_ids: Array.from(prompts[c.prompt]!) } : {}),
+      ...(promptLps ? { prompt_logprobs: promptLps[c.prompt] } : {}),
+    })),
+    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+  };
+}
+
+/** The chat messages as the tokenizer's prompt (its chat template, or Troupe's turn markers). */
+export function chatPrompt(r: ChatCompletionRequest, tok: TextTokenizer): Int32Array {
+  const turns: ChatTurn[] = r.messages.map((m) => ({
+    role: m.role === 'developer' ? 'system' : m.role,
+    text: typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join(''),
+  }));
+  return tok.encodePrompt(turns);
+}
+
+export function chatJob(r: ChatCompletionRequest, prompt: Int32Array): SampleJob {
+  return {
+    prompts: [prompt],
+    n: r.n,
+    maxNewTokens: r.max_completion_tokens ?? r.max_tokens ?? null,
+    temperature: r.temperature ?? 1,
+    topP: r.top_p ?? 1,
+    topK: topK(r.top_k),
+    seed: r.seed ?? null,
+    firstRow: 0,
+    stopTokenIds: r.stop_token_ids ?? [],
+    ignoreEos: r.ignore_eos ?? false,
+  };
+}
+
+/** OpenAI's per-token log-prob entry (UTF-8 bytes of the token's text). */
+export function chatTokenLogprob(tok: TextTokenizer, id: number, logprob: number) {
+  const token = tok.decode([id]);
+  return { token, logprob, bytes: [...Buffer.from(token, 'utf8')], top_logprobs: [] };
+}
+
+export function chatResponse(r: ChatCompletionRequest, tok: TextTokenizer, prompt: Int32Array, choices: readonly SampledChoice[]): ChatCompletionResponse {
+  const completionTokens = choices.reduce((a, c) => a + c.tokens.length, 0);
+  return {
+    id: requestId('chatcmpl'),
+    object: 'chat.completion',
+    created: now(),
+    model: r.model,
+    choices: choices.map((c, index) => ({
+      index,
+      message: { role: 'assistant', content: choiceText(tok, c.tokens) },
+      logprobs: r.logprobs ? { content: Array.from(c.tokens, (id, t) => chatTokenLogprob(tok, id, c.logprobs[t]!)) } : null,
+      finish_reason: c.finish,
+      stop_reason: c.stopReason,
+      ...(r.return_token_ids ? { token_ids: Array.from(c.tokens) } : {}),
+    })),
+    usage: { prompt_tokens: prompt.length, completion_tokens: completionTokens, total_tokens: prompt.length + completionTokens },
+    ...(r.return_token_ids ? { prompt_token_ids: Array.from(prompt) } : {}),
+  };
+}
+
+/** SGLang `/generate`: one output per prompt and choice (`n` rows of each prompt, in order). */
+export function sglangJob(r: SglangGenerateRequest): SampleJob {
+  const ids = r.input_ids;
+  const prompts = typeof ids[0] === 'number' ? [Int32Array.from(ids as number[])] : (ids as number[][]).map((p) => Int32Array.from(p));
+  const s = r.sampling_params;
+  return {
+    prompts,
+    n: s.n ?? 1,
+    maxNewTokens: s.max_new_tokens ?? null,
+    temperature: s.temperature ?? 1,
+    topP: s.top_p ?? 1,
+    topK: topK(s.top_k),
+    seed: s.sampling_seed ?? null,
+    firstRow: r.troupe_row_offset ?? 0,
+    stopTokenIds: s.stop_token_ids ?? [],
+    ignoreEos: s.ignore_eos ?? false,
+  };
+}
+
+/** SGLang's default max_new_tokens. */
+export const SGLANG_DEFAULT_MAX_NEW_TOKENS = 128;
+
+export function sglangOutputs(r: SglangGenerateRequest, tok: TextTokenizer, job: SampleJob, choices: readonly SampledChoice[]): SglangGenerateOutput[] {
+  return choices.map((c) => ({
+    text: choiceText(tok, c.tokens),
+    output_ids: Array.from(c.tokens),
+    meta_info: {
+      id: randomBytes(16).toString('hex'),
+      finish_reason: c.finish === 'stop' ? { type: 'stop', matched: c.tokens.at(-1) ?? null } : { type: 'length', length: c.tokens.length },
+      prompt_tokens: job.prompts[c.prompt]!.length,
+      completion_tokens: c.tokens.length,
+      ...(r.return_logprob ? { output_token_logprobs: Array.from(c.tokens, (id, t): [number, number, null] => [c.logprobs[t]!, id, null]) } : {}),
+    },
+  }));
+}
+
+export { COMPLETIONS_DEFAULT_MAX_TOKENS };

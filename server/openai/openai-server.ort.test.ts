@@ -1,0 +1,217 @@
+/**
+ * The OpenAI-compatible endpoint over a real socket, driven by the official `openai` npm client:
+ * models, completions with token-id prompts, chat, streaming, logprobs, LoRA load/unload, and
+ * the refusals (key, origin, body size, bad and unsupported fields). Numbers are checked against
+ * the engine itself: the same seed gives the tokens and log-probs `Policy.generate` gives in
+ * process, and those log-probs equal the score graph's within 1e-5.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import OpenAI from 'openai';
+import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
+import { exportPeftAdapter } from '../models/lora.ts';
+import { initLoraParameters, parseLoraConfig } from '../models/lora.ts';
+import type { Policy } from '../models/policy.ts';
+import { parseExperimentConfig } from '../protocol/experiment-config.ts';
+import { completionResponseSchema, modelListSchema } from '../protocol/openai-api.ts';
+import type { ResolvedExperiment } from '../rl/experiment.ts';
+import { resolveExperiment } from '../rl/resolve-experiment.ts';
+import { sourceWeights } from '../runs/checkpoint-weights.ts';
+import { Engine } from '../runtime/engine.ts';
+import { OpenAiServer } from './openai-server.ts';
+import type { ServedModels } from './served-models.ts';
+import { servedTeam } from './served-team.ts';
+
+const KEY = 'test-key-0123456789';
+let dir = '';
+let engine: Engine;
+let exp: ResolvedExperiment;
+let models: ServedModels;
+let server: OpenAiServer;
+let client: OpenAI;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'troupe-openai-'));
+  exp = await resolveExperiment(parseExperimentConfig({ ...tinyConfig, warmStart: { enabled: false } }, 'tiny'), 'tiny');
+  engine = await Engine.start({ executionProvider: 'cpu', threads: 1, log: () => {} });
+  const bases = new Map([['base', await sourceWeights(exp.models.get('base')!)]]);
+  models = await servedTeam(engine, exp, bases, null);
+  server = await OpenAiServer.start({ models, token: KEY, maxBodyBytes: 64 * 1024 });
+  client = new OpenAI({ baseURL: server.url, apiKey: KEY, maxRetries: 0 });
+});
+
+after(async () => {
+  await server.close();
+  await models.close();
+  await engine.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const policyOf = (name: string): Promise<Policy> => models.use(name, async (p) => p);
+const tok = () => exp.tokenizer;
+
+/** POST with the client's own transport (for vLLM's fields the typed methods do not declare). */
+async function post(path: string, body: Record<string, unknown>): Promise<unknown> {
+  return client.post(path, { body });
+}
+
+test('/v1/models lists the bases and the team adapters with their parent', async () => {
+  const page = await client.models.list();
+  const ids = page.data.map((m) => m.id);
+  assert.deepEqual(ids, ['base', 'tool-lora', 'plan-lora']);
+  const raw = modelListSchema.parse(await client.get('/models'));
+  assert.equal(raw.data.find((m) => m.id === 'tool-lora')!.parent, 'base');
+  assert.equal(raw.data.find((m) => m.id === 'base')!.parent, null);
+});
+
+test('token-id completions: the tokens and log-probs of Policy.generate with the same seed and rows; log-probs equal the score graph within 1e-5', async () => {
+  const prompts = [tok().encodePrompt([{ role: 'user', text: 'go right' }]), tok().encodePrompt([{ role: 'user', text: 'up' }])];
+  const r = completionResponseSchema.parse(
+    await post('/completions', { model: 'tool-lora', prompt: prompts.map((p) => Array.from(p)), n: 2, max_tokens: 8, temperature: 1, seed: 1234, logprobs: 0, return_token_ids: true, stop_token_ids: [...tok().stopTokenIds] }),
+  );
+  assert.equal(r.choices.length, 4);
+  const policy = await policyOf('tool-lora');
+  const rows = [prompts[0]!, prompts[0]!, prompts[1]!, prompts[1]!];
+  const own = await policy.generate(rows, { maxNewTokens: 8, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: 1234, stopTokens: tok().stopTokenIds, padToken: tok().padTokenId, rollout: true });
+  r.choices.forEach((c, j) => {
+    assert.equal(c.index, j);
+    assert.deepEqual(c.token_ids, Array.from(own.tokens[j]!));
+    assert.deepEqual(c.prompt_token_ids, Array.from(rows[j]!));
+    assert.deepEqual(c.logprobs!.token_logprobs, Array.from(own.logprobs[j]!));
+    assert.equal(c.finish_reason, own.finish[j]);
+    assert.equal(c.text, tok().decode(own.tokens[j]!, { specials: 'skip' }));
+  });
+  const scored = await policy.score(
+    rows.map((p, j) => ({ tokens: Int32Array.from([...p, ...own.tokens[j]!]), promptLength: p.length })),
+    1,
+  );
+  r.choices.forEach((c, j) => c.logprobs!.token_logprobs.forEach((lp, t) => assert.ok(Math.abs(lp! - scored[j]![t]!) < 1e-5, `choice ${j} token ${t}: ${lp} vs ${scored[j]![t]}`)));
+});
+
+test('a batch split with troupe_row_offset samples what it samples whole; the same seed repeats, another differs', async () => {
+  const prompts = ['a', 'bb', 'ccc'].map((t) => Array.from(tok().encodePrompt([{ role: 'user', text: t }])));
+  const ask = (prompt: number[][], offset: number, seed = 77) =>
+    post('/completions', { model: 'plan-lora', prompt, n: 2, max_tokens: 6, seed, logprobs: 0, return_token_ids: true, troupe_row_offset: offset }).then((b) => completionResponseSchema.parse(b).choices);
+  const whole = await ask(prompts, 0);
+  const parts = [...(await ask(prompts.slice(0, 1), 0)), ...(await ask(prompts.slice(1), 2))];
+  assert.deepEqual(
+    parts.map((c) => c.token_ids),
+    whole.map((c) => c.token_ids),
+  );
+  parts.forEach((c, j) => c.logprobs!.token_logprobs.forEach((lp, t) => assert.ok(Math.abs(lp! - whole[j]!.logprobs!.token_logprobs[t]!) < 1e-5)));
+  assert.deepEqual(
+    (await ask(prompts, 0)).map((c) => c.token_ids),
+    whole.map((c) => c.token_ids),
+  );
+  assert.notDeepEqual(
+    (await ask(prompts, 0, 78)).map((c) => c.token_ids),
+    whole.map((c) => c.token_ids),
+  );
+});
+
+test('text completions and prompt_logprobs through the typed client', async () => {
+  const c = await client.completions.create({ model: 'base', prompt: 'abc', max_tokens: 5, seed: 3, logprobs: 0 });
+  assert.equal(c.object, 'text_completion');
+  assert.equal(c.choices.length, 1);
+  assert.equal(c.choices[0]!.logprobs!.tokens!.length, c.usage!.completion_tokens);
+  const prompt = tok().encode('abcd');
+  const withPrompt = completionResponseSchema.parse(await post('/completions', { model: 'base', prompt: Array.from(prompt), max_tokens: 1, prompt_logprobs: 0, temperature: 1 }));
+  const plp = withPrompt.choices[0]!.prompt_logprobs!;
+  assert.equal(plp.length, prompt.length);
+  assert.equal(plp[0], null);
+  const scored = await (await policyOf('base')).score([{ tokens: prompt, promptLength: 1 }], 1);
+  for (let i = 1; i < prompt.length; i++) assert.ok(Math.abs(plp[i]![String(prompt[i])]!.logprob - scored[0]![i - 1]!) < 1e-6);
+});
+
+test('chat completions render the chat template and report log-probs', async () => {
+  const messages = [
+    { role: 'system' as const, content: 'You plan paths.' },
+    { role: 'user' as const, content: 'Where next?' },
+  ];
+  const c = await client.chat.completions.create({ model: 'plan-lora', messages, max_tokens: 6, seed: 9, logprobs: true, n: 2 });
+  assert.equal(c.object, 'chat.completion');
+  assert.equal(c.choices.length, 2);
+  const prompt = tok().encodePrompt(messages.map((m) => ({ role: m.role, text: m.content })));
+  assert.equal(c.usage!.prompt_tokens, prompt.length);
+  const own = await (await policyOf('plan-lora')).generate([prompt, prompt], { maxNewTokens: 6, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: 9, stopTokens: tok().stopTokenIds, padToken: tok().padTokenId, rollout: true });
+  c.choices.forEach((ch, j) => {
+    assert.equal(ch.message.content, tok().decode(own.tokens[j]!, { specials: 'skip' }));
+    assert.deepEqual(
+      ch.logprobs!.content!.map((t) => t.logprob),
+      Array.from(own.logprobs[j]!),
+    );
+  });
+});
+
+test('streaming completions and chat: the chunks add up to the unstreamed answer, then [DONE]', async () => {
+  const whole = await client.completions.create({ model: 'tool-lora', prompt: 'xyz', max_tokens: 7, seed: 5, logprobs: 0 });
+  const stream = await client.completions.create({ model: 'tool-lora', prompt: 'xyz', max_tokens: 7, seed: 5, logprobs: 0, stream: true, stream_options: { include_usage: true } });
+  let text = '';
+  const lps: number[] = [];
+  let finish: string | null = null;
+  let usage = 0;
+  for await (const chunk of stream) {
+    for (const ch of chunk.choices) {
+      text += ch.text;
+      lps.push(...(ch.logprobs?.token_logprobs ?? []));
+      finish = ch.finish_reason ?? finish;
+    }
+    if (chunk.usage) usage = chunk.usage.completion_tokens;
+  }
+  assert.equal(text, whole.choices[0]!.text);
+  assert.deepEqual(lps, whole.choices[0]!.logprobs!.token_logprobs);
+  assert.equal(finish, whole.choices[0]!.finish_reason);
+  assert.equal(usage, whole.usage!.completion_tokens);
+
+  const messages = [{ role: 'user' as const, content: 'hello' }];
+  const chat = await client.chat.completions.create({ model: 'base', messages, max_tokens: 5, seed: 6 });
+  const chatStream = await client.chat.completions.create({ model: 'base', messages, max_tokens: 5, seed: 6, stream: true, logprobs: true });
+  let content = '';
+  let tokens = 0;
+  for await (const chunk of chatStream) {
+    content += chunk.choices[0]?.delta.content ?? '';
+    tokens += chunk.choices[0]?.logprobs?.content?.length ?? 0;
+  }
+  assert.equal(content, chat.choices[0]!.message.content);
+  assert.equal(tokens, chat.usage!.completion_tokens);
+});
+
+test('load_lora_adapter serves a PEFT folder under a new name with the base as parent; unload removes it', async () => {
+  const lora = parseLoraConfig({ rank: 4, alpha: 8, targets: ['q', 'v'] });
+  const params = initLoraParameters(exp.models.get('base')!.config, lora, 42);
+  // B = 0 would make it the base itself: give B values so the adapter changes the model.
+  for (const [name, t] of params) if (name.endsWith('lora_B')) t.forEach((_, i) => (t[i] = Math.sin(i) * 0.5));
+  const folder = join(dir, 'tool@v1');
+  await exportPeftAdapter(folder, exp.models.get('base')!.config, lora, params, { baseModelNameOrPath: 'base' });
+  const text = await client.post('/load_lora_adapter', { body: { lora_name: 'tool@v1', lora_path: folder }, __binaryResponse: false });
+  assert.match(String(text), /added successfully/);
+  const raw = modelListSchema.parse(await client.get('/models'));
+  assert.equal(raw.data.find((m) => m.id === 'tool@v1')?.parent, 'base');
+  const prompt = Array.from(tok().encode('hello'));
+  const ask = (model: string) => post('/completions', { model, prompt, max_tokens: 4, seed: 1, logprobs: 0, return_token_ids: true }).then((b) => completionResponseSchema.parse(b).choices[0]!);
+  const [adapted, base] = [await ask('tool@v1'), await ask('base')];
+  assert.notDeepEqual(adapted.logprobs!.token_logprobs, base.logprobs!.token_logprobs);
+  await assert.rejects(client.post('/load_lora_adapter', { body: { lora_name: 'tool@v1', lora_path: folder } }), (e: unknown) => e instanceof OpenAI.BadRequestError && /already served/.test(e.message));
+  await client.post('/unload_lora_adapter', { body: { lora_name: 'tool@v1' } });
+  assert.ok(!(await client.models.list()).data.some((m) => m.id === 'tool@v1'));
+  await assert.rejects(ask('tool@v1'), (e: unknown) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(client.post('/load_lora_adapter', { body: { lora_name: 'bad', lora_path: join(dir, 'missing') } }), (e: unknown) => e instanceof OpenAI.BadRequestError && (e.error as { param?: string }).param === 'lora_path');
+});
+
+test('refusals: wrong key, browser origin, oversized body, bad JSON, bad and unsupported fields name the field', async () => {
+  const wrong = new OpenAI({ baseURL: server.url, apiKey: 'nope', maxRetries: 0 });
+  await assert.rejects(wrong.models.list(), (e: unknown) => e instanceof OpenAI.AuthenticationError);
+  const origin = await fetch(`${server.url}/models`, { headers: { authorization: `Bearer ${KEY}`, origin: 'https://example.com' } });
+  assert.equal(origin.status, 403);
+  const big = await fetch(`${server.url}/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'base', prompt: 'x'.repeat(70 * 1024) }) });
+  assert.equal(big.status, 413);
+  const bad = await fetch(`${server.url}/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` }, body: '{"model": ' });
+  assert.equal(bad.status, 400);
+  await assert.rejects(client.completions.create({ model: 'base', prompt: 'a', temperature: -1 }), (e: unknown) => e instanceof OpenAI.BadRequestError && (e.error as { param?: string }).param === 'temperature');
+  await assert.rejects(client.completions.create({ model: 'base', prompt: 'a', stop: ['\n'] }), (e: unknown) => e instanceof OpenAI.BadRequestError && /stop_token_ids/.test(e.message));
+  await assert.rejects(client.completions.create({ model: 'base', prompt: [[999999]] as unknown as number[] }), (e: unknown) => e instanceof OpenAI.BadRequestError && /vocabulary/.test(e.message) && !/999999/.test(e.message));
+  await assert.rejects(client.completions.create({ model: 'base', prompt: 'a', max_tokens: 100000 }), (e: unknown) => e instanceof OpenAI.BadRequestError);
+});

@@ -1,0 +1,324 @@
+/**
+ * The OpenAI-compatible HTTP endpoint of Troupe's engine (`troupe serve-openai`): vLLM's routes
+ * (`/v1/models`, `/v1/completions`, `/v1/chat/completions`, `/v1/load_lora_adapter`,
+ * `/v1/unload_lora_adapter`) and SGLang's (`/generate`, `/load_lora_adapter`,
+ * `/unload_lora_adapter`), over node:http.
+ *
+ * Like the editor server: every request needs `Authorization: Bearer <token>` (compared in
+ * constant time), requests with an `Origin` header (browsers) are refused, and it listens on
+ * loopback unless told otherwise. Bodies are bounded (`maxBodyBytes`, 413 past it), parsed as
+ * JSON and then by the route's zod schema before anything runs; errors answer OpenAI's error body
+ * with the field named and no value quoted.
+ *
+ * Streaming (`stream: true`) answers server-sent events in OpenAI's chunk format, one chunk per
+ * token, ending with `data: [DONE]`. The engine generates a request in one call, so the chunks
+ * are sent once it has finished, not as each token is sampled.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { z } from 'zod';
+import {
+  chatCompletionRequestSchema,
+  completionRequestSchema,
+  loadLoraRequestSchema,
+  sglangGenerateRequestSchema,
+  unloadLoraRequestSchema,
+  unsupportedCompletionFields,
+  type ChatCompletionRequest,
+  type CompletionRequest,
+  type ModelList,
+} from '../protocol/openai-api.ts';
+import {
+  chatJob,
+  chatPrompt,
+  chatResponse,
+  chatTokenLogprob,
+  choiceText,
+  completionJob,
+  completionPrompts,
+  completionResponse,
+  COMPLETIONS_DEFAULT_MAX_TOKENS,
+  promptLogprobs,
+  sample,
+  SGLANG_DEFAULT_MAX_NEW_TOKENS,
+  sglangJob,
+  sglangOutputs,
+  tokenText,
+  type SampledChoice,
+} from './completions.ts';
+import { ModelRequestError, UnknownModelError, type ServedModels } from './served-models.ts';
+
+/** Default bound on a request body: 4096 prompts of ~1000 token ids fit. */
+export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
+
+export interface OpenAiServerOptions {
+  readonly models: ServedModels;
+  /** The bearer token clients must send. */
+  readonly token: string;
+  readonly host?: string;
+  readonly port?: number;
+  readonly maxBodyBytes?: number;
+  readonly log?: (line: string) => void;
+}
+
+/** An answered error: status, OpenAI error type, the field at fault (if one), message. */
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly param: string | null = null,
+  ) {
+    super(message);
+  }
+}
+
+const errorTypes: Record<number, string> = { 400: 'BadRequestError', 401: 'AuthenticationError', 403: 'PermissionDeniedError', 404: 'NotFoundError', 405: 'MethodNotAllowed', 413: 'RequestTooLarge', 500: 'InternalServerError' };
+
+export class OpenAiServer {
+  private constructor(
+    private readonly http: Server,
+    readonly url: string,
+    readonly port: number,
+  ) {}
+
+  static async start(o: OpenAiServerOptions): Promise<OpenAiServer> {
+    const log = o.log ?? (() => {});
+    const limit = o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    const http = createServer((req, res) => {
+      handle(req, res, o.models, o.token, limit).catch((e: unknown) => {
+        if (e instanceof HttpError) return sendError(res, e);
+        if (e instanceof UnknownModelError) return sendError(res, new HttpError(404, e.message, 'model'));
+        if (e instanceof ModelRequestError) return sendError(res, new HttpError(400, e.message, e.param));
+        log(`openai endpoint: ${req.method} ${req.url?.split('?')[0]} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+        sendError(res, new HttpError(500, 'internal error (logged by the server)'));
+      });
+    });
+    // Slow or stalled clients must not hold sockets for ever; generation itself may take long.
+    http.headersTimeout = 30_000;
+    http.requestTimeout = 0;
+    const host = o.host ?? '127.0.0.1';
+    await new Promise<void>((ok, fail) => {
+      http.once('error', fail);
+      http.listen(o.port ?? 0, host, () => {
+        http.off('error', fail);
+        ok();
+      });
+    });
+    const port = (http.address() as AddressInfo).port;
+    const shown = host.includes(':') ? `[${host}]` : host;
+    return new OpenAiServer(http, `http://${shown}:${port}/v1`, port);
+  }
+
+  /** Stops accepting and closes idle and active connections. */
+  async close(): Promise<void> {
+    await new Promise<void>((done) => {
+      this.http.close(() => done());
+      this.http.closeAllConnections();
+    });
+  }
+}
+
+function refusal(req: IncomingMessage, token: string): HttpError | null {
+  if (req.headers.origin !== undefined) return new HttpError(403, 'requests from browser origins are refused: a web page may not drive a local engine');
+  const match = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '');
+  if (!match) return new HttpError(401, 'missing "Authorization: Bearer <token>" (the API key troupe serve-openai printed the file of)');
+  const given = Buffer.from(match[1]!);
+  const expected = Buffer.from(token);
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return new HttpError(401, 'wrong API key');
+  return null;
+}
+
+async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) throw new HttpError(413, `request body of ${declared} bytes is over the limit of ${limit}`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw new HttpError(413, `request body is over the limit of ${limit} bytes`);
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+  } catch {
+    // Deep nesting overflows the parser's stack too: also a bad body, not a server error.
+    throw new HttpError(400, 'request body is not valid JSON');
+  }
+}
+
+function parse<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const r = schema.safeParse(body);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const path = issue.path.map(String).join('.') || '(body)';
+  throw new HttpError(400, `${path}: ${issue.message}`, path);
+}
+
+function checkSupported(r: CompletionRequest | ChatCompletionRequest): void {
+  const bad = unsupportedCompletionFields(r)[0];
+  if (bad) throw new HttpError(400, `${bad.field}: ${bad.message}`, bad.field);
+}
+
+async function handle(req: IncomingMessage, res: ServerResponse, models: ServedModels, token: string, limit: number): Promise<void> {
+  const denied = refusal(req, token);
+  if (denied) {
+    // Unread bodies are dropped with the connection.
+    res.setHeader('Connection', 'close');
+    throw denied;
+  }
+  const path = (req.url ?? '/').split('?')[0]!;
+  const route = `${req.method} ${path}`;
+  const tok = models.tokenizer;
+  switch (route) {
+    case 'GET /health':
+      return sendJson(res, 200, {});
+    case 'GET /v1/models':
+      return sendJson(res, 200, {
+        object: 'list',
+        data: models.list().map((m) => ({ id: m.id, object: 'model', created: m.created, owned_by: 'troupe', root: m.parent ?? m.id, parent: m.parent, max_model_len: m.maxModelLen })),
+      } satisfies ModelList);
+    case 'POST /v1/completions': {
+      const r = parse(completionRequestSchema, await readJson(req, limit));
+      checkSupported(r);
+      const prompts = completionPrompts(r, tok);
+      const job = completionJob(r, prompts);
+      const { choices, promptLps } = await models.use(r.model, async (policy) => ({
+        choices: await sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS),
+        promptLps: r.prompt_logprobs != null ? await Promise.all(prompts.map((p) => promptLogprobs(policy, tok, p, job.temperature))) : null,
+      }));
+      const body = completionResponse(r, tok, prompts, choices, promptLps);
+      if (!r.stream) return sendJson(res, 200, body);
+      return streamCompletion(res, r, body, choices, tok);
+    }
+    case 'POST /v1/chat/completions': {
+      const r = parse(chatCompletionRequestSchema, await readJson(req, limit));
+      checkSupported(r);
+      const prompt = chatPrompt(r, tok);
+      const choices = await models.use(r.model, (policy) => sample(policy, tok, chatJob(r, prompt), 'rest'));
+      const body = chatResponse(r, tok, prompt, choices);
+      if (!r.stream) return sendJson(res, 200, body);
+      return streamChat(res, r, body, choices, tok);
+    }
+    case 'POST /generate': {
+      const r = parse(sglangGenerateRequestSchema, await readJson(req, limit));
+      if (r.stream) throw new HttpError(400, 'stream: streaming /generate is not supported; use /v1/completions with stream', 'stream');
+      const job = sglangJob(r);
+      const model = r.lora_path ?? models.list()[0]?.id;
+      if (model === undefined) throw new HttpError(404, 'no model is served', 'lora_path');
+      const choices = await models.use(model, (policy) => sample(policy, tok, job, SGLANG_DEFAULT_MAX_NEW_TOKENS));
+      const outputs = sglangOutputs(r, tok, job, choices);
+      // SGLang answers a single prompt (n = 1) with one object, a batch with an array.
+      return sendJson(res, 200, typeof r.input_ids[0] === 'number' && job.n === 1 ? outputs[0] : outputs);
+    }
+    case 'POST /v1/load_lora_adapter':
+    case 'POST /load_lora_adapter': {
+      const r = parse(loadLoraRequestSchema, await readJson(req, limit));
+      if (r.load_inplace) throw new HttpError(400, 'load_inplace: adapters are loaded under new (versioned) names', 'load_inplace');
+      await models.loadAdapter(r.lora_name, r.lora_path);
+      return sendText(res, 200, `Success: LoRA adapter '${r.lora_name}' added successfully.`);
+    }
+    case 'POST /v1/unload_lora_adapter':
+    case 'POST /unload_lora_adapter': {
+      const r = parse(unloadLoraRequestSchema, await readJson(req, limit));
+      await models.unload(r.lora_name).catch((e: unknown) => {
+        if (e instanceof UnknownModelError) throw new HttpError(404, `the LoRA adapter '${r.lora_name}' is not loaded`, 'lora_name');
+        throw e;
+      });
+      return sendText(res, 200, `Success: LoRA adapter '${r.lora_name}' removed successfully.`);
+    }
+    default:
+      throw new HttpError(404, `no route ${route}`);
+  }
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendText(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendError(res: ServerResponse, e: HttpError): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  sendJson(res, e.status, { error: { message: e.message, type: errorTypes[e.status] ?? 'Error', param: e.param, code: e.status } });
+}
+
+function startStream(res: ServerResponse): (data: unknown) => void {
+  res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
+  return (data) => void res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+}
+
+/** The text each token adds to a choice: decoded prefixes, so multi-token characters come out whole. */
+function textDeltas(tok: ServedModels['tokenizer'], tokens: Int32Array): string[] {
+  const out: string[] = [];
+  let before = '';
+  for (let t = 1; t <= tokens.length; t++) {
+    const text = choiceText(tok, tokens.subarray(0, t));
+    out.push(text.startsWith(before) ? text.slice(before.length) : text);
+    before = text;
+  }
+  return out;
+}
+
+function streamCompletion(res: ServerResponse, r: CompletionRequest, body: ReturnType<typeof completionResponse>, choices: readonly SampledChoice[], tok: ServedModels['tokenizer']): void {
+  const send = startStream(res);
+  const head = { id: body.id, object: 'text_completion', created: body.created, model: body.model };
+  choices.forEach((c, index) => {
+    const deltas = textDeltas(tok, c.tokens);
+    deltas.forEach((text, t) => {
+      const id = c.tokens[t]!;
+      const last = t === deltas.length - 1;
+      send({
+        ...head,
+        choices: [
+          {
+            index,
+            text,
+            logprobs: r.logprobs != null ? { text_offset: [0], token_logprobs: [c.logprobs[t]!], tokens: [tokenText(tok, id, r.return_tokens_as_token_ids ?? false)], top_logprobs: [null] } : null,
+            finish_reason: last ? c.finish : null,
+            stop_reason: last ? c.stopReason : null,
+            ...(r.return_token_ids ? { token_ids: [id], ...(t === 0 ? { prompt_token_ids: body.choices[index]!.prompt_token_ids } : {}) } : {}),
+          },
+        ],
+      });
+    });
+  });
+  if (r.stream_options?.include_usage) send({ ...head, choices: [], usage: body.usage });
+  send('[DONE]');
+  res.end();
+}
+
+function streamChat(res: ServerResponse, r: ChatCompletionRequest, body: ReturnType<typeof chatResponse>, choices: readonly SampledChoice[], tok: ServedModels['tokenizer']): void {
+  const send = startStream(res);
+  const head = { id: body.id, object: 'chat.completion.chunk', created: body.created, model: body.model };
+  choices.forEach((c, index) => {
+    send({ ...head, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
+    const deltas = textDeltas(tok, c.tokens);
+    deltas.forEach((content, t) => {
+      const last = t === deltas.length - 1;
+      send({
+        ...head,
+        choices: [
+          {
+            index,
+            delta: { content },
+            logprobs: r.logprobs ? { content: [chatTokenLogprob(tok, c.tokens[t]!, c.logprobs[t]!)] } : null,
+            finish_reason: last ? c.finish : null,
+            ...(r.return_token_ids ? { token_ids: [c.tokens[t]!] } : {}),
+          },
+        ],
+      });
+    });
+  });
+  if (r.stream_options?.include_usage) send({ ...head, choices: [], usage: body.usage });
+  send('[DONE]');
+  res.end();
+}
