@@ -10,6 +10,7 @@ import * as vscode from 'vscode';
 import { ErrorCodes } from '../../server/protocol/json-rpc.ts';
 import { RpcResponseError, type RpcClient } from '../../server/protocol/rpc-client.ts';
 import type { TrajectorySummary } from '../../server/protocol/trajectory.ts';
+import { bestStep, OutcomeSeries } from '../../webview/src/run-outcome.ts';
 import { formatInvalidConfig, issueOffset, parseInvalidConfigData } from './config-issues.ts';
 import { describeConnection } from './connection-state.ts';
 import { commandIds, runsViewId } from './contributions.ts';
@@ -170,11 +171,14 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     const runId = runIdOf(arg) ?? (await pickRun(c.runs, { title: 'Export Adapters' }))?.summary.id;
     if (runId === undefined) return;
     const runName = c.runs.get(runId)?.summary.name ?? runId;
-    const checkpoints = client.request('checkpoints/list', { runId }).then(({ checkpoints }) => {
+    // The best validated step, read as the trainer picks it, so the pick says which step it is
+    // (and when it is the warm start, that no RL step validated better).
+    const validations = client.request('metrics/query', { runId, series: [{ name: 'val/success' }] }).then(({ series }) => new OutcomeSeries().addSeries(series).outcome().best);
+    const checkpoints = Promise.all([client.request('checkpoints/list', { runId }), validations]).then(([{ checkpoints }, best]) => {
       const steps = [...new Set(checkpoints.map((k) => k.step))].sort((x, y) => y - x);
       return [
         { label: 'Latest checkpoint', value: 'latest' as ExportCheckpoint },
-        { label: 'Best validation', description: 'the validated step with the highest success', value: 'best' as ExportCheckpoint },
+        { label: 'Best validation', description: best === null ? 'the validated step with the highest success' : bestStep(best), value: 'best' as ExportCheckpoint },
         { label: 'Warm start', description: 'step 0, before RL', value: 'initial' as ExportCheckpoint },
         ...steps.filter((s) => s > 0).map((s) => ({ label: `Step ${s}`, value: s as ExportCheckpoint })),
       ];
@@ -228,7 +232,8 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       void vscode.window.showInformationMessage('Troupe: Export cancelled.');
       return;
     }
-    const choice = await vscode.window.showInformationMessage(`Troupe: exported step ${result.step} of ${runName} (${result.files.length} files) to ${result.outDir}.`, 'Reveal');
+    const which = checkpoint === 'best' && result.step === 0 ? ' (the warm start: its validation was the best, no RL step beat it)' : '';
+    const choice = await vscode.window.showInformationMessage(`Troupe: exported step ${result.step}${which} of ${runName} (${result.files.length} files) to ${result.outDir}.`, 'Reveal');
     if (choice) await vscode.commands.executeCommand('revealFileInOS', vscode.Uri.file(result.outDir));
   };
 

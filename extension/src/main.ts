@@ -14,6 +14,7 @@ import { serverOutputChannelName } from './contributions.ts';
 import { DashboardPanel, registerDashboardSerializer } from './panels/dashboard-panel.ts';
 import { InspectorPanel, registerInspectorSerializer } from './panels/inspector-panel.ts';
 import { forwardRunLogs } from './run-log.ts';
+import { notifyRunEnds } from './run-notifications.ts';
 import { RunsModel } from './runs-model.ts';
 import { RunsTree } from './runs-tree.ts';
 import { ServerConnection } from './server-connection.ts';
@@ -44,6 +45,7 @@ export function activate(context: vscode.ExtensionContext): void {
     forwardRunLogs(server, output),
     tree,
     new RunStatusBar(runs, server),
+    notifyRunEnds(runs, { showDashboard: (runId) => DashboardPanel.show(context, server, runId), showOutput: () => output.show(true) }),
     languageClient,
     ...registerCommands({
       server,

@@ -7,7 +7,7 @@ import * as vscode from 'vscode';
 import type { RpcClient } from '../../server/protocol/rpc-client.ts';
 import type { RunState, StepSummary, TrajectorySummary } from '../../server/protocol/trajectory.ts';
 import { configFileExclude, configFileInclude, isExperimentConfigPath, sortConfigPaths } from './config-files.ts';
-import { describeRun, describeStep, describeTrajectory, runStateIcons, stepLabel, trajectoryLabel } from './run-format.ts';
+import { describeRun, describeStep, describeTrajectory, runIcon, stepLabel, trajectoryLabel } from './run-format.ts';
 import type { RunsModel, RunView } from './runs-model.ts';
 
 interface Item<T> extends vscode.QuickPickItem {
@@ -50,7 +50,7 @@ export async function pickRun(runs: RunsModel, o: { readonly title: string; read
     void vscode.window.showInformationMessage(`Troupe: ${o.title}: there are ${which}.`);
     return undefined;
   }
-  const items = candidates.map((r): Item<RunView> => ({ label: `$(${runStateIcons[r.summary.state]}) ${r.summary.name}`, description: describeRun(r), detail: r.summary.id, value: r }));
+  const items = candidates.map((r): Item<RunView> => ({ label: `$(${runIcon(r)}) ${r.summary.name}`, description: describeRun(r), detail: r.summary.id, value: r }));
   return pick(items, { title: o.title, placeHolder: 'Run', matchOnDetail: true });
 }
 

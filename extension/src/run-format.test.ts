@@ -12,12 +12,16 @@ import {
   formatDuration,
   formatRewardRange,
   parseRewardRange,
+  runEndedMessage,
+  runEnding,
+  runIcon,
   runTooltip,
   statusBarText,
   stepLabel,
   trajectoryLabel,
   updateFilter,
 } from './run-format.ts';
+import { OutcomeSeries } from '../../webview/src/run-outcome.ts';
 import type { RunView } from './runs-model.ts';
 
 const summary: RunSummary = { id: 'r1', name: 'flagship', state: 'running', createdAt: 1_000, updatedAt: 2_000, runDir: '/w/.troupe/runs/r1', lastCommittedStep: 12, targetSteps: 60 };
@@ -28,14 +32,42 @@ const view = (o: Partial<RunView> = {}, s: Partial<RunSummary> = {}): RunView =>
   success: { value: 0.78, source: 'val', step: 10 },
   etaMs: 90_000,
   agents: ['tool', 'plan'],
+  outcome: new OutcomeSeries().outcome(),
   ...o,
 });
+
+const pts = (name: string, points: [number, number][]) => ({ name, points: points.map(([step, value]) => ({ step, value })) });
+/** The outcome of a 60-step run tested before and after RL, best validated at step 40. */
+const finishedOutcome = new OutcomeSeries()
+  .addSeries([pts('val/success', [[0, 0.5], [40, 0.8], [60, 0.75]]), pts('test/success', [[0, 0.484], [60, 0.609]]), pts('time/total_ms', [[59, 4000], [60, 6000]])])
+  .outcome();
 
 test('a run reads state · step N/M · success', () => {
   assert.equal(describeRun(view()), 'running · step 12/60 · val 78%');
   assert.equal(describeRun(view({ steps: null, success: { value: 0.5, source: 'train', step: 3 } })), 'running · step 12 · train 50%');
   assert.equal(describeRun(view({ step: null, success: null })), 'running · warming up');
   assert.equal(describeRun(view({ step: null, success: null }, { state: 'queued' })), 'queued');
+});
+
+test('an ended run says how it ended: finished, stopped before its last step, failed; with its result', () => {
+  const finished = view({ step: 60, outcome: finishedOutcome }, { state: 'done' });
+  assert.equal(runEnding(finished), 'finished');
+  assert.equal(describeRun(finished), 'done · step 60/60 · test 48% → 61% (+12.5)');
+  assert.equal(runEndedMessage(finished), 'Troupe: "flagship" finished at step 60: test 48.4% → 60.9% (RL gain +12.5 points) · best validation: step 40 (80.0%)');
+  assert.match(runTooltip(finished), /\nResult: test 48\.4% → 60\.9% \(RL gain \+12\.5 points\) · best validation: step 40 \(80\.0%\)\nMean step time: 5\.0 s\/step over 2 steps\n/);
+
+  // The server calls a stopped run done; the view does not.
+  const stopped = view({ step: 12 }, { state: 'done' });
+  assert.equal(runEnding(stopped), 'stopped');
+  assert.equal(describeRun(stopped), 'stopped · step 12/60 · val 78%');
+  assert.equal(runIcon(stopped), 'debug-stop');
+  assert.equal(runIcon(finished), 'pass');
+  assert.equal(runEndedMessage(stopped), 'Troupe: "flagship" stopped at step 12 of 60.');
+
+  const failed = view({}, { state: 'failed', error: 'out of memory' });
+  assert.equal(runEnding(failed), 'failed');
+  assert.equal(runEndedMessage(failed), 'Troupe: "flagship" failed at step 12: out of memory');
+  assert.equal(runEnding(view()), null);
 });
 
 test('the status bar shows the active run like the issue describes it', () => {

@@ -3,6 +3,7 @@
  * place for the wording, so the tree and the pickers describe the same thing the same way.
  */
 import type { RunState, StepSummary, TrajectorySummary } from '../../server/protocol/trajectory.ts';
+import { describeOutcome, runEnding as endingOf, secondsPerStep, shortOutcome, type RunEnding } from '../../webview/src/run-outcome.ts';
 import type { RunView, SuccessRate } from './runs-model.ts';
 
 /** A codicon per run state (`$(name)` in labels, ThemeIcon ids in trees). */
@@ -54,14 +55,47 @@ export function formatStep(step: number | null, steps: number | null): string | 
   return steps === null ? `step ${step}` : `step ${step}/${steps}`;
 }
 
-/** The Runs view's description of a run: `running · step 12/60 · val 78%`. */
+/** How a run ended (finished, stopped before its last step, failed), or null while it may still train. */
+export function runEnding(v: Pick<RunView, 'summary' | 'step' | 'steps'>): RunEnding | null {
+  return endingOf(v.summary.state, v.step, v.steps);
+}
+
+/** The word for a run's state in the Runs view: the server's state, but `stopped` for a run done before its last step. */
+export function stateWord(v: Pick<RunView, 'summary' | 'step' | 'steps'>): string {
+  return runEnding(v) === 'stopped' ? 'stopped' : v.summary.state;
+}
+
+/** The icon of a run: its state's, and a stop sign for a stopped one. */
+export function runIcon(v: Pick<RunView, 'summary' | 'step' | 'steps'>): string {
+  return runEnding(v) === 'stopped' ? 'debug-stop' : runStateIcons[v.summary.state];
+}
+
+/**
+ * The Runs view's description of a run: `running · step 12/60 · val 78%`; an ended run with a test
+ * says how it came out instead: `done · step 60/60 · test 48% → 61% (+12.5)`.
+ */
 export function describeRun(v: RunView): string {
-  const parts: string[] = [v.summary.state];
+  const parts: string[] = [stateWord(v)];
   const step = formatStep(v.step, v.steps);
   if (step !== null) parts.push(step);
   else if (v.summary.state === 'running') parts.push('warming up');
-  if (v.success) parts.push(formatSuccess(v.success));
+  const outcome = runEnding(v) === null ? null : shortOutcome(v.outcome);
+  if (outcome !== null) parts.push(outcome);
+  else if (v.success) parts.push(formatSuccess(v.success));
   return parts.join(' · ');
+}
+
+/**
+ * The notification when a run ends: `"flagship" finished at step 60: test 48.4% → 60.9% (RL gain
+ * +12.5 points) · best validation: step 40 (81.2%)`; a stopped run says where it stopped, a failed
+ * one why.
+ */
+export function runEndedMessage(v: RunView): string {
+  const ending = runEnding(v) ?? v.summary.state;
+  const at = v.step === null ? 'before step 0' : ending === 'stopped' && v.steps !== null ? `at step ${v.step} of ${v.steps}` : `at step ${v.step}`;
+  const outcome = describeOutcome(v.outcome);
+  const detail = ending === 'failed' ? (v.summary.error ?? '') : outcome;
+  return `Troupe: "${v.summary.name}" ${ending} ${at}${detail === '' ? '.' : `: ${detail}`}`;
 }
 
 /** The status bar text for the active run: `$(sync~spin) Troupe: flagship step 12/60 · val 78%`. */
@@ -74,10 +108,13 @@ export function statusBarText(v: RunView): string {
 
 /** A run's tooltip, one fact per line (Markdown-safe: no markup characters are added). */
 export function runTooltip(v: RunView, now = Date.now()): string {
-  const lines = [`${v.summary.name} (${v.summary.id})`, `State: ${v.summary.state}`];
+  const lines = [`${v.summary.name} (${v.summary.id})`, `State: ${stateWord(v)}`];
   const step = formatStep(v.step, v.steps);
   if (step !== null) lines.push(`Progress: ${step}`);
   if (v.success) lines.push(`Success: ${formatSuccess(v.success)} at step ${v.success.step}`);
+  const outcome = describeOutcome(v.outcome);
+  if (outcome !== '') lines.push(`Result: ${outcome}`);
+  if (v.outcome.meanStepMs !== null) lines.push(`Mean step time: ${secondsPerStep(v.outcome.meanStepMs)} over ${v.outcome.timedSteps} steps`);
   if (v.etaMs !== null && (v.summary.state === 'running' || v.summary.state === 'stopping')) lines.push(`Remaining: about ${formatDuration(v.etaMs)}`);
   lines.push(`Started: ${formatDuration(Math.max(0, now - v.summary.createdAt))} ago`);
   lines.push(`Folder: ${v.summary.runDir}`);

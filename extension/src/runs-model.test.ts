@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import { z } from 'zod';
 import { RpcClient } from '../../server/protocol/rpc-client.ts';
 import type { RunSummary } from '../../server/protocol/trajectory.ts';
+import { OutcomeSeries, outcomeMetricNames } from '../../webview/src/run-outcome.ts';
 import { mergeSuccess, pickActiveRun, RunsModel, type RunView } from './runs-model.ts';
 
 const config: unknown = JSON.parse(readFileSync(new URL('../../configs/plan-path/L2-lora.json', import.meta.url), 'utf8'));
@@ -57,7 +58,7 @@ test('success: validation wins over training, newer over older', () => {
 });
 
 test('the active run is a training one before a queued or paused one, then the latest', () => {
-  const v = (id: string, state: RunSummary['state'], updatedAt: number): RunView => ({ summary: run(id, { state, updatedAt }), step: null, steps: null, success: null, etaMs: null, agents: [] });
+  const v = (id: string, state: RunSummary['state'], updatedAt: number): RunView => ({ summary: run(id, { state, updatedAt }), step: null, steps: null, success: null, etaMs: null, agents: [], outcome: new OutcomeSeries().outcome() });
   assert.equal(pickActiveRun([v('a', 'paused', 9), v('b', 'running', 1), v('c', 'done', 10)])?.summary.id, 'b');
   assert.equal(pickActiveRun([v('a', 'paused', 9), v('b', 'paused', 10)])?.summary.id, 'b');
   assert.equal(pickActiveRun([v('a', 'done', 1), v('b', 'failed', 2)]), undefined);
@@ -82,9 +83,9 @@ test('runs load with their target step, agents and latest success, newest first'
   assert.deepEqual(v.success, { value: 0.78, source: 'val', step: 10 });
   assert.equal(model.get('old')!.success, null);
   assert.equal(model.activeRun()?.summary.id, 'new');
-  // Only the team-wide success series are asked for.
+  // Only the team-wide success series and the outcome's are asked for.
   const q = server.sent.find((m) => m.method === 'metrics/query');
-  assert.deepEqual(q?.params?.['series'], [{ name: 'val/success' }, { name: 'train/success' }]);
+  assert.deepEqual(q?.params?.['series'], [...new Set(['val/success', 'train/success', ...outcomeMetricNames])].map((name) => ({ name })));
 });
 
 test('notifications keep the runs live', async () => {
@@ -131,4 +132,35 @@ test('a dropped connection empties the model; a failed list is reported, not thr
   await model.setClient(undefined);
   assert.equal(model.connected, false);
   assert.deepEqual(model.runs, []);
+});
+
+test('a run that ends while followed is announced once, with its outcome; runs listed as ended are not', async () => {
+  let finalMetrics = false;
+  const server = fakeServer({
+    'runs/list': () => ({ runs: [run('r1', { state: 'running', lastCommittedStep: 1 }), run('old', { state: 'done' })] }),
+    'run/get': (p) => ({ run: { ...run(String(p['runId'])), config } }),
+    'metrics/query': (p) =>
+      p['runId'] === 'r1'
+        ? { series: [series('val/success', [[0, 0.5], [1, 0.75], ...(finalMetrics ? ([[2, 0.5]] as [number, number][]) : [])]), series('test/success', finalMetrics ? [[0, 0.25], [2, 0.5]] : [[0, 0.25]])] }
+        : { series: [series('test/success', [[0, 0.1], [3, 0.2]])] },
+  });
+  const model = new RunsModel();
+  const ended: RunView[] = [];
+  model.onDidEnd((v) => ended.push(v));
+  await model.setClient(server.client);
+  assert.equal(model.get('old')!.outcome.test?.after, 0.2, 'an ended run listed at load has its outcome');
+  // Progress extends the outcome without a query.
+  server.notify('run/didProgress', { runId: 'r1', step: 2, steps: 2, stepMs: 1000, etaMs: 0, metrics: [{ name: 'test/success', value: 0.5 }, { name: 'test/policy_step', value: 2 }] });
+  assert.deepEqual(model.get('r1')!.outcome.test, { before: 0.25, after: 0.5, step: 2, policyStep: 2 });
+  finalMetrics = true;
+  const announced = new Promise<void>((resolve) => model.onDidEnd(() => resolve()));
+  server.notify('run/didChangeState', { runId: 'r1', state: 'done', previous: 'running', run: run('r1', { state: 'done', updatedAt: Date.now() + 1000, lastCommittedStep: 2 }) });
+  await announced;
+  assert.deepEqual(ended.map((v) => v.summary.id), ['r1']);
+  assert.deepEqual(ended[0]!.outcome.best, { step: 1, success: 0.75 });
+  // A state notification for a run already ended announces nothing more.
+  server.notify('run/didChangeState', { runId: 'r1', state: 'done', previous: 'done', run: run('r1', { state: 'done', updatedAt: Date.now() + 2000, lastCommittedStep: 2 }) });
+  // A refresh's round trips come after any reading that notification could have started.
+  await model.refresh();
+  assert.equal(ended.length, 1);
 });

@@ -7,6 +7,7 @@
 import { safeParseExperimentConfig } from '../../server/protocol/experiment-config.ts';
 import type { Disposable, RpcClient } from '../../server/protocol/rpc-client.ts';
 import type { Metric, RunState, RunSummary } from '../../server/protocol/trajectory.ts';
+import { OutcomeSeries, outcomeMetricNames, type RunOutcome } from '../../webview/src/run-outcome.ts';
 
 /** A success rate in [0, 1] and where it came from. */
 export interface SuccessRate {
@@ -29,6 +30,8 @@ export interface RunView {
   readonly etaMs: number | null;
   /** The config's agent ids (its router's keys), for the trajectory filter; empty until read. */
   readonly agents: readonly string[];
+  /** What the run came to so far (test before → after, best validated step, mean step time). */
+  readonly outcome: RunOutcome;
 }
 
 /** Metric names the success rate is read from, validation first. */
@@ -67,12 +70,19 @@ export function pickActiveRun(runs: Iterable<RunView>): RunView | undefined {
   return best;
 }
 
+const emptyOutcome: RunOutcome = new OutcomeSeries().outcome();
+
 function newView(summary: RunSummary): RunView {
-  return { summary, step: summary.lastCommittedStep, steps: summary.targetSteps, success: null, etaMs: null, agents: [] };
+  return { summary, step: summary.lastCommittedStep, steps: summary.targetSteps, success: null, etaMs: null, agents: [], outcome: emptyOutcome };
 }
+
+/** States in which a run may still train; leaving them for `done` or `failed` ends it. */
+const liveStates: ReadonlySet<RunState> = new Set(['queued', 'running', 'paused', 'stopping']);
 
 /** Called with the id of the run that changed, or undefined when the list itself changed. */
 export type RunsListener = (runId: string | undefined) => void;
+/** Called once when a run seen training ends (done or failed), with its outcome read after the end. */
+export type RunEndListener = (run: RunView) => void;
 
 /** Details are read for this many runs at once, so a long run list does not flood the server. */
 const DETAIL_CONCURRENCY = 4;
@@ -82,6 +92,9 @@ export class RunsModel {
   private subscriptions: Disposable[] = [];
   private readonly views = new Map<string, RunView>();
   private readonly listeners = new Set<RunsListener>();
+  private readonly endListeners = new Set<RunEndListener>();
+  /** The outcome's series per run, so progress extends them without a query. */
+  private readonly outcomes = new Map<string, OutcomeSeries>();
   /** Bumped on every client change and refresh, so answers to an older one are dropped. */
   private generation = 0;
   private lastError: string | null = null;
@@ -94,6 +107,7 @@ export class RunsModel {
     this.subscriptions = [];
     this.client = client;
     this.views.clear();
+    this.outcomes.clear();
     this.lastError = null;
     this.generation++;
     if (!client) {
@@ -105,6 +119,7 @@ export class RunsModel {
       client.onNotification('run/didProgress', (p) => {
         const v = this.views.get(p.runId);
         if (!v) return;
+        const outcome = this.outcomeSeries(p.runId).addMetrics(p.step, p.metrics).outcome();
         this.views.set(p.runId, {
           ...v,
           summary: { ...v.summary, lastCommittedStep: p.step, updatedAt: Math.max(v.summary.updatedAt, Date.now()) },
@@ -112,6 +127,7 @@ export class RunsModel {
           steps: p.steps,
           etaMs: p.etaMs,
           success: mergeSuccess(v.success, p.metrics, p.step),
+          outcome,
         });
         this.fire(p.runId);
       }),
@@ -146,6 +162,12 @@ export class RunsModel {
     return { dispose: () => this.listeners.delete(listener) };
   }
 
+  /** Runs that end while this model follows them (not the ones listed as already ended). */
+  onDidEnd(listener: RunEndListener): Disposable {
+    this.endListeners.add(listener);
+    return { dispose: () => this.endListeners.delete(listener) };
+  }
+
   /** Re-reads the run list and every run's details. */
   async refresh(): Promise<void> {
     const client = this.client;
@@ -164,7 +186,11 @@ export class RunsModel {
     if (generation !== this.generation) return;
     this.lastError = null;
     const listed = new Set(runs.map((r) => r.id));
-    for (const id of this.views.keys()) if (!listed.has(id)) this.views.delete(id);
+    for (const id of this.views.keys()) {
+      if (listed.has(id)) continue;
+      this.views.delete(id);
+      this.outcomes.delete(id);
+    }
     for (const summary of runs) {
       const old = this.views.get(summary.id);
       // A notification that arrived while the list was in flight is newer than the list.
@@ -183,13 +209,30 @@ export class RunsModel {
     for (const s of this.subscriptions) s.dispose();
     this.subscriptions = [];
     this.listeners.clear();
+    this.endListeners.clear();
+  }
+
+  private outcomeSeries(runId: string): OutcomeSeries {
+    let s = this.outcomes.get(runId);
+    if (!s) this.outcomes.set(runId, (s = new OutcomeSeries()));
+    return s;
   }
 
   private upsert(summary: RunSummary): void {
     const old = this.views.get(summary.id);
     this.views.set(summary.id, old ? { ...old, summary, step: summary.lastCommittedStep ?? old.step, steps: summary.targetSteps ?? old.steps } : newView(summary));
     this.fire(old ? summary.id : undefined);
-    if (!old && this.client) void this.loadDetails(this.client, summary.id, this.generation);
+    const ended = old !== undefined && liveStates.has(old.summary.state) && !liveStates.has(summary.state);
+    if (!this.client || (old && !ended)) return;
+    // An ending re-reads the run's metrics (the last step's test came with its progress, but a
+    // progress lost to a reconnect would leave the outcome short), then tells the listeners.
+    const client = this.client;
+    const generation = this.generation;
+    void this.loadDetails(client, summary.id, generation).then(() => {
+      const v = this.views.get(summary.id);
+      if (!ended || !v || generation !== this.generation) return;
+      for (const l of this.endListeners) l(v);
+    });
   }
 
   /** Reads what the summary lacks: the target step and agents (from the config) and the success rate. */
@@ -197,14 +240,16 @@ export class RunsModel {
     try {
       const [record, metrics] = await Promise.all([
         client.request('run/get', { runId }),
-        client.request('metrics/query', { runId, series: [{ name: successMetricNames.val }, { name: successMetricNames.train }] }),
+        client.request('metrics/query', { runId, series: [...new Set([successMetricNames.val, successMetricNames.train, ...outcomeMetricNames])].map((name) => ({ name })) }),
       ]);
       const v = this.views.get(runId);
       if (generation !== this.generation || !v) return;
       const config = safeParseExperimentConfig(record.run.config);
       let success = v.success;
+      const outcome = this.outcomeSeries(runId).addSeries(metrics.series).outcome();
       // Team-wide series only: the query names no agent, but a server may return more.
       for (const s of metrics.series) {
+        if (s.name !== successMetricNames.val && s.name !== successMetricNames.train) continue;
         if (s.agentId !== undefined || s.policyId !== undefined) continue;
         const last = s.points.at(-1);
         if (last) success = mergeSuccess(success, [{ name: s.name, value: last.value }], last.step);
@@ -215,6 +260,7 @@ export class RunsModel {
         steps: v.steps ?? record.run.targetSteps ?? (config.success ? config.config.training.steps : null),
         agents: config.success ? Object.keys(config.config.router) : v.agents,
         success,
+        outcome,
       });
       this.fire(runId);
     } catch (e) {

@@ -16,7 +16,7 @@ import {
   describeStep,
   describeTrajectory,
   runContextValue,
-  runStateIcons,
+  runIcon,
   runTooltip,
   stepLabel,
   trajectoryLabel,
@@ -131,7 +131,7 @@ export class RunsTree implements vscode.TreeDataProvider<RunsNode>, vscode.Dispo
         if (v) {
           item.description = describeRun(v);
           item.tooltip = runTooltip(v);
-          item.iconPath = new vscode.ThemeIcon(runStateIcons[v.summary.state]);
+          item.iconPath = new vscode.ThemeIcon(runIcon(v));
           item.contextValue = runContextValue(v.summary.state);
         }
         return item;

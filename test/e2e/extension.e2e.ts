@@ -52,6 +52,12 @@ let workspace = '';
 let vscode: VsCode | undefined;
 /** Set by each test that the later ones build on, so they fail at once with the reason. */
 const reached = { trained: false };
+/** The best validated step as the dashboard's header states it (the Export test compares). */
+let dashboardBestStep: number | null = null;
+
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/** `test 48.4% → 60.9% (RL gain +12.5 points)` (run-outcome.ts `describeTest`). */
+const testResult = String.raw`test \d+\.\d% → \d+\.\d% \(RL gain [+-]\d+\.\d points\)`;
 
 function started(): VsCode {
   assert.ok(vscode, 'VS Code did not start (see the before hook)');
@@ -130,6 +136,11 @@ test('Start Training from the palette trains the tiny config, and the Runs view 
     await run.locator('.label-description', { hasText: new RegExp(`step \\d/${STEPS}`) }).waitFor({ timeout: 120_000 });
     await run.locator('.label-description', { hasText: new RegExp(`^done · step ${STEPS}/${STEPS}`) }).waitFor({ timeout: 180_000 });
     reached.trained = true;
+    // The run's end is announced with its result: test before → after, the RL gain, the best step.
+    await waitForNotification(page, new RegExp(`Troupe: "${escapeRegExp(runName)}" finished at step ${STEPS}: ${testResult} · best validation: step \\d`), 60_000);
+    // The Runs view's row carries the result too.
+    await run.locator('.label-description', { hasText: new RegExp(`^done · step ${STEPS}/${STEPS} · test \\d+% → \\d+% \\([+-]\\d+\\.\\d\\)$`) }).waitFor({ timeout: 30_000 });
+    await screenshot(page, 'extension-run-finished');
     await runCommand(page, 'Notifications: Clear All Notifications');
     await screenshot(page, 'extension-runs');
   }),
@@ -146,6 +157,12 @@ test('Open Dashboard shows the run and its charts', { timeout: 120_000 }, () =>
     await waitForText(dashboard.locator('header.bar'), runName, 60_000);
     await waitForText(dashboard.locator('header.bar .badge'), 'done');
     await waitForText(dashboard.locator('header.bar'), `step ${STEPS} / ${STEPS}`);
+    // A finished run's header: the mean time of its RL steps (not the last step's, which ran the
+    // final test too) and the result, with the best validated step.
+    await waitForText(dashboard.locator('header.bar'), new RegExp(`mean \\d+\\.\\d s/step over ${STEPS} steps`));
+    const outcome = await waitForText(dashboard.locator('header.bar .outcome'), new RegExp(`^Result: ${testResult} · best validation: step \\d+`));
+    const best = /best validation: step (\d+)/.exec(await outcome.innerText());
+    dashboardBestStep = best ? Number(best[1]) : null;
 
     // The success chart: its title, a uPlot canvas with something drawn, and the legend's series.
     const success = dashboard.locator('section.chart-card', { has: dashboard.locator('h2', { hasText: /^Success/ }) });
@@ -169,6 +186,22 @@ test('Open Dashboard shows the run and its charts', { timeout: 120_000 }, () =>
     }
     assert.ok((await dashboard.locator('section.chart-card canvas').count()) >= titles.length, 'a chart card without a canvas');
     await screenshot(page, 'extension-dashboard');
+  }),
+);
+
+test('Export Adapters names the best validated step, and says so when it is the warm start', { timeout: 60_000 }, () =>
+  withFailureArtifacts(started(), 'extension-export-best', async () => {
+    needsRun();
+    assert.ok(dashboardBestStep !== null, "needs the dashboard's best step (the dashboard test failed)");
+    const { page } = started();
+    await runCommand(page, 'Troupe: Export Adapters', { opensPicker: true });
+    await pickItem(page, runName);
+    const row = page.locator('.quick-input-widget .monaco-list-row', { has: page.locator('.label-name', { hasText: /^Best validation$/ }) }).first();
+    await row.waitFor({ timeout: 30_000 });
+    const description = await row.locator('.label-description').innerText();
+    assert.match(description, new RegExp(`^step ${dashboardBestStep}${dashboardBestStep === 0 ? ', the warm start \\(\\d+\\.\\d%; no RL step validated better\\)' : ' \\(\\d+\\.\\d%\\)'}$`));
+    await screenshot(page, 'extension-export-best');
+    await page.keyboard.press('Escape');
   }),
 );
 

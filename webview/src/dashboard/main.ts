@@ -10,6 +10,7 @@ import './dashboard.css';
 import type { RunSummary } from '../../../server/protocol/trajectory.ts';
 import { h, openHostChannel } from '../host-channel.ts';
 import { dashboardStateSchema, hostToDashboardSchema, type DashboardState, type DashboardToHost, type HostToDashboard } from '../messages.ts';
+import { describeBest, describeTest, OutcomeSeries, runEnding, secondsPerStep } from '../run-outcome.ts';
 import { ChartView } from './chart-view.ts';
 import { SeriesStore } from './series-store.ts';
 import { readTheme, watchTheme } from './theme.ts';
@@ -17,14 +18,17 @@ import { readTheme, watchTheme } from './theme.ts';
 const title = h('h1', { text: 'Troupe dashboard' });
 const badge = h('span', { class: 'badge', attrs: { 'aria-label': 'run state' } });
 const progressText = h('span', { class: 'muted' });
+/** How the run came out (test before → after, RL gain) and its best validated step so far. */
+const outcomeText = h('p', { class: 'outcome', attrs: { 'aria-label': 'run outcome' } });
 const banner = h('div', { class: 'banner', attrs: { role: 'status' } });
 banner.hidden = true;
 const toggles = h('div', { class: 'toggles', attrs: { role: 'group', 'aria-label': 'Hidden charts' } });
 const grid = h('main', { class: 'grid' });
 const empty = h('p', { class: 'muted empty', text: 'Waiting for the first committed step…' });
-document.body.append(h('header', { class: 'bar' }, title, badge, progressText), banner, toggles, empty, grid);
+document.body.append(h('header', { class: 'bar' }, title, badge, progressText, outcomeText), banner, toggles, empty, grid);
 
 let store = new SeriesStore();
+let outcome = new OutcomeSeries();
 let theme = readTheme();
 const views = new Map<string, ChartView>();
 let state: DashboardState | null = null;
@@ -67,6 +71,7 @@ function onMessage(m: HostToDashboard): void {
       stale.clear();
       offscreen.clear();
       store = new SeriesStore();
+      outcome = new OutcomeSeries().addSeries(m.series);
       requestedFrom = -1;
       lastProgress = null;
       run = m.run;
@@ -78,11 +83,13 @@ function onMessage(m: HostToDashboard): void {
       break;
     case 'series':
       store.addSeries(m.series);
+      outcome.addSeries(m.series);
       break;
     case 'progress': {
       steps = m.steps;
       lastProgress = { step: m.step, stepMs: m.stepMs, etaMs: m.etaMs };
       const gap = store.addProgress(m.step, m.metrics);
+      outcome.addMetrics(m.step, m.metrics);
       // Ask once per gap: the answer arrives as a `series` message and fills the rows in.
       if (gap !== null && gap > requestedFrom) {
         requestedFrom = gap;
@@ -150,15 +157,24 @@ function render(): void {
 
 function renderHeader(): void {
   title.textContent = run?.name ?? state?.runId ?? 'Troupe dashboard';
-  badge.textContent = run?.state ?? '';
-  badge.dataset['state'] = run?.state ?? '';
-  const parts: string[] = [];
   const step = lastProgress?.step ?? run?.lastCommittedStep ?? null;
+  // The server calls a run stopped before its last step `done`; the header does not.
+  const ending = run ? runEnding(run.state, step, steps ?? run.targetSteps) : null;
+  const word = ending === 'stopped' ? 'stopped' : (run?.state ?? '');
+  badge.textContent = word;
+  badge.dataset['state'] = word;
+  const o = outcome.outcome();
+  const parts: string[] = [];
   if (step !== null) parts.push(steps !== null ? `step ${step} / ${steps}` : `step ${step}`);
-  if (lastProgress) parts.push(`${(lastProgress.stepMs / 1000).toFixed(1)} s/step`);
+  // While training, the last step's time (what the ETA is made of); once ended, the mean over its
+  // RL steps: the last step also ran the final test, so its time alone says little.
+  if (ending === null && lastProgress) parts.push(secondsPerStep(lastProgress.stepMs));
+  else if (ending !== null && o.meanStepMs !== null) parts.push(`mean ${secondsPerStep(o.meanStepMs)} over ${o.timedSteps} steps`);
   if (lastProgress?.etaMs != null && run?.state === 'running') parts.push(`ETA ${formatDuration(lastProgress.etaMs)}`);
   if (run?.error) parts.push(`failed: ${run.error}`);
   progressText.textContent = parts.join(' · ');
+  const outcomeParts = [o.test ? describeTest(o.test) : null, o.best ? describeBest(o.best, ending === null) : null].filter((p) => p !== null);
+  outcomeText.textContent = outcomeParts.length === 0 ? '' : `${ending === null ? '' : 'Result: '}${outcomeParts.join(' · ')}`;
 }
 
 function renderToggles(hidden: ReadonlySet<string>): void {
