@@ -1,11 +1,13 @@
 /**
  * The engine's provider choice on a machine where the GPU providers cannot start, made real by
  * hiding every Vulkan driver from the probes (they run in child processes that inherit this
- * process's environment) — so it holds on CI machines that have lavapipe installed too.
+ * process's environment) — so it holds on CI machines that have lavapipe installed too, and on a
+ * fresh machine without the Vulkan loader (libvulkan1), where the reason names the loader instead.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Engine } from './engine.ts';
+import { hostDevices } from './host-devices.ts';
 
 process.env['VK_DRIVER_FILES'] = '/nonexistent/troupe-no-driver.json';
 process.env['VK_ICD_FILENAMES'] = '/nonexistent/troupe-no-driver.json';
@@ -21,7 +23,9 @@ test('webgpu without an adapter falls back to cpu, and the log line says why', a
   try {
     assert.equal(engine.provider, 'cpu');
     assert.deepEqual(lines, [`[engine] execution provider: cpu (${engine.providerReason})`]);
-    assert.match(engine.providerReason, /^webgpu unavailable, fell back to cpu: (no WebGPU adapter|not among this onnxruntime-node build's backends)/);
+    const loader = (await hostDevices()).vulkan.loader;
+    const why = process.platform === 'linux' && loader === null ? 'no Vulkan loader \\(libvulkan\\.so\\.1' : 'no WebGPU adapter';
+    assert.match(engine.providerReason, new RegExp(`^webgpu unavailable, fell back to cpu: (${why}|not among this onnxruntime-node build's backends)`));
     assert.equal(engine.providerReport?.webgpu?.adapter, null);
     // Sessions still work: the fallback is a working engine, not a broken one.
     const info = await engine.createSession('probe', Uint8Array.from(Buffer.from('CAgSBnRyb3VwZRoDMC4xOn8KHwoBeAoHY29uc3QuMRIDdC4yGgduLjAuQWRkIgNBZGQKIAoDdC4yEgF5GgxuLjEuSWRlbnRpdHkiCElkZW50aXR5EgVwcm9iZSoREAFCB2NvbnN0LjFKBAAAgD9aDwoBeBIKCggIARIECgIIAWIPCgF5EgoKCAgBEgQKAggBQgQKABAR', 'base64')));
