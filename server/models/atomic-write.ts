@@ -2,6 +2,10 @@
  * Crash-safe file replacement: write a temporary file beside the target, fsync it, rename it over
  * the target, then fsync the folder. A reader sees either the old file or the complete new one,
  * never a torn write, which is what checkpoint resume relies on.
+ *
+ * Errors name the file: Node's write errors name none ("ENOSPC: no space left on device, write"),
+ * and a full or failing disk mid-checkpoint must say which file it could not write. The errno
+ * `code` is kept on the error, and the original is its `cause`.
  */
 import { open, rename, unlink } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
@@ -14,24 +18,40 @@ export async function writeFileAtomic(path: string, chunks: Iterable<Uint8Array>
   const parts = chunks instanceof Uint8Array ? [chunks] : chunks;
   let renamed = false;
   try {
-    const fh = await open(tmp, 'wx', 0o644);
-    try {
-      for (const part of parts) {
-        let written = 0;
-        while (written < part.byteLength) {
-          const { bytesWritten } = await fh.write(part, written, part.byteLength - written);
-          written += bytesWritten;
-        }
-      }
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
+    await write(tmp, parts);
     await rename(tmp, path);
     renamed = true;
     await syncDir(dir);
+  } catch (e) {
+    throw namingFile(path, e);
   } finally {
     if (!renamed) await unlink(tmp).catch(() => undefined);
+  }
+}
+
+/**
+ * A file-system error (one with an errno code: ENOSPC, EIO, EDQUOT, EACCES…) saying which file it
+ * could not write, with the code kept; anything else (the data failing to serialise) as it was.
+ */
+export function namingFile(path: string, e: unknown): unknown {
+  const code = e instanceof Error ? (e as NodeJS.ErrnoException).code : undefined;
+  if (!(e instanceof Error) || typeof code !== 'string') return e;
+  return Object.assign(new Error(`cannot write ${path}: ${e.message}`, { cause: e }), { code });
+}
+
+async function write(tmp: string, parts: Iterable<Uint8Array>): Promise<void> {
+  const fh = await open(tmp, 'wx', 0o644);
+  try {
+    for (const part of parts) {
+      let written = 0;
+      while (written < part.byteLength) {
+        const { bytesWritten } = await fh.write(part, written, part.byteLength - written);
+        written += bytesWritten;
+      }
+    }
+    await fh.sync();
+  } finally {
+    await fh.close();
   }
 }
 

@@ -11,9 +11,10 @@
  * either the previous complete checkpoint or the new complete one.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
+import { writeTextFileAtomic } from '../models/atomic-write.ts';
 import type { Policy } from '../models/policy.ts';
 import { readSafetensorsFile, writeSafetensorsFile } from '../models/safetensors.ts';
 
@@ -42,10 +43,7 @@ export type BestValidation = z.infer<typeof bestSchema>;
 /** Writes checkpoints/best.json (through a temporary file and a rename, so a crash leaves the old or the new one). */
 export async function writeBest(runDir: string, best: BestValidation): Promise<void> {
   await mkdir(checkpointsDir(runDir), { recursive: true });
-  const file = bestFile(runDir);
-  const tmp = `${file}.tmp-${process.pid}`;
-  await writeFile(tmp, `${JSON.stringify(best, null, 2)}\n`);
-  await rename(tmp, file);
+  await writeTextFileAtomic(bestFile(runDir), `${JSON.stringify(best, null, 2)}\n`);
 }
 
 /** Reads checkpoints/best.json, or null when the run has none (no validation yet, or a run from before it existed). Errors name the file. */
@@ -80,7 +78,7 @@ async function writePolicies(dir: string, step: number, policies: ReadonlyMap<st
     await writeSafetensorsFile(join(tmp, `${id}.optim.safetensors`), new Map([...optim].map(([n, d]) => [n, { shape: shapes.get(n.replace(/\.(m|v)$/, ''))!, data: d }])));
     state.policies[id] = { optimizerSteps: p.step, nonFiniteSkips: p.nonFiniteSkips };
   }
-  await writeFile(join(tmp, 'state.json'), `${JSON.stringify(state, null, 2)}\n`);
+  await writeTextFileAtomic(join(tmp, 'state.json'), `${JSON.stringify(state, null, 2)}\n`);
   const old = `${dir}.old-${process.pid}`;
   if (existsSync(dir)) await rename(dir, old);
   await rename(tmp, dir);
@@ -109,12 +107,15 @@ async function recoverSetAside(dir: string): Promise<void> {
   if (aside) await rename(join(dirname(dir), aside), dir);
 }
 
-/** A temporary name a writer here gives a checkpoint (folder or file) before renaming it into place. */
-const temporaryName = /^(.+)\.(tmp|old)-\d+$/;
+/**
+ * A temporary name a writer here gives a checkpoint folder before renaming it into place
+ * (`<name>.tmp-<pid>`, `<name>.old-<pid>`), or writeFileAtomic a file (`.<name>.<pid>.<hex>.tmp`).
+ */
+const temporaryName = /^(?:(.+)\.(tmp|old)-\d+|\..+\.\d+\.[0-9a-f]+\.tmp)$/;
 
 /**
  * Removes what writers that died left in a run's checkpoints folder (`step-<n>.tmp-<pid>/`,
- * `resume.tmp-<pid>/`, `best.json.tmp-<pid>`, and a set-aside `<dir>.old-<pid>/` whose
+ * `resume.tmp-<pid>/`, best.json's temporary file, and a set-aside `<dir>.old-<pid>/` whose
  * replacement is in place; one whose replacement is missing is put back first). Only for a caller
  * that holds the run's lock: then no live process writes there, so every temporary name is an
  * orphan, whatever its pid. Returns the paths removed.

@@ -126,6 +126,7 @@ test('resuming removes the temporary checkpoints a killed writer left, and keeps
     writeFileSync(join(checkpoints, 'step-3.tmp-4242', 'tool-lora.safetensors'), 'half');
     mkdirSync(join(checkpoints, 'resume.tmp-99999'));
     writeFileSync(join(checkpoints, 'best.json.tmp-17'), '{"st');
+    writeFileSync(join(checkpoints, '.best.json.17.0a1b2c3d.tmp'), '{"st'); // writeFileAtomic's temporary name
     complete('step-0.old-4242');
     const resumed = await prepareResume(store, store.getRun(run.id)!, folder);
     resumed.lock.release();
