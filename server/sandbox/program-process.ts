@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { Writable } from 'node:stream';
-import type { Execution } from '../protocol/trajectory.ts';
+import type { Execution, ExecutionStatus } from '../protocol/trajectory.ts';
 
 export interface ProcessSpec {
   readonly argv: readonly [string, ...string[]];
@@ -16,8 +16,11 @@ export interface ProcessSpec {
   /** Run as this uid/gid (set by the spawn, before exec; supplementary groups are dropped). */
   readonly ids?: { readonly uid: number; readonly gid: number };
   readonly stdin: Buffer;
-  /** Written to fd 3 and closed: bwrap's `--ro-bind-data 3` reads the program's source from it. */
-  readonly source?: Buffer;
+  /**
+   * Written to fds 3, 4, ... and closed: bwrap's `--ro-bind-data 3` reads the program's source
+   * from the first (and, for a batch, `--ro-bind-data 4` the harness from the second).
+   */
+  readonly files?: readonly Buffer[];
   readonly wallMs: number;
   readonly outputBytes: number;
   /**
@@ -34,12 +37,12 @@ export interface RunningProcess {
   readonly done: Promise<ProcessOutcome>;
   /** Kills the whole group now; the outcome is an error that says `why`. */
   kill(why: string): void;
+  /** What stopped it from outside, if anything: the wall clock, the output cap or a `kill`. */
+  stoppedBy(): 'timeout' | 'output-limit' | 'killed' | null;
 }
 
 /** After the program exits, how long its pipes may stay open (a straggler that escaped the group) before they are cut. */
 const PIPE_GRACE_MS = 1000;
-
-const signalName = (n: number): string | null => Object.entries(constants.signals).find(([, v]) => v === n)?.[0] ?? null;
 
 /** Kills the process group led by `pid`; a group already gone is fine. */
 function killGroup(pid: number | undefined): void {
@@ -58,6 +61,25 @@ function feed(stream: Writable | null | undefined, data: Buffer): void {
   stream.end(data);
 }
 
+/**
+ * How a run ended, in the order the sandbox decides it (see `executionStatuses`): what stopped it
+ * (the wall clock, the output cap, a kill by the sandbox), else the signal or exit status. One
+ * rule for a program run as its own process and for a case of a batch (`batch.ts`).
+ */
+export function statusOf(ending: 'timeout' | 'output-limit' | 'killed' | null, exitCode: number | null, signal: string | null): ExecutionStatus {
+  if (ending === 'output-limit') return 'output-limit';
+  if (ending === 'timeout') return 'timeout';
+  if (ending === 'killed') return 'error';
+  // RLIMIT_CPU: SIGKILL at the hard limit (SIGXCPU if the soft one were lower). The kernel's
+  // OOM killer also sends SIGKILL, but RLIMIT_AS stops a program long before that.
+  if (signal === 'SIGXCPU' || signal === 'SIGKILL') return 'timeout';
+  if (signal !== null) return 'error';
+  return exitCode === 0 ? 'ok' : 'error';
+}
+
+/** A signal's name (`SIGKILL`) from its number, or null for a number that names none. */
+export const signalName = (n: number): string | null => Object.entries(constants.signals).find(([, v]) => v === n)?.[0] ?? null;
+
 export function startProcess(spec: ProcessSpec): RunningProcess {
   const started = performance.now();
   const [file, ...args] = spec.argv;
@@ -67,7 +89,7 @@ export function startProcess(spec: ProcessSpec): RunningProcess {
     cwd: spec.cwd,
     env: spec.env,
     detached: true,
-    stdio: spec.source ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+    stdio: ['pipe', 'pipe', 'pipe', ...(spec.files ?? []).map(() => 'pipe' as const)],
     ...(spec.ids ? { uid: spec.ids.uid, gid: spec.ids.gid } : {}),
   });
 
@@ -99,8 +121,10 @@ export function startProcess(spec: ProcessSpec): RunningProcess {
   child.stdout?.on('data', collect(out));
   child.stderr?.on('data', collect(err));
   feed(child.stdin, spec.stdin);
-  const sourcePipe = child.stdio[3];
-  if (spec.source && sourcePipe instanceof Writable) feed(sourcePipe, spec.source);
+  (spec.files ?? []).forEach((data, i) => {
+    const pipe = child.stdio[3 + i];
+    if (pipe instanceof Writable) feed(pipe, data);
+  });
 
   const timer = setTimeout(() => stop('timeout'), spec.wallMs);
 
@@ -146,21 +170,11 @@ export function startProcess(spec: ProcessSpec): RunningProcess {
         signal = signalName(exitCode - 128);
         if (signal !== null) exitCode = null;
       }
-      let status: Execution['status'];
-      if (ending === 'output-limit') status = 'output-limit';
-      else if (ending === 'timeout') status = 'timeout';
-      else if (ending !== null) {
-        status = 'error';
-        stderr += `${stderr === '' || stderr.endsWith('\n') ? '' : '\n'}[troupe] ${ending.killed}\n`;
-      } else if (signal === 'SIGXCPU' || signal === 'SIGKILL') {
-        // RLIMIT_CPU: SIGKILL at the hard limit (SIGXCPU if the soft one were lower). The kernel's
-        // OOM killer also sends SIGKILL, but RLIMIT_AS stops a program long before that.
-        status = 'timeout';
-      } else if (signal !== null) status = 'error';
-      else status = exitCode === 0 ? 'ok' : 'error';
+      if (ending !== null && typeof ending === 'object') stderr += `${stderr === '' || stderr.endsWith('\n') ? '' : '\n'}[troupe] ${ending.killed}\n`;
+      const status = statusOf(ending === null || typeof ending === 'string' ? ending : 'killed', exitCode, signal);
       resolve({ status, exitCode, signal, stdout, stderr, truncated, durationMs });
     }
   });
 
-  return { done, kill: (why) => stop({ killed: why }) };
+  return { done, kill: (why) => stop({ killed: why }), stoppedBy: () => (ending === null || typeof ending === 'string' ? ending : 'killed') };
 }

@@ -20,6 +20,10 @@ export const SANDBOX_MAIN = '/tmp/main.py';
 /** The descriptor (in the spawned bwrap) from which `--ro-bind-data` reads the program's source. */
 export const SOURCE_FD = 3;
 
+/** Where the batch harness (`batch-harness.ts`) is inside the sandbox, next to the program, and the descriptor it is read from. */
+export const SANDBOX_HARNESS = '/tmp/troupe-harness.py';
+export const HARNESS_FD = 4;
+
 /** nobody/nogroup: root's processes are exempt from RLIMIT_NPROC, so a root server runs programs as this user. */
 export const UNPRIVILEGED_ID = 65534;
 
@@ -71,6 +75,18 @@ function systemFolder(path: string): string[] {
  * program's own.
  */
 export function bubblewrapArgs(limits: SandboxLimits): string[] {
+  return containedArgs(limits, [], [SANDBOX_MAIN]);
+}
+
+/**
+ * The same sandbox for a batch (`batch.ts`): the harness bound read-only next to the program, and
+ * run in its place with `harnessArgs`. Every containment flag is `bubblewrapArgs`' own.
+ */
+export function bubblewrapBatchArgs(limits: SandboxLimits, harnessArgs: readonly string[]): string[] {
+  return containedArgs(limits, ['--ro-bind-data', String(HARNESS_FD), SANDBOX_HARNESS], [SANDBOX_HARNESS, ...harnessArgs]);
+}
+
+function containedArgs(limits: SandboxLimits, binds: readonly string[], script: readonly string[]): string[] {
   const env = programEnv(SANDBOX_WORK);
   return [
     '--unshare-all',
@@ -85,13 +101,14 @@ export function bubblewrapArgs(limits: SandboxLimits): string[] {
     '--dev', '/dev',
     '--tmpfs', SANDBOX_WORK,
     '--ro-bind-data', String(SOURCE_FD), SANDBOX_MAIN,
+    ...binds,
     '--chdir', SANDBOX_WORK,
     // bwrap's root is a tmpfs of its own; read-only, so /tmp is the one place a program can write.
     '--remount-ro', '/',
     '--',
     ...prlimitArgs(limits),
     // -I: no PYTHON* variables, no user site-packages, no script folder on sys.path.
-    PYTHON, '-I', SANDBOX_MAIN,
+    PYTHON, '-I', ...script,
   ];
 }
 
@@ -120,7 +137,7 @@ export function bubblewrapSpec(limits: SandboxLimits, code: Buffer, stdin: Buffe
     cwd: '/',
     ...(ids ? { ids } : {}),
     stdin,
-    source: code,
+    files: [code],
     wallMs: limits.wallMs,
     outputBytes: limits.outputBytes,
     exitCodeCarriesSignal: true,

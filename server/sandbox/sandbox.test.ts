@@ -36,7 +36,7 @@ function strays(): string[] {
   for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
     try {
       const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      if (/\/tmp\/main\.py|troupe-unsandboxed-/.test(cmd)) found.push(`${pid}: ${cmd}`);
+      if (/\/tmp\/main\.py|troupe-harness\.py|troupe-unsandboxed-/.test(cmd)) found.push(`${pid}: ${cmd}`);
     } catch {
       // Exited while we looked.
     }
@@ -204,6 +204,17 @@ describe('sandbox escape corpus', { skip }, () => {
           const e = await sandbox.run(py(c.code(world, mode)));
           if (mode === 'bubblewrap') await c.contained(e, world);
           else await c.escaped(e, world);
+        });
+        // The same probe as two cases of one batch (batch.ts): the harness shares the sandbox, not its exits.
+        test(`${c.name} (batched)`, async (t) => {
+          world.connections = 0;
+          if (!alive(world.decoy)) world = { ...world, decoy: decoy(world.secret) };
+          const cannot = mode === 'unsandboxed' ? (c.cannotEscape?.(world) ?? null) : null;
+          if (cannot !== null) return t.skip(`does not escape unsandboxed here: ${cannot}`);
+          const code = c.code(world, mode);
+          const [first] = await sandbox.runBatch([py(code), py(code)]);
+          if (mode === 'bubblewrap') await c.contained(first!, world);
+          else await c.escaped(first!, world);
         });
       }
 

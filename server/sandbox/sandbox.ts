@@ -10,6 +10,8 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SandboxConfig } from '../protocol/experiment-config.ts';
 import type { Execution, ProgramRequest } from '../protocol/trajectory.ts';
+import { BATCH_HARNESS_SOURCE } from './batch-harness.ts';
+import { MAX_BATCH_CASES, batchHarnessArgs, batchInput, batchOutcomes, batchOutputBytes, batchWallMs, bubblewrapBatchSpec } from './batch.ts';
 import { probeSandbox } from './probe.ts';
 import { startProcess, type ProcessOutcome, type RunningProcess } from './program-process.ts';
 import { bubblewrapSpec, programEnv, programIds, unsandboxedArgs } from './sandbox-command.ts';
@@ -114,8 +116,60 @@ export class Sandbox {
     }
   }
 
-  /** Runs every request through the pool; executions in request order. A `ProgramRunner`. */
-  runAll = (reqs: readonly ProgramRequest[]): Promise<Execution[]> => Promise.all(reqs.map((r) => this.run(r)));
+  /**
+   * Runs one program on each request's stdin in ONE sandbox process (`batch.ts`): every request
+   * must carry the same code. Each case keeps a run's own limits and gets the Execution a run of
+   * its own would (its status, output and time); only the processes started are fewer. Requests
+   * the sandbox refuses come back refused; executions in request order. Rejects only when closed.
+   */
+  async runBatch(reqs: readonly ProgramRequest[]): Promise<Execution[]> {
+    if (this.closed) throw new SandboxClosedError();
+    const code = reqs[0]?.code;
+    if (reqs.some((r) => r.code !== code)) throw new Error('Sandbox.runBatch: every request of a batch must have the same code');
+    const results: (Execution | null)[] = reqs.map((r) => {
+      const why = refusal(r);
+      return why === null ? null : refused(r, why);
+    });
+    const cases = reqs.filter((_, i) => results[i] === null);
+    if (cases.length === 0) return results as Execution[];
+    await this.slot();
+    try {
+      const outcomes = this.closed
+        ? cases.map(() => ({ ...refused(cases[0]!, 'the sandbox was closed before this program started') }))
+        : this.config.mode === 'bubblewrap'
+          ? await this.trackBatch(startProcess(bubblewrapBatchSpec(this.config.limits, Buffer.from(cases[0]!.code, 'utf8'), cases.map((c) => c.stdin))), cases.length)
+          : await this.runBatchUnsandboxed(cases[0]!.code, cases.map((c) => c.stdin));
+      let at = 0;
+      return results.map((r, i) => r ?? { language: 'python', code: reqs[i]!.code, stdin: reqs[i]!.stdin, ...outcomes[at++]! });
+    } finally {
+      this.release();
+    }
+  }
+
+  /**
+   * Runs every request through the pool; executions in request order. A `ProgramRunner`. Requests
+   * that share their code (a coder's program on its hidden tests) run as batches of at most
+   * `MAX_BATCH_CASES` in one sandbox process each (`runBatch`); the rest one process each.
+   */
+  runAll = async (reqs: readonly ProgramRequest[]): Promise<Execution[]> => {
+    if (this.closed) throw new SandboxClosedError();
+    const byCode = new Map<unknown, number[]>();
+    reqs.forEach((r, i) => {
+      const key = typeof r.code === 'string' ? r.code : i;
+      byCode.set(key, [...(byCode.get(key) ?? []), i]);
+    });
+    const results: Execution[] = new Array(reqs.length);
+    const jobs: Promise<void>[] = [];
+    for (const group of byCode.values()) {
+      for (let at = 0; at < group.length; at += MAX_BATCH_CASES) {
+        const chunk = group.slice(at, at + MAX_BATCH_CASES);
+        if (chunk.length === 1) jobs.push(this.run(reqs[chunk[0]!]!).then((e) => void (results[chunk[0]!] = e)));
+        else jobs.push(this.runBatch(chunk.map((i) => reqs[i]!)).then((es) => es.forEach((e, k) => (results[chunk[k]!] = e))));
+      }
+    }
+    await Promise.all(jobs);
+    return results;
+  };
 
   /** Kills every running program, refuses queued and later ones. */
   async close(): Promise<void> {
@@ -154,6 +208,10 @@ export class Sandbox {
     }
   }
 
+  private async trackBatch(p: RunningProcess, cases: number): Promise<ProcessOutcome[]> {
+    return batchOutcomes(await this.track(p), cases, p.stoppedBy());
+  }
+
   private runSandboxed(req: ProgramRequest): Promise<ProcessOutcome> {
     return this.track(startProcess(bubblewrapSpec(this.config.limits, Buffer.from(req.code, 'utf8'), Buffer.from(req.stdin, 'utf8'))));
   }
@@ -164,15 +222,9 @@ export class Sandbox {
    * a program can leave its process group (setsid) and outlive the kill.
    */
   private async runUnsandboxed(req: ProgramRequest): Promise<ProcessOutcome> {
-    const dir = await mkdtemp(join(tmpdir(), 'troupe-unsandboxed-'));
-    try {
-      const main = join(dir, 'main.py');
-      await writeFile(main, req.code);
-      const ids = programIds();
-      // Root hands the program to nobody (see programIds), who needs to own its folder.
-      if (ids) await chown(dir, ids.uid, ids.gid);
-      const limits = this.config.limits;
-      return await this.track(
+    const limits = this.config.limits;
+    return this.inTempFolder(req.code, async (dir, main, ids) =>
+      this.track(
         startProcess({
           argv: unsandboxedArgs(limits, main),
           env: programEnv(dir),
@@ -183,7 +235,42 @@ export class Sandbox {
           outputBytes: limits.outputBytes,
           exitCodeCarriesSignal: false,
         }),
+      ),
+    );
+  }
+
+  /** A batch on the host: the harness beside the program in the temporary folder, group kills only (no pid namespace to clear). */
+  private async runBatchUnsandboxed(code: string, stdins: readonly string[]): Promise<ProcessOutcome[]> {
+    const limits = this.config.limits;
+    return this.inTempFolder(code, async (dir, main, ids) => {
+      const harness = join(dir, 'troupe-harness.py');
+      await writeFile(harness, BATCH_HARNESS_SOURCE);
+      return this.trackBatch(
+        startProcess({
+          argv: [...unsandboxedArgs(limits, harness), ...batchHarnessArgs(limits, main, false)],
+          env: programEnv(dir),
+          cwd: dir,
+          ...(ids ? { ids } : {}),
+          stdin: batchInput(stdins),
+          wallMs: batchWallMs(limits, stdins.length),
+          outputBytes: batchOutputBytes(limits, stdins.length),
+          exitCodeCarriesSignal: false,
+        }),
+        stdins.length,
       );
+    });
+  }
+
+  /** Runs `body` with a fresh temporary folder holding `code` as main.py (its working and home folder), deleted after. */
+  private async inTempFolder<T>(code: string, body: (dir: string, main: string, ids: ReturnType<typeof programIds>) => Promise<T>): Promise<T> {
+    const dir = await mkdtemp(join(tmpdir(), 'troupe-unsandboxed-'));
+    try {
+      const main = join(dir, 'main.py');
+      await writeFile(main, code);
+      const ids = programIds();
+      // Root hands the program to nobody (see programIds), who needs to own its folder.
+      if (ids) await chown(dir, ids.uid, ids.gid);
+      return await body(dir, main, ids);
     } finally {
       await rm(dir, { recursive: true, force: true }).catch((e: unknown) => this.log(`sandbox: could not delete ${dir}: ${String(e)}`));
     }
