@@ -485,6 +485,44 @@ export type EngineConfig = z.output<typeof engineSchema>;
 /** Weights training rollouts sample with. */
 export const rolloutWeightKinds = ['fp32', 'fp16', 'int8', 'int4'] as const;
 
+/** Inference servers a rollout backend drives. */
+export const rolloutServerKinds = ['vllm', 'sglang'] as const;
+
+const engineServerSchema = z
+  .object({
+    /** vllm: OpenAI routes (/v1/completions); sglang: native /generate. */
+    kind: z.enum(rolloutServerKinds).describe('vllm: the OpenAI-compatible routes (/v1/completions, /v1/load_lora_adapter), which `troupe serve-openai` also serves. sglang: SGLang\'s native /generate and /load_lora_adapter.'),
+    /** Base URLs of the servers (http or https, without /v1). */
+    urls: z
+      .array(
+        z
+          .string()
+          .max(sizeLimits.pathLength)
+          .regex(/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/, 'must be an http:// or https:// URL without query or fragment'),
+      )
+      .min(1)
+      .max(64)
+      .describe('Base URLs of the servers, e.g. "http://127.0.0.1:8000" (at most 64). Requests are spread over them by load; a server that fails is skipped and its requests are sent to another.'),
+    /** The environment variable holding the API key (never the key itself). */
+    apiKeyEnv: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+      .max(128)
+      .optional()
+      .describe('Name of the environment variable holding the servers\' API key (sent as "Authorization: Bearer <key>"). The key itself never goes in a config.'),
+    /** Longest wait for one request, ms. */
+    timeoutMs: z.int().min(1000).max(3_600_000).default(600_000).describe('Longest wait for one request in milliseconds before it is sent to another server (default 600000).'),
+    /** Further tries of a failed request, each on another live server when there is one. */
+    retries: z.int().min(0).max(16).default(3).describe('Further tries of a failed request (a refused connection, a timeout, a 5xx answer), each on another live server when there is one (default 3). A 4xx answer is not retried.'),
+  })
+  .strict();
+
+/** In process (the trainer's engine), or a fleet of inference servers. */
+export const rolloutBackendSchema = z
+  .union([z.object({ kind: z.literal('in-process').describe('Sample in the trainer\'s own engine.') }).strict(), engineServerSchema])
+  .describe('Where training rollouts are sampled. in-process (default): the trainer\'s own engine. vllm / sglang: a fleet of inference servers, sent token ids and each agent\'s LoRA adapter (written in the PEFT layout after each update, loaded under a versioned name); old log-probs are still recomputed by the trainer, and the servers\' are reported as rollout/mismatch_kl. Validation and warm start stay in process. docs/inference-engines.md.');
+export type RolloutBackendConfig = z.output<typeof rolloutBackendSchema>;
+
 export const rolloutSchema = z
   .object({
     /** fp32; fp16 on GPU providers; or int8/int4 weight-only quantized rollouts. */
@@ -506,9 +544,11 @@ export const rolloutSchema = z
       .describe(
         'Values of a weight row that share one quantization scale (int8/int4). Smaller blocks follow the weights more closely and decode more slowly: on the flagship int4 with blocks of 128 had 19% more weight error than blocks of 32 but sampled as close to the fp32 policy (rollout/mismatch_kl 1.8–5.4e-3 per token against 1.9–4.9e-3; bench/engine/rollout-mismatch.ts), and decoded faster at every model size measured.',
       ),
+    /** Where training rollouts are sampled: in process, or on a fleet of vLLM / SGLang servers. */
+    backend: rolloutBackendSchema.prefault({ kind: 'in-process' }),
   })
   .strict()
-  .describe('How training rollouts decode: weight precision and kernels.');
+  .describe('How training rollouts decode: weight precision and kernels, and where they run.');
 export type RolloutConfig = z.output<typeof rolloutSchema>;
 
 /** How model-written code runs: inside bubblewrap (the default), or on the host with limits only. */
@@ -695,6 +735,14 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
   // ONNX Runtime's CPU provider has few float16 kernels on x86 (MatMul among the missing).
   if (c.rollout.weights === 'fp16' && c.engine.executionProvider === 'cpu') {
     add(['rollout', 'weights'], 'fp16 rollout weights need a GPU execution provider, but engine.executionProvider is "cpu"; set it to "webgpu", "cuda" or "auto", or use rollout.weights "fp32", "int8" or "int4" on the CPU');
+  }
+
+  // An engine fleet samples with the base it was started with and the adapters it is sent.
+  if (c.rollout.backend.kind !== 'in-process') {
+    const kind = c.rollout.backend.kind;
+    for (const [id] of noLora) add(['policies', id, 'lora'], `rollout.backend "${kind}" sends each policy's LoRA adapter to the servers; full-weight training needs rollout.backend "in-process"`);
+    if (c.warmStart.enabled) add(['warmStart', 'enabled'], `rollout.backend "${kind}": the servers keep the base they were started with, so a warm start (which changes the base) must be off`);
+    if (c.algorithm.distinctBranches) add(['algorithm', 'distinctBranches'], `rollout.backend "${kind}" has no sampling without replacement; set it to false`);
   }
 
   if (c.algorithm.distinctBranches && c.algorithm.name !== 'at-grpo') {

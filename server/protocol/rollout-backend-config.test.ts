@@ -1,0 +1,40 @@
+/** `rollout.backend`: defaults, field checks and the cross-field rules of an engine fleet. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
+import { experimentConfigSchema } from './experiment-config.ts';
+
+const fleet = { kind: 'vllm', urls: ['http://127.0.0.1:8000', 'https://gpu-2.internal:8443/base'] };
+const issues = (c: unknown) => {
+  const r = experimentConfigSchema.safeParse(c);
+  return r.success ? [] : r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+};
+
+test('in-process by default; a fleet gets its timeout and retries by default', () => {
+  assert.deepEqual(experimentConfigSchema.parse(tinyConfig).rollout.backend, { kind: 'in-process' });
+  const c = experimentConfigSchema.parse({ ...tinyConfig, warmStart: { enabled: false }, rollout: { backend: fleet } });
+  assert.deepEqual(c.rollout.backend, { ...fleet, timeoutMs: 600_000, retries: 3 });
+});
+
+test('bad URLs and key variables are refused by field, without the value', () => {
+  const bad = issues({ ...tinyConfig, warmStart: { enabled: false }, rollout: { backend: { ...fleet, urls: ['ftp://secret-host'], apiKeyEnv: 'sk-abc def' } } });
+  assert.ok(bad.some((i) => i.path === 'rollout.backend.urls.0' || i.path.startsWith('rollout.backend')), JSON.stringify(bad));
+  for (const i of bad) assert.ok(!i.message.includes('secret-host') && !i.message.includes('sk-abc'), i.message);
+});
+
+test('a fleet needs LoRA policies, no warm start and no distinct branches', () => {
+  const l3 = {
+    ...tinyConfig,
+    specialization: 'L3',
+    models: { a: { preset: 'default' }, b: { preset: 'default' } },
+    policies: { tool: { model: 'a' }, plan: { model: 'b' } },
+    router: { tool: 'tool', plan: 'plan' },
+    algorithm: { ...tinyConfig.algorithm, distinctBranches: true },
+    rollout: { backend: fleet },
+  };
+  const paths = issues(l3).map((i) => i.path);
+  assert.ok(paths.includes('policies.tool.lora'), paths.join());
+  assert.ok(paths.includes('warmStart.enabled'), paths.join());
+  assert.ok(paths.includes('algorithm.distinctBranches'), paths.join());
+  assert.deepEqual(issues({ ...tinyConfig, warmStart: { enabled: false }, rollout: { backend: { ...fleet, kind: 'sglang' } } }), []);
+});
