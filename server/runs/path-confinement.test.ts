@@ -77,3 +77,15 @@ test('the store folder is never written, itself included; reading it is allowed'
   // A sibling of the store folder whose name extends it is an ordinary folder.
   assert.equal(await rule.resolve(`${STORE_DIR_NAME}-export`, 'f', { write: true }), join(ws, `${STORE_DIR_NAME}-export`));
 });
+
+test('the store folder in any letter case, or with the trailing dots and spaces Windows drops, is never written', async () => {
+  for (const name of ['.TROUPE', '.Troupe', '.troupe.', '.troupe ', '.TROUPE. ']) {
+    await refused(join(name, 'runs', 'x'), /which only the server writes/, { write: true });
+  }
+});
+
+test('Windows path forms are refused by field, never made into a folder of that name: drive letters, UNC, backslashes', async () => {
+  for (const path of ['C:\\Windows\\win.ini', 'c:/Windows', 'C:relative', 'D:', '\\\\server\\share\\x', '\\Windows', 'exports\\run-1', '..\\..\\outside']) {
+    await refused(path, process.platform === 'win32' ? /drive letter|outside/ : /drive letter|backslash/, { write: true });
+  }
+});

@@ -18,7 +18,7 @@
  */
 import { constants } from 'node:fs';
 import { open, realpath, stat } from 'node:fs/promises';
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve, sep, win32 } from 'node:path';
 import { STORE_DIR_NAME } from '../store/index.ts';
 
 /** A path a client named that the rule refuses, or a file it named that cannot be read; `field` is the request or config field that named it. */
@@ -48,6 +48,30 @@ const isInside = (root: string, path: string): boolean => {
   const rel = relative(root, path);
   return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
 };
+
+/**
+ * Whether a path, relative to the workspace's real path, lies in the store folder: compared the
+ * way a case-insensitive file system (macOS, Windows) compares names, and with the trailing dots
+ * and spaces Windows drops, so `.TROUPE/` and `.troupe./` are refused as `.troupe/` is (on such a
+ * system they are the same folder; on Linux, no export needs such a name).
+ */
+const inStoreFolder = (workspace: string, path: string): boolean => {
+  if (!isInside(workspace, path)) return false;
+  const first = relative(workspace, path).split(sep)[0] ?? '';
+  return first.replace(/[. ]+$/, '').toLowerCase() === STORE_DIR_NAME.toLowerCase();
+};
+
+/**
+ * Why a path is in a form this platform cannot take as a folder name, or null. On POSIX a client
+ * naming `C:\Windows\win.ini`, `\\server\share` or `exports\run` means a Windows path, which
+ * resolve() would turn into one oddly named folder inside the workspace; on Windows a
+ * drive-relative `C:file` depends on the process's current folder on that drive.
+ */
+function foreignPathForm(path: string): string | null {
+  if (/^[A-Za-z]:/.test(path) && !(process.platform === 'win32' && win32.isAbsolute(path))) return 'starts with a drive letter: name a folder inside the workspace';
+  if (process.platform !== 'win32' && path.includes('\\')) return `contains a backslash: paths on this server (${process.platform}) use / between folders, and a Windows path (drive letter, UNC \\\\server) is not a folder here`;
+  return null;
+}
 
 const errnoCode = (e: unknown): string | undefined => (e instanceof Error && 'code' in e && typeof e.code === 'string' ? e.code : undefined);
 
@@ -110,6 +134,8 @@ export class PathConfinement {
   /** The real absolute path of `path` if the rule allows it; a ClientPathError naming `field` otherwise. */
   async resolve(path: string, field: string, o: ConfinedPathOptions = {}): Promise<string> {
     if (path.includes('\0')) throw new ClientPathError(field, 'contains a NUL character');
+    const foreign = foreignPathForm(path);
+    if (foreign !== null) throw new ClientPathError(field, foreign);
     const abs = resolve(o.base ?? this.workspace, path);
     if (!this.roots.some((r) => isInside(r, abs)) && !this.realRoots.some((r) => isInside(r, abs))) throw this.refuse(field, path, 'is outside');
     let real: string;
@@ -120,7 +146,7 @@ export class PathConfinement {
     }
     // Named without the link's target: where it points is the outside this rule keeps private.
     if (!this.realRoots.some((r) => isInside(r, real))) throw this.refuse(field, path, 'leads through a symbolic link outside');
-    if (o.write && isInside(join(this.realRoots[0]!, STORE_DIR_NAME), real)) {
+    if (o.write && inStoreFolder(this.realRoots[0]!, real)) {
       throw new ClientPathError(field, `${JSON.stringify(path)} is inside ${STORE_DIR_NAME}/, which only the server writes`);
     }
     return real;

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -164,5 +164,15 @@ describe('export destinations (adapters/export outDir)', () => {
       assert.match(e.message, re);
     }
     assert.ok(!existsSync(join(outside, 'export')));
+  });
+
+  test('the store folder in another letter case, or a Windows path form (drive, UNC, backslashes): FileError naming outDir, nothing created', async () => {
+    for (const outDir of ['.TROUPE/runs/x', '.Troupe', '.troupe./x', 'C:\\Windows\\win.ini', 'C:/Windows', 'c:export', '\\\\server\\share\\x', 'exports\\run-1']) {
+      const e = await failure(c.rpc.request('adapters/export', { runId: 'no-such-run', outDir }));
+      assert.equal(e.code, ErrorCodes.FileError, `${outDir}: ${e.message}`);
+      assert.match(e.message, /: outDir /);
+      assert.match(e.message, /only the server writes|drive letter|backslash/);
+    }
+    assert.deepEqual(readdirSync(ws).filter((n) => /troupe|:|\\/i.test(n)).sort(), ['.troupe']);
   });
 });
