@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import type { Locator } from 'playwright-core';
 import { SERVER_FILE_RELATIVE, serverFileSchema } from '../../server/protocol/server-file.ts';
 import { processAlive } from '../../server/runs/run-lock.ts';
 import { tinyConfigWithSteps } from '../fixtures/tiny-config.ts';
@@ -52,6 +53,17 @@ let workspace = '';
 let vscode: VsCode | undefined;
 /** Set by each test that the later ones build on, so they fail at once with the reason. */
 const reached = { trained: false };
+/** Each agent's colour in the first and second run's dashboards (the colours must be the same). */
+const swatchColours: { first: Map<string, string> | null } = { first: null };
+
+/** Agent → swatch colour of a chart's legend, from labels `<metric> · <agent>`. */
+async function agentColours(chart: Locator): Promise<Map<string, string>> {
+  const rows = await chart.locator('.u-legend .series-label').evaluateAll((labels) =>
+    labels.map((l) => ({ text: (l as HTMLElement).innerText.trim(), stroke: l.querySelector('line')?.getAttribute('stroke') ?? '' })),
+  );
+  return new Map(rows.map((r) => [r.text.split(' · ').at(-1) ?? r.text, r.stroke]));
+}
+
 /** The best validated step as the dashboard's header states it (the Export test compares). */
 let dashboardBestStep: number | null = null;
 
@@ -167,7 +179,8 @@ test('Open Dashboard shows the run and its charts', { timeout: 120_000 }, () =>
     // The success chart: its title, a uPlot canvas with something drawn, and the legend's series.
     const success = dashboard.locator('section.chart-card', { has: dashboard.locator('h2', { hasText: /^Success/ }) });
     await success.locator('canvas').first().waitFor({ timeout: 30_000 });
-    await waitForText(success.locator('.u-legend'), 'val/success');
+    // Legends say what a series is in words, not the metric's name.
+    await waitForText(success.locator('.u-legend'), 'validation success');
     const painted = await success.locator('canvas').first().evaluate((canvas: HTMLCanvasElement) => {
       const { width, height } = canvas;
       const pixels = canvas.getContext('2d')?.getImageData(0, 0, width, height).data ?? new Uint8ClampedArray();
@@ -185,6 +198,24 @@ test('Open Dashboard shows the run and its charts', { timeout: 120_000 }, () =>
       assert.ok(titles.includes(title), `no '${title}' chart; the dashboard has: ${titles.join(', ')}`);
     }
     assert.ok((await dashboard.locator('section.chart-card canvas').count()) >= titles.length, 'a chart card without a canvas');
+    // No card is a catch-all of raw names (`update/*`), none is the test's (the header states it).
+    for (const title of titles) assert.doesNotMatch(title, /\/\*|^Test$/, `card '${title}'`);
+    // Every legend label is words (no `val/success`, no `mismatch_kl`).
+    const labels = await dashboard.locator('.u-legend .series-label').allInnerTexts();
+    assert.ok(labels.length > titles.length, `only ${labels.length} legend labels`);
+    for (const label of labels) assert.doesNotMatch(label, /\w\/\w|_/, `legend label '${label}'`);
+    // Every chart says what its axes are (uPlot draws the titles on the canvas; the body names them).
+    const axes = await dashboard.locator('section.chart-card .chart-body').evaluateAll((bodies) => bodies.map((b) => b.getAttribute('aria-label') ?? ''));
+    for (const a of axes) assert.match(a, /: \S.* by step$/, 'a chart without axis titles');
+    // Legend swatches draw each series' line style: in the team vs local chart, each agent's two
+    // series share a colour and differ in dash.
+    const split = dashboard.locator('section.chart-card', { has: dashboard.locator('h2', { hasText: /^Team vs local reward$/ }) });
+    const swatches = await split.locator('.u-legend .swatch line').evaluateAll((lines) => lines.map((l) => ({ stroke: l.getAttribute('stroke') ?? '', dash: l.getAttribute('stroke-dasharray') ?? 'solid' })));
+    const byColour = new Map<string, string[]>();
+    for (const w of swatches) byColour.set(w.stroke, [...(byColour.get(w.stroke) ?? []), w.dash]);
+    assert.ok([...byColour.values()].some((d) => d.length >= 2), `no two series share a colour: ${JSON.stringify(swatches)}`);
+    for (const [stroke, dashes] of byColour) assert.equal(new Set(dashes).size, dashes.length, `series drawn in ${stroke} look alike: ${dashes.join(', ')}`);
+    swatchColours.first = await agentColours(split);
     await screenshot(page, 'extension-dashboard');
   }),
 );

@@ -2,7 +2,8 @@
 // verl/TRL-style aliases join them, unknown names get a chart per prefix instead of vanishing.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { chartIdOf, chartSpecOf, chartSpecs, compareChartIds, formatValue, scopeOf, seriesLabel } from './chart-groups.ts';
+import { chartIdOf, chartSpecOf, chartSpecs, colorSlots, compareChartIds, formatValue, lineDash, lineDashes, PALETTE_SIZE, scopeOf, seriesLabel } from './chart-groups.ts';
+import { metricLabel, metricLabels } from './metric-labels.ts';
 
 test('the trainer metric names go to their charts', () => {
   const expected: Record<string, string> = {
@@ -45,14 +46,62 @@ test('verl/TRL-style aliases join the same charts', () => {
   assert.equal(chartIdOf('rollout/response_len'), 'response-length');
 });
 
-test('unknown names get one chart per prefix', () => {
-  assert.equal(chartIdOf('update/samples'), 'auto:update');
-  assert.equal(chartIdOf('update/non_finite_skips'), 'auto:update');
+test('unknown names get one chart per prefix, titled in words', () => {
+  assert.equal(chartIdOf('extra/thing_count'), 'auto:extra');
   assert.equal(chartIdOf('weird'), 'auto:weird');
-  const spec = chartSpecOf('auto:update');
-  assert.equal(spec.title, 'update/*');
-  assert.ok(spec.match.test('update/samples'));
+  const spec = chartSpecOf('auto:some_prefix');
+  assert.equal(spec.title, 'Some prefix');
+  assert.equal(spec.axis, 'some prefix');
+  assert.ok(spec.match.test('some_prefix/x'));
   assert.equal(chartSpecOf('kl'), chartSpecs.find((s) => s.id === 'kl'));
+});
+
+test("every metric the trainer writes has a chart of its own kind (no prefix catch-all mixing scales), or none for the test", () => {
+  // The bookkeeping and precision metrics each get their own axis; before, update/* and rollout/*
+  // shared one card per prefix.
+  assert.equal(chartIdOf('update/samples'), 'update-samples');
+  assert.equal(chartIdOf('update/optimizer_steps'), 'optimizer-steps');
+  assert.equal(chartIdOf('update/non_finite_skips'), 'skipped-updates');
+  assert.equal(chartIdOf('update/skipped'), 'skipped-updates');
+  assert.equal(chartIdOf('rollout/mismatch_kl'), 'rollout-mismatch');
+  assert.equal(chartIdOf('rollout/mismatch_max'), 'rollout-mismatch-max');
+  assert.equal(chartIdOf('clip_frac_last'), 'clip');
+  assert.equal(chartIdOf('curriculum/failed_fraction'), 'curriculum');
+  for (const name of Object.keys(metricLabels)) assert.ok(!chartIdOf(name).startsWith('auto:'), `${name} has no chart of its own`);
+  assert.equal(chartSpecOf(chartIdOf('test/success')).charted, false);
+  // Every chart names its y axis.
+  for (const spec of chartSpecs) if (spec.charted !== false) assert.ok(spec.axis.length > 0, spec.id);
+});
+
+test('metrics read as words: the table, the time and versus patterns, else the name without separators', () => {
+  assert.equal(metricLabel('val/success'), 'validation success');
+  assert.equal(metricLabel('time/rollout_ms'), 'rollout time');
+  assert.equal(metricLabel('val/vs_minimax/win_rate'), 'wins vs minimax');
+  assert.equal(metricLabel('some/new_metric'), 'some new metric');
+  for (const [name, label] of Object.entries(metricLabels)) assert.doesNotMatch(label, /[/_]/, `${name}'s label`);
+});
+
+test('colours: a scope keeps its slot across runs; two scopes of one run never share one', () => {
+  const a = colorSlots(['tool', 'plan', 'team']);
+  const b = colorSlots(['reasoner', 'plan', 'critic', 'tester']);
+  assert.equal(a.get('plan'), b.get('plan'), 'plan has one colour in both runs');
+  // Only a collision within a run moves a scope: coder and plan hash alike, and coder comes first.
+  const c = colorSlots(['plan', 'coder']);
+  assert.equal(c.get('coder'), a.get('plan'));
+  assert.notEqual(c.get('plan'), c.get('coder'));
+  assert.equal(a.has('team'), false, 'the team is drawn in the foreground colour');
+  for (const slots of [a, b]) assert.equal(new Set(slots.values()).size, slots.size);
+  // Order of arrival does not matter.
+  assert.deepEqual([...colorSlots(['tester', 'critic', 'plan', 'reasoner'])].sort(), [...b].sort());
+  // More scopes than colours: every slot used, then repeats.
+  const many = colorSlots(Array.from({ length: PALETTE_SIZE + 2 }, (_, i) => `agent${i}`));
+  assert.equal(new Set(many.values()).size, PALETTE_SIZE);
+});
+
+test('line styles: solid, dashed, dotted, dash-dot, one per metric of a chart', () => {
+  assert.deepEqual(lineDash(0), []);
+  assert.equal(new Set(lineDashes.map((d) => d.join(' '))).size, lineDashes.length);
+  assert.deepEqual(lineDash(lineDashes.length + 1), lineDash(1));
 });
 
 test('charts sort in list order, auto charts last by name', () => {
@@ -66,9 +115,9 @@ test('labels: scope alone for one metric, short name and scope for several', () 
   assert.equal(scopeOf('plan', 'base'), 'plan@base');
   assert.equal(scopeOf(undefined, undefined), 'team');
   assert.equal(seriesLabel('kl/approx', 'policy p', ['kl/approx']), 'policy p');
-  assert.equal(seriesLabel('reward/team', 'plan', ['reward/team', 'reward/local']), 'team · plan');
-  assert.equal(seriesLabel('val/success', 'team', ['train/success', 'val/success']), 'val/success · team');
-  assert.equal(seriesLabel('time/rollout_ms', 'team', ['time/rollout_ms', 'time/update_ms']), 'rollout · team');
+  assert.equal(seriesLabel('reward/team', 'plan', ['reward/team', 'reward/local']), 'team reward · plan');
+  assert.equal(seriesLabel('val/success', 'team', ['train/success', 'val/success']), 'validation success · team');
+  assert.equal(seriesLabel('time/rollout_ms', 'team', ['time/rollout_ms', 'time/update_ms']), 'rollout time · team');
 });
 
 test('values are formatted for their unit', () => {

@@ -9,16 +9,16 @@
  */
 import uPlot from 'uplot';
 import { h } from '../host-channel.ts';
-import { formatValue } from './chart-groups.ts';
+import { formatValue, lineDash } from './chart-groups.ts';
 import type { ChartData, SeriesInfo } from './series-store.ts';
 import type { ChartTheme } from './theme.ts';
 
 /** Tick spacings of the step axis: whole steps only. */
 const STEP_TICK_INCREMENTS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1000, 10_000, 100_000].map((p) => m * p)).sort((a, b) => a - b);
 
-const HEIGHT = 190;
-/** Dash pattern per metric name within a chart: colour says who, dash says what. */
-const DASHES: ReadonlyArray<number[]> = [[], [6, 4], [2, 3], [8, 3, 2, 3]];
+const HEIGHT = 200;
+const LINE_WIDTH = 1.5;
+const SVG_NS = 'http://www.w3.org/2000/svg';
 /** All charts share the cursor: hovering step 120 in one shows step 120 in every chart. */
 const SYNC_KEY = 'troupe-steps';
 
@@ -37,7 +37,8 @@ export class ChartView {
     this.#theme = theme;
     const hide = h('button', { class: 'icon-button', text: '×', attrs: { type: 'button', title: 'Hide this chart', 'aria-label': `Hide ${chart.spec.title}` } });
     hide.addEventListener('click', () => onHide(chart.spec.id));
-    this.#body = h('div', { class: 'chart-body' });
+    // The canvas is invisible to screen readers: the body says what its axes are.
+    this.#body = h('div', { class: 'chart-body', attrs: { role: 'img', 'aria-label': `${chart.spec.title}: ${chart.spec.axis || 'value'} by step` } });
     this.card = h(
       'section',
       { class: 'chart-card', attrs: { 'aria-label': chart.spec.title, 'data-chart': chart.spec.id } },
@@ -99,11 +100,16 @@ export class ChartView {
         y: unit === 'fraction' ? { range: (_u, min, max) => [Math.min(0, min), Math.max(1, max)] } : {},
       },
       // Steps are whole numbers: ticks only at whole-step increments (1, 2, 5, 10, 20, 50, ...).
-      axes: [{ ...axis(), incrs: STEP_TICK_INCREMENTS }, { ...axis(), size: fitLabels, values: (_u, splits) => splits.map((v) => formatValue(v, unit)) }],
+      axes: [
+        { ...axis(), label: 'step', labelSize: 18, labelFont: t.font, incrs: STEP_TICK_INCREMENTS },
+        { ...axis(), label: this.chart.spec.axis, labelSize: 18, labelFont: t.font, size: fitLabels, values: (_u, splits) => splits.map((v) => formatValue(v, unit)) },
+      ],
       series: [{ label: 'step', value: (_u, v) => (v === null ? '–' : String(v)) }, ...series.map((s, i) => this.#seriesOptions(s, i, byName))],
       bands: bandsOf(series),
       cursor: { sync: { key: SYNC_KEY }, drag: { x: true, y: false }, points: { size: 6 } },
-      legend: { live: true },
+      // The legend's swatches are the series' own line styles (`#legendLabel`), not uPlot's squares,
+      // which show neither dashes nor dots.
+      legend: { live: true, markers: { show: false } },
     };
     this.#plot = new uPlot(opts, this.chart.aligned() as uPlot.AlignedData, this.#body);
     this.#builtVersion = this.chart.structureVersion;
@@ -117,20 +123,38 @@ export class ChartView {
         ? t.foreground
         : t.palette[s.scopeIndex % t.palette.length]!;
     const unit = this.chart.spec.unit;
+    const dash = byName ? [] : [...lineDash(s.nameIndex)];
     return {
-      label: s.label,
+      label: legendLabel(s.label, color, dash),
       stroke: color,
-      width: 1.5,
-      dash: byName ? [] : DASHES[s.nameIndex % DASHES.length]!,
+      width: LINE_WIDTH,
+      dash,
       spanGaps: true,
       // A running maximum (val/best_success) holds its value until the step that beat it.
       ...(s.name === 'val/best_success' ? { paths: uPlot.paths.stepped!({ align: 1 }) } : {}),
-      points: { show: false },
+      // A series with one point so far (validation at step 0) has no line to draw: show the point.
+      points: { show: () => this.chart.filledCount(index) === 1, size: 6 },
       // Stacked columns hold running sums; the legend shows the part itself.
       value: (_u, v, _si, row) => formatValue(s.stacked && row !== null ? this.chart.rawValue(index, row) : v, unit),
       ...(s.stacked ? { fill: t.fill(color, 0.25) } : {}),
     };
   }
+}
+
+/** A legend label: a swatch drawn with the series' colour and dash pattern, then the words. */
+function legendLabel(text: string, color: string, dash: readonly number[]): HTMLElement {
+  const svg = document.createElementNS(SVG_NS, 'svg');
+  svg.setAttribute('class', 'swatch');
+  svg.setAttribute('width', '26');
+  svg.setAttribute('height', '8');
+  svg.setAttribute('aria-hidden', 'true');
+  const line = document.createElementNS(SVG_NS, 'line');
+  for (const [k, v] of Object.entries({ x1: '0', y1: '4', x2: '26', y2: '4', stroke: color, 'stroke-width': String(LINE_WIDTH + 0.5) })) line.setAttribute(k, v);
+  if (dash.length > 0) line.setAttribute('stroke-dasharray', dash.join(' '));
+  svg.append(line);
+  const label = h('span', { class: 'series-label' }, h('span', { text }));
+  label.prepend(svg);
+  return label;
 }
 
 /** Width of the y axis: its longest label plus the ticks (uPlot's documented recipe); fixed widths clip "1500 ms" or "2.00e-4". */

@@ -2,6 +2,7 @@
 // columns for complete series and null-holding ones for series with gaps, stacked running sums.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { colorSlots } from './chart-groups.ts';
 import { SeriesStore, type ChartData } from './series-store.ts';
 
 const chart = (s: SeriesStore, id: string): ChartData => {
@@ -19,7 +20,7 @@ test('history is bucketed into charts with one series per agent and per policy',
     { name: 'kl/approx', policyId: 'p0', points: [{ step: 1, value: 0.01 }, { step: 2, value: 0.02 }] },
     { name: 'update/samples', policyId: 'p0', points: [{ step: 1, value: 12 }] },
   ]);
-  assert.deepEqual(s.charts().map((c) => c.spec.id), ['reward', 'kl', 'auto:update']);
+  assert.deepEqual(s.charts().map((c) => c.spec.id), ['reward', 'kl', 'update-samples']);
   const reward = chart(s, 'reward');
   assert.deepEqual(reward.series().map((x) => x.label), ['plan', 'tool']);
   const data = reward.aligned();
@@ -29,9 +30,26 @@ test('history is bucketed into charts with one series per agent and per policy',
   assert.deepEqual(plain(data[1]), [0.3, 0.4]);
   assert.deepEqual(plain(data[2]), [0.1, 0.2]);
   assert.equal(s.lastStep, 2);
-  // Colours follow the scope, the same in every chart: scopes were numbered in sorted order.
-  assert.deepEqual(reward.series().map((x) => x.scopeIndex), [0, 2]);
-  assert.equal(chart(s, 'kl').series()[0]!.scopeIndex, 1);
+  // Colours follow the scope's name, the same in every chart (and every run).
+  const slots = colorSlots(['tool', 'plan', 'policy p0']);
+  assert.deepEqual(reward.series().map((x) => x.scopeIndex), [slots.get('plan'), slots.get('tool')]);
+  assert.equal(chart(s, 'kl').series()[0]!.scopeIndex, slots.get('policy p0'));
+});
+
+test('the test results get no card (the header states them); a colour collision arriving late recolours every chart', () => {
+  const s = new SeriesStore();
+  s.addProgress(0, [{ name: 'val/success', value: 0.5 }, { name: 'test/success', value: 0.4 }, { name: 'test/reward', value: 0.1 }]);
+  assert.deepEqual(s.charts().map((c) => c.spec.id), ['success']);
+  s.addProgress(1, [{ name: 'reward/mean', value: 1, agentId: 'plan' }]);
+  const reward = chart(s, 'reward');
+  const before = reward.structureVersion;
+  s.takeDirty();
+  // coder hashes to plan's slot and sorts first: plan moves, and the chart must be rebuilt.
+  s.addProgress(2, [{ name: 'entropy', value: 1, agentId: 'coder' }]);
+  assert.ok(reward.structureVersion > before);
+  assert.ok(s.takeDirty().includes(reward));
+  const slots = colorSlots(['plan', 'coder']);
+  assert.equal(reward.series()[0]!.scopeIndex, slots.get('plan'));
 });
 
 test('progress appends rows in place and reports gaps', () => {

@@ -11,7 +11,7 @@
  * autoscale), so such a series also keeps a plain array with nulls, maintained alongside.
  */
 import type { Metric } from '../../../server/protocol/trajectory.ts';
-import { chartIdOf, chartSpecOf, compareChartIds, scopeOf, seriesLabel, type ChartSpec } from './chart-groups.ts';
+import { chartIdOf, chartSpecOf, colorSlots, compareChartIds, scopeOf, seriesLabel, type ChartSpec } from './chart-groups.ts';
 
 /** The parts of a metric series the store reads (the protocol's metric series has more). */
 export interface SeriesInput {
@@ -30,7 +30,7 @@ export interface SeriesInfo {
   readonly name: string;
   readonly scope: string;
   readonly label: string;
-  /** Index of the scope among every scope the store has seen: the same agent has the same colour in every chart. */
+  /** The scope's palette slot (`colorSlots`): the same agent has the same colour in every chart and every run. */
   readonly scopeIndex: number;
   /** Index of the metric name within the chart: drawn as the line's dash pattern. */
   readonly nameIndex: number;
@@ -196,6 +196,16 @@ export class ChartData {
     return out;
   }
 
+  /** How many steps series `index` (0-based, `series()` order) has a value at. */
+  filledCount(index: number): number {
+    return this.#orderedColumns()[index]?.[1].filled ?? 0;
+  }
+
+  /** The scopes' colour slots changed: the chart's uPlot instance must be rebuilt with the new colours. */
+  recolor(): void {
+    this.structureVersion++;
+  }
+
   /** The value of series `index` (0-based, `series()` order) at a row, or null where it has none. */
   rawValue(index: number, row: number): number | null {
     const col = this.#orderedColumns()[index]?.[1];
@@ -207,7 +217,8 @@ export class ChartData {
 /** Every chart of one run, fed by the history and then by progress, step by step. */
 export class SeriesStore {
   readonly #charts = new Map<string, ChartData>();
-  readonly #scopes = new Map<string, number>();
+  /** Colour slot per scope (agent, policy) seen so far. */
+  #slots = new Map<string, number>();
   readonly #dirty = new Set<ChartData>();
   #lastStep = -1;
 
@@ -225,9 +236,7 @@ export class SeriesStore {
 
   /** Adds points of whole series (the history, or a gap filled in); points already held are overwritten. */
   addSeries(series: readonly SeriesInput[]): void {
-    // Scopes get their colour index in sorted order on the first load, so colours do not depend on
-    // the order the server happened to list the series in.
-    for (const scope of [...new Set(series.map((s) => scopeOf(s.agentId, s.policyId)))].sort()) this.#scopeIndex(scope);
+    this.#addScopes(series.map((s) => scopeOf(s.agentId, s.policyId)));
     for (const s of series) for (const p of s.points) this.#add(s.name, s.agentId, s.policyId, p.step, p.value);
   }
 
@@ -237,6 +246,7 @@ export class SeriesStore {
    */
   addProgress(step: number, metrics: readonly Metric[]): number | null {
     const gap = step > this.#lastStep + 1 ? this.#lastStep + 1 : null;
+    this.#addScopes(metrics.map((m) => scopeOf(m.agentId, m.policyId)));
     for (const m of metrics) this.#add(m.name, m.agentId, m.policyId, step, m.value);
     return gap;
   }
@@ -249,20 +259,34 @@ export class SeriesStore {
   }
 
   #add(name: string, agentId: string | undefined, policyId: string | undefined, step: number, value: number): void {
+    if (step > this.#lastStep) this.#lastStep = step;
     const id = chartIdOf(name, this.specs);
     let chart = this.#charts.get(id);
     if (!chart) {
-      chart = new ChartData(chartSpecOf(id, this.specs), (scope) => this.#scopeIndex(scope));
+      const spec = chartSpecOf(id, this.specs);
+      // Metrics stated elsewhere (the test results, in the header) get no card.
+      if (spec.charted === false) return;
+      chart = new ChartData(spec, (scope) => this.#slots.get(scope) ?? 0);
       this.#charts.set(id, chart);
     }
     chart.set(seriesKeyOf(name, agentId, policyId), name, scopeOf(agentId, policyId), step, value);
     this.#dirty.add(chart);
-    if (step > this.#lastStep) this.#lastStep = step;
   }
 
-  #scopeIndex(scope: string): number {
-    let i = this.#scopes.get(scope);
-    if (i === undefined) this.#scopes.set(scope, (i = this.#scopes.size));
-    return i;
+  /**
+   * Gives new scopes their colour slots. Slots come from the names (`colorSlots`), so they do not
+   * depend on the order series arrive in; only a collision between two of the run's scopes moves
+   * one, and then every chart is redrawn with the new colours.
+   */
+  #addScopes(scopes: readonly string[]): void {
+    if (scopes.every((s) => s === 'team' || this.#slots.has(s))) return;
+    const next = colorSlots([...this.#slots.keys(), ...scopes]);
+    const moved = [...this.#slots].some(([scope, slot]) => next.get(scope) !== slot);
+    this.#slots = next;
+    if (!moved) return;
+    for (const chart of this.#charts.values()) {
+      chart.recolor();
+      this.#dirty.add(chart);
+    }
   }
 }
