@@ -31,7 +31,6 @@ export type ConnectionState =
   | { readonly kind: 'connected'; readonly endpoint: ServerEndpoint; readonly serverVersion: string }
   | { readonly kind: 'notRunning'; readonly reason: string; /** Set while a reconnection is scheduled. */ readonly retryInMs?: number };
 
-export type ConnectionKind = ConnectionState['kind'];
 
 const originText: Record<EndpointOrigin, string> = {
   started: 'started by this window',

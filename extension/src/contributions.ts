@@ -20,7 +20,6 @@ export const commandIds = {
   refreshRuns: 'troupe.refreshRuns',
   showServerOutput: 'troupe.showServerOutput',
 } as const;
-export type CommandId = (typeof commandIds)[keyof typeof commandIds];
 
 /**
  * Commands the tree uses internally (its "Load more" rows). Registered but not declared in the

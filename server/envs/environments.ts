@@ -36,7 +36,6 @@ type Unlisted = Exclude<EnvironmentName, (typeof environmentNames)[number]>;
 const everyNameListed: [Unlisted] extends [never] ? true : never = true;
 void everyNameListed;
 
-export const environmentNameSchema = z.enum(environmentNames);
 
 function isEnvironmentName(name: string): name is EnvironmentName {
   return (environmentNames as readonly string[]).includes(name);

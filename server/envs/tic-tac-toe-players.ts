@@ -24,7 +24,6 @@ export const ticTacToeOpponents = {
   minimax: minimaxPlayer,
 } satisfies Record<string, TicTacToePlayer>;
 
-export type TicTacToeOpponentName = keyof typeof ticTacToeOpponents;
 
 /** What the evaluated side sees: its prompt, plus the position for scripted policies. */
 export type TextPolicy = (observation: string, game: { readonly board: Board; readonly agent: TicTacToeAgent }) => string | Promise<string>;

@@ -15,7 +15,6 @@ import { z } from 'zod';
 
 /** Roles a chat template understands ('tool' is a tool's response, as in transformers). */
 export const chatMessageRoles = ['system', 'user', 'assistant', 'tool'] as const;
-export type ChatMessageRole = (typeof chatMessageRoles)[number];
 
 export const chatMessageSchema = z
   .object({

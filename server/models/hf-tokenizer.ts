@@ -82,7 +82,6 @@ export const hfGenerationConfigSchema = z.looseObject({
   eos_token_id: tokenIdsSchema,
   pad_token_id: tokenIdsSchema,
 });
-export type HfGenerationConfig = z.output<typeof hfGenerationConfigSchema>;
 
 /** The files of a tokenizer, already read (JSON values unparsed: they are validated here). */
 export interface HfTokenizerFiles {

@@ -40,7 +40,6 @@ export const optimizerSchema = z
   .strict();
 
 export type OptimizerConfig = z.output<typeof optimizerSchema>;
-export type OptimizerConfigInput = z.input<typeof optimizerSchema>;
 export type Schedule = z.output<typeof scheduleSchema>;
 
 /** Learning rate for optimizer step `step` (0-based). */

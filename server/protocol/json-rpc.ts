@@ -20,7 +20,6 @@ export const requestMessageSchema = z.object({
   method: z.string().min(1),
   params: z.unknown().optional(),
 });
-export type RequestMessage = z.infer<typeof requestMessageSchema>;
 
 /** A notification: a method name and params; nothing answers it. */
 export const notificationMessageSchema = z.object({
@@ -28,7 +27,6 @@ export const notificationMessageSchema = z.object({
   method: z.string().min(1),
   params: z.unknown().optional(),
 });
-export type NotificationMessage = z.infer<typeof notificationMessageSchema>;
 
 /** The error object of a failed response. */
 export const responseErrorSchema = z.object({
@@ -46,7 +44,6 @@ export const responseMessageSchema = z.union([
   z.object({ jsonrpc: z.literal('2.0'), id: requestIdSchema.nullable(), result: z.unknown() }),
   z.object({ jsonrpc: z.literal('2.0'), id: requestIdSchema.nullable(), error: responseErrorSchema }),
 ]);
-export type ResponseMessage = { jsonrpc: '2.0'; id: RequestId | null; result: unknown } | { jsonrpc: '2.0'; id: RequestId | null; error: ResponseError };
 
 /**
  * Error codes. The first block is JSON-RPC's and LSP's; application codes live in −32000…−32099

@@ -69,21 +69,18 @@ export const textDocumentItemSchema = z.object({
   /** The whole text. */
   text: z.string(),
 });
-export type TextDocumentItem = z.infer<typeof textDocumentItemSchema>;
 
 /** Names a document. */
 export const textDocumentIdentifierSchema = z.object({
   /** The document's URI. */
   uri: z.string().min(1),
 });
-export type TextDocumentIdentifier = z.infer<typeof textDocumentIdentifierSchema>;
 
 /** Names a document at a version. */
 export const versionedTextDocumentIdentifierSchema = textDocumentIdentifierSchema.extend({
   /** The version the document has after the change it comes with. */
   version: z.int(),
 });
-export type VersionedTextDocumentIdentifier = z.infer<typeof versionedTextDocumentIdentifierSchema>;
 
 /** `textDocument/didOpen`. */
 export const didOpenTextDocumentParamsSchema = z.object({
@@ -147,7 +144,6 @@ export const publishDiagnosticsParamsSchema = z.object({
   /** Every current diagnostic; an empty list clears them. */
   diagnostics: z.array(diagnosticSchema),
 });
-export type PublishDiagnosticsParams = z.infer<typeof publishDiagnosticsParamsSchema>;
 
 /** A position in a document. */
 export const textDocumentPositionParamsSchema = z.object({
@@ -156,7 +152,6 @@ export const textDocumentPositionParamsSchema = z.object({
   /** The position in it. */
   position: positionSchema,
 });
-export type TextDocumentPositionParams = z.infer<typeof textDocumentPositionParamsSchema>;
 
 /** How completion was triggered: 1 invoked (typing or Ctrl+Space), 2 a trigger character, 3 re-trigger of an incomplete list. */
 export const CompletionTriggerKind = { Invoked: 1, TriggerCharacter: 2, TriggerForIncompleteCompletions: 3 } as const;
@@ -173,7 +168,6 @@ export const completionParamsSchema = textDocumentPositionParamsSchema.extend({
     })
     .optional(),
 });
-export type CompletionParams = z.infer<typeof completionParamsSchema>;
 
 /** Formatted text: markdown or plain text. */
 export const markupContentSchema = z.object({
@@ -182,7 +176,6 @@ export const markupContentSchema = z.object({
   /** The text. */
   value: z.string(),
 });
-export type MarkupContent = z.infer<typeof markupContentSchema>;
 
 /** The icons of completion items we use, numbered as LSP numbers them. */
 export const CompletionItemKind = { Text: 1, Module: 9, Property: 10, Value: 12, Keyword: 14, Snippet: 15, Reference: 18, EnumMember: 20, Constant: 21 } as const;
@@ -197,7 +190,6 @@ export const textEditSchema = z.object({
   /** Its replacement. */
   newText: z.string(),
 });
-export type TextEdit = z.infer<typeof textEditSchema>;
 
 /** One completion proposal. */
 export const completionItemSchema = z.object({
@@ -233,7 +225,6 @@ export type CompletionList = z.infer<typeof completionListSchema>;
 
 /** `textDocument/hover`. */
 export const hoverParamsSchema = textDocumentPositionParamsSchema;
-export type HoverParams = z.infer<typeof hoverParamsSchema>;
 
 /** The answer to `textDocument/hover` (or null when there is nothing to say). */
 export const hoverSchema = z.object({

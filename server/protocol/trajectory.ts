@@ -245,7 +245,6 @@ export type CheckpointInput = z.infer<typeof checkpointInputSchema>;
 
 /** Wall-clock phases of a step in milliseconds, e.g. `{ rollout: 812, update: 240, total: 1103 }`. */
 export const stepTimingsSchema = z.record(z.string(), z.number().nonnegative());
-export type StepTimings = z.infer<typeof stepTimingsSchema>;
 
 // ---- Records read back by the editor -------------------------------------------------------------
 

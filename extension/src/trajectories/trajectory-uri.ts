@@ -13,8 +13,6 @@
 export const TROUPE_SCHEME = 'troupe';
 /** File extension of trajectory documents; the manifest maps it to the language below. */
 export const TRAJECTORY_EXTENSION = '.trajectory';
-/** Language id of trajectory documents (contributes.languages / grammars). */
-export const TRAJECTORY_LANGUAGE_ID = 'troupe-trajectory';
 
 /** What a trajectory URI names. */
 export interface TrajectoryRef {
