@@ -10,7 +10,7 @@ import type { DecodeSettings } from '../models/rollout-decoder.ts';
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import type { LoraSpec } from '../models/transformer-graph.ts';
 import type { ExecutionProviderChoice } from '../runtime/engine.ts';
-import type { SandboxConfig } from '../protocol/experiment-config.ts';
+import type { RolloutBackendConfig, SandboxConfig } from '../protocol/experiment-config.ts';
 import type { AdvantageNorm, GroupFilter } from './advantages.ts';
 import type { ProposalNoise } from './warm-start.ts';
 
@@ -72,6 +72,8 @@ export interface ResolvedExperiment {
   readonly engine: { readonly executionProvider: ExecutionProviderChoice; readonly threads?: number };
   /** Rollout weights (fp32/int8/int4) and the fused decode graph. */
   readonly rollout: DecodeSettings;
+  /** Where training rollouts are sampled (`rollout.backend`); absent: in process. */
+  readonly rolloutBackend?: RolloutBackendConfig;
   /** Where model-written code runs (environments with `env.runsCode`). */
   readonly sandbox: SandboxConfig;
 }

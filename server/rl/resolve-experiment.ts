@@ -142,6 +142,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     algorithm: { ...c.algorithm, filters: { ...c.algorithm.filters }, curriculum: { ...c.algorithm.curriculum } },
     optimizer: optimizerSchema.parse(c.optimizer),
     rollout: { weights: c.rollout.weights, fused: c.rollout.fusedDecode, blockSize: c.rollout.blockSize },
+    rolloutBackend: c.rollout.backend,
     warmStart: c.warmStart,
     training: c.training,
     engine: c.engine.threads === undefined ? { executionProvider: c.engine.executionProvider } : { executionProvider: c.engine.executionProvider, threads: c.engine.threads },

@@ -26,6 +26,7 @@ import type { ProgramRunner } from '../envs/program-acts.ts';
 import { Sandbox } from '../sandbox/sandbox.ts';
 import { evaluate, TEST_SEED_OFFSET, type Evaluation } from './evaluate.ts';
 import type { ResolvedExperiment } from './experiment.ts';
+import { EngineRollout } from './engine-rollout.ts';
 import { createPolicies, routingContext, stringSeed } from './policies.ts';
 import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
 import { rollout, type RolloutOptions, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
@@ -238,6 +239,10 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     // host copy alive for the whole run would cost as much again (2 GB for a 0.5B model).
     const policies = await createPolicies(engine, exp, await baseWeights(engine, exp, o, run));
     const ctx = routingContext(exp, policies, run);
+    // Training rollouts on an engine fleet (rollout.backend); validation and curriculum stay here.
+    const backend = exp.rolloutBackend;
+    const fleet = backend && backend.kind !== 'in-process' ? new EngineRollout(exp, backend, join(o.runDir, 'engine-adapters'), o.log) : null;
+    const rolloutCtx = fleet ? fleet.context(ctx) : ctx;
     if (exp.training.validationEpisodes > TEST_SEED_OFFSET) throw new Error(`training.validationEpisodes (${exp.training.validationEpisodes}) would reach the test seeds at validation index ${TEST_SEED_OFFSET}`);
     const validate = (test = false) =>
       evaluate(exp.env.make, ctx, {
@@ -299,7 +304,9 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       // 1. Rollout on fresh training tasks, picked by the curriculum from (seed, step) and the
       //    current policy, so a re-run step from the same checkpoint sees the same tasks.
       const selection = await selectTasks(exp, ctx, step);
-      const r: RolloutResult = await rollout(selection.tasks, ctx, trainingRolloutOptions(exp, step));
+      // The fleet samples with the adapters as this step starts (after the last update or a resume).
+      if (fleet) await fleet.publish(step, policies);
+      const r: RolloutResult = await rollout(selection.tasks, rolloutCtx, trainingRolloutOptions(exp, step));
       const tRollout = performance.now();
       // 2–3. Score and group: advantages within (instance, agent, turn) — or per task's K returns for GRPO.
       const { advantages, groups, trained } = stepAdvantages(r.trajectories, a);
@@ -331,7 +338,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       const tTest = performance.now();
       // 6. Log and commit the step in one transaction.
       const tested = step === totalSteps && finalTest ? [...testMetrics(finalTest), { name: 'test/policy_step', value: testedStep ?? step }] : [];
-      const metrics: Metric[] = [...rolloutMetrics(r), ...selection.metrics, ...upd.metrics, ...(val ? validationMetrics(val) : []), ...(val && best ? [bestMetric(best)] : []), ...tested];
+      const metrics: Metric[] = [...rolloutMetrics(r), ...selection.metrics, ...upd.metrics, ...(val ? validationMetrics(val) : []), ...(val && best ? [bestMetric(best)] : []), ...tested, ...(fleet?.stepMetrics() ?? [])];
       const timingsMs = { curriculum: selection.ms, rollout: tRollout - tStep - selection.ms, inference: r.inferenceMs, env: r.envMs, update: tUpdate - tRollout, validation: tVal - tUpdate, ...(tTest > tVal + 0.5 ? { test: tTest - tVal } : {}), total: tTest - tStep };
       metrics.push(...Object.entries(timingsMs).map(([k, v]) => ({ name: `time/${k}_ms`, value: v })));
       const firstOfGroup = new Map<string, { s: Sample; members: number }>();

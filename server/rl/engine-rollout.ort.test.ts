@@ -1,0 +1,161 @@
+/**
+ * AT-GRPO end to end over HTTP: the trainer with `rollout.backend` vllm against Troupe's own
+ * OpenAI-compatible endpoint (real sockets, real engines), on the embedded default model.
+ * - One server: the same seeds give the same trajectories (every branch's tokens) as in-process
+ *   sampling, the servers' log-probs equal the trainer's recomputed ones (rollout/mismatch_kl ~ 0),
+ *   and each step's adapter version replaces the last on the server.
+ * - Two servers, one shut down while it serves a request mid-step: the run finishes with the
+ *   same trajectories, nothing lost or repeated, and the failure counted in the step's metrics.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
+import { OpenAiServer } from '../openai/openai-server.ts';
+import type { ServedModels } from '../openai/served-models.ts';
+import { servedTeam } from '../openai/served-team.ts';
+import { parseExperimentConfig } from '../protocol/experiment-config.ts';
+import { modelListSchema } from '../protocol/openai-api.ts';
+import { sourceWeights } from '../runs/checkpoint-weights.ts';
+import { Engine } from '../runtime/engine.ts';
+import { openRunStore } from '../store/index.ts';
+import { resolveExperiment } from './resolve-experiment.ts';
+import { train } from './trainer.ts';
+
+const KEY = 'fleet-test-key';
+const config = {
+  ...tinyConfig,
+  warmStart: { enabled: false },
+  training: { steps: 2, validateEvery: 2, validationEpisodes: 2, testEpisodes: 0, checkpointEvery: 2 },
+};
+
+interface Endpoint {
+  engine: Engine;
+  models: ServedModels;
+  server: OpenAiServer;
+  base: string;
+}
+
+async function startEndpoint(): Promise<Endpoint> {
+  const exp = await resolveExperiment(parseExperimentConfig(config, 'tiny'), 'tiny');
+  const engine = await Engine.start({ executionProvider: 'cpu', threads: 1, log: () => {} });
+  const models = await servedTeam(engine, exp, new Map([['base', await sourceWeights(exp.models.get('base')!)]]), null);
+  const server = await OpenAiServer.start({ models, token: KEY });
+  return { engine, models, server, base: server.url.replace(/\/v1$/, '') };
+}
+
+async function stopEndpoint(e: Endpoint): Promise<void> {
+  await e.server.close();
+  await e.models.close();
+  await e.engine.close();
+}
+
+/** Every training sample of a run, in a fixed order: step, trajectory, turn, branch → tokens and log-probs. */
+type Dump = Array<{ key: string; tokens: number[]; logprobs: number[] }>;
+
+let dir = '';
+let inProcess: Dump = [];
+let trainSteps = 0;
+
+async function runTraining(name: string, backend: unknown): Promise<{ dump: Dump; metrics: Map<number, Map<string, number>>; steps: number[] }> {
+  const store = openRunStore(join(dir, `${name}.db`));
+  try {
+    const c = { ...config, rollout: { backend } };
+    const experiment = await resolveExperiment(parseExperimentConfig(c, name), join(dir, `${name}.json`));
+    const run = store.createRun({ name, config: c, runDir: join(dir, name) });
+    process.env.TROUPE_TEST_FLEET_KEY = KEY;
+    await train({ experiment, store, runId: run.id, runDir: join(dir, name), cacheRoot: join(dir, 'cache'), resume: false, log: () => {} });
+    const dump: Dump = [];
+    const metrics = new Map<number, Map<string, number>>();
+    const steps = store.listSteps(run.id).map((s) => s.step);
+    for (const step of steps) {
+      metrics.set(step, new Map(store.stepMetrics(run.id, step).map((m) => [`${m.name}${m.policyId ? `:${m.policyId}` : ''}`, m.value])));
+      for (const t of store.listTrajectories({ runId: run.id, step, phase: 'train' })) {
+        const detail = store.getTrajectory(t.id)!;
+        for (const turn of detail.turns) {
+          for (const s of [turn, ...turn.siblings].sort((a, b) => a.branch - b.branch)) {
+            dump.push({ key: `${step}/${t.envSeed}/${s.turn}/${s.agentId}/${s.branch}`, tokens: [...s.responseTokens], logprobs: [...s.logprobs] });
+          }
+        }
+      }
+    }
+    return { dump, metrics, steps };
+  } finally {
+    store.close();
+  }
+}
+
+function assertSameSamples(got: Dump, want: Dump): void {
+  assert.equal(got.length, want.length, 'as many samples as in process: none lost, none repeated');
+  got.forEach((g, i) => {
+    const w = want[i]!;
+    assert.equal(g.key, w.key);
+    assert.deepEqual(g.tokens, w.tokens, `tokens of ${g.key}`);
+    g.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - w.logprobs[t]!) <= 1e-5, `log-prob ${t} of ${g.key}: ${lp} vs ${w.logprobs[t]}`));
+  });
+}
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'troupe-fleet-'));
+  const r = await runTraining('in-process', { kind: 'in-process' });
+  inProcess = r.dump;
+  trainSteps = r.steps.length;
+  assert.ok(inProcess.length > 0);
+});
+
+after(async () => {
+  delete process.env.TROUPE_TEST_FLEET_KEY;
+  await rm(dir, { recursive: true, force: true });
+});
+
+test('AT-GRPO over HTTP samples what in-process sampling does; server log-probs equal the trainer\'s; adapters are versioned per step', { timeout: 300_000 }, async () => {
+  const e = await startEndpoint();
+  try {
+    const r = await runTraining('one-server', { kind: 'vllm', urls: [e.base], apiKeyEnv: 'TROUPE_TEST_FLEET_KEY', timeoutMs: 60_000, retries: 2 });
+    assert.equal(r.steps.length, trainSteps);
+    assertSameSamples(r.dump, inProcess);
+    for (const step of [1, 2]) {
+      const m = r.metrics.get(step)!;
+      for (const p of ['tool-lora', 'plan-lora']) {
+        const kl = m.get(`rollout/mismatch_kl:${p}`);
+        assert.ok(kl !== undefined && Math.abs(kl) < 1e-8, `step ${step} ${p}: mismatch_kl ${kl}`);
+      }
+      assert.ok(m.get('engine/server0/requests')! > 0);
+      assert.equal(m.get('engine/server0/failures'), 0);
+    }
+    // The last step's versions are served, the earlier ones unloaded and their folders removed.
+    const listed = modelListSchema.parse(await (await fetch(`${e.server.url}/models`, { headers: { authorization: `Bearer ${KEY}` } })).json()).data.map((m) => m.id);
+    assert.ok(listed.includes('tool-lora@v2') && listed.includes('plan-lora@v2'), listed.join());
+    assert.ok(!listed.some((id) => id.endsWith('@v1')), listed.join());
+    assert.deepEqual((await readdir(join(dir, 'one-server', 'engine-adapters'))).sort(), ['plan-lora@v2', 'tool-lora@v2']);
+  } finally {
+    await stopEndpoint(e);
+  }
+});
+
+test('two servers, one shut down while serving a request mid-step: the run finishes with every sample once', { timeout: 300_000 }, async () => {
+  const [a, b] = [await startEndpoint(), await startEndpoint()];
+  // Server A goes away the third time it starts generating (step 1, after the adapters loaded):
+  // every connection to it is destroyed with its request unanswered, and later ones are refused.
+  let uses = 0;
+  const use = a.models.use.bind(a.models);
+  a.models.use = async (name, fn) => {
+    if (++uses === 3) await a.server.close();
+    return use(name, fn);
+  };
+  try {
+    const r = await runTraining('killed', { kind: 'vllm', urls: [a.base, b.base], apiKeyEnv: 'TROUPE_TEST_FLEET_KEY', timeoutMs: 60_000, retries: 2 });
+    assert.equal(r.steps.length, trainSteps);
+    assert.ok(uses >= 3, 'server A was shut down mid-step');
+    assertSameSamples(r.dump, inProcess);
+    const failures = [1, 2].reduce((n, s) => n + (r.metrics.get(s)!.get('engine/server0/failures') ?? 0), 0);
+    assert.ok(failures >= 1, `server A's failure is counted (${failures})`);
+    assert.ok(r.metrics.get(1)!.get('engine/server1/requests')! > 0);
+  } finally {
+    await stopEndpoint(b);
+    await a.models.close();
+    await a.engine.close();
+  }
+});
