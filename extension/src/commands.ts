@@ -21,6 +21,7 @@ import {
   formatRewardRange,
   parseRewardRange,
   runActions,
+  soleRunFor,
   updateFilter,
   type ExportCheckpoint,
   type FilterPatch,
@@ -93,7 +94,9 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
   const runAction = (action: RunAction, title: string, method: 'run/pause' | 'run/resume' | 'run/stop', doing: string) =>
     command(commandIds[action], title, async (arg) => {
       const client = await connected();
-      const runId = runIdOf(arg) ?? selectedRun(action) ?? (await pickRun(c.runs, { title, states: runActions[action] }))?.summary.id;
+      // From the palette, Pause and Resume act on the only run they apply to; Stop always asks.
+      const sole = action === 'stop' ? undefined : soleRunFor(action, c.runs.runs);
+      const runId = runIdOf(arg) ?? selectedRun(action) ?? sole ?? (await pickRun(c.runs, { title, states: runActions[action] }))?.summary.id;
       if (runId === undefined) return;
       const { run } = await client.request(method, { runId });
       vscode.window.setStatusBarMessage(`Troupe: ${doing} ${run.name}`, 5000);

@@ -50,7 +50,7 @@ export async function pickRun(runs: RunsModel, o: { readonly title: string; read
     void vscode.window.showInformationMessage(`Troupe: ${o.title}: there are ${which}.`);
     return undefined;
   }
-  const items = candidates.map((r): Item<RunView> => ({ label: `$(${runIcon(r)}) ${r.summary.name}`, description: describeRun(r), detail: r.summary.id, value: r }));
+  const items = candidates.map((r): Item<RunView> => ({ label: `$(${runIcon(r)}) ${runs.labelOf(r.summary.id)}`, description: describeRun(r), detail: r.summary.id, value: r }));
   return pick(items, { title: o.title, placeHolder: 'Run', matchOnDetail: true });
 }
 

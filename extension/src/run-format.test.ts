@@ -15,7 +15,9 @@ import {
   runEndedMessage,
   runEnding,
   runIcon,
+  runLabels,
   runTooltip,
+  soleRunFor,
   statusBarText,
   stepLabel,
   trajectoryLabel,
@@ -76,9 +78,42 @@ test('the status bar shows the active run like the issue describes it', () => {
   assert.equal(statusBarText(view({ step: null, success: null })), '$(sync~spin) Troupe: flagship warming up');
 });
 
-test('the tooltip has the facts, one per line', () => {
-  const t = runTooltip(view({}, { error: 'boom' }), 61_000 + 1_000);
-  assert.match(t, /^flagship \(r1\)\nState: running\nProgress: step 12\/60\nSuccess: val 78% at step 10\nRemaining: about 1 min 30 s\nStarted: 1 min 01 s ago\nFolder: \/w\/\.troupe\/runs\/r1\nError: boom$/);
+test('the tooltip has the facts, one per line, with the start as a clock time', () => {
+  const start = new Date(2026, 10, 27, 15, 52, 7).getTime();
+  const t = runTooltip(view({}, { error: 'boom', createdAt: start }), start + 61_000);
+  assert.match(t, /^flagship \(r1\)\nState: running\nProgress: step 12\/60\nSuccess: val 78% at step 10\nRemaining: about 1 min 30 s\nStarted: 15:52:07\nRunning for: 1 min 01 s\nFolder: \/w\/\.troupe\/runs\/r1\nError: boom$/);
+  // An ended run says how long it took, which stays true however late the tooltip is read.
+  const ended = runTooltip(view({ step: 60 }, { state: 'done', createdAt: start, updatedAt: start + 245_000 }), start + 86_400_000);
+  assert.match(ended, /\nStarted: 2026-11-27 15:52:07\nTook: 4 min 05 s\n/);
+});
+
+test('runs of one config are told apart by their start, down to the second, then by id', () => {
+  const at = (h: number, m: number, sec = 0) => new Date(2026, 10, 27, h, m, sec).getTime();
+  const labels = runLabels([
+    { id: 'run-a-1111', name: 'tiny', createdAt: at(15, 52, 7) },
+    { id: 'run-b-2222', name: 'tiny', createdAt: at(16, 5, 30) },
+    { id: 'run-c-3333', name: 'other', createdAt: at(16, 6) },
+  ]);
+  assert.deepEqual([...labels.values()], ['tiny · 15:52', 'tiny · 16:05', 'other']);
+  const sameMinute = runLabels([
+    { id: 'run-a-1111', name: 'tiny', createdAt: at(15, 52, 7) },
+    { id: 'run-b-2222', name: 'tiny', createdAt: at(15, 52, 40) },
+    { id: 'run-c-3333', name: 'tiny', createdAt: at(15, 52, 40) },
+  ]);
+  assert.deepEqual([...sameMinute.values()], ['tiny · 15:52:07', 'tiny · 15:52:40 #2222', 'tiny · 15:52:40 #3333']);
+  const days = runLabels([
+    { id: 'a', name: 'tiny', createdAt: new Date(2026, 10, 26, 9, 0).getTime() },
+    { id: 'b', name: 'tiny', createdAt: at(9, 0) },
+  ]);
+  assert.deepEqual([...days.values()], ['tiny · 2026-11-26 09:00', 'tiny · 2026-11-27 09:00']);
+});
+
+test('Pause and Resume from the palette act on the only run they apply to, and ask otherwise', () => {
+  const v = (id: string, state: RunSummary['state']) => view({}, { id, state });
+  assert.equal(soleRunFor('pause', [v('a', 'running'), v('b', 'done'), v('c', 'paused')]), 'a');
+  assert.equal(soleRunFor('pause', [v('a', 'running'), v('b', 'queued')]), undefined);
+  assert.equal(soleRunFor('resume', [v('a', 'running')]), undefined);
+  assert.equal(soleRunFor('resume', [v('a', 'running'), v('c', 'paused')]), 'c');
 });
 
 test('durations', () => {

@@ -2,7 +2,7 @@
  * How runs, steps and trajectories read in the Runs view, the quick picks and the status bar. One
  * place for the wording, so the tree and the pickers describe the same thing the same way.
  */
-import type { RunState, StepSummary, TrajectorySummary } from '../../server/protocol/trajectory.ts';
+import type { RunState, RunSummary, StepSummary, TrajectorySummary } from '../../server/protocol/trajectory.ts';
 import { describeOutcome, runEnding as endingOf, secondsPerStep, shortOutcome, type RunEnding } from '../../webview/src/run-outcome.ts';
 import type { RunView, SuccessRate } from './runs-model.ts';
 
@@ -106,7 +106,11 @@ export function statusBarText(v: RunView): string {
   return `$(${runStateIcons[v.summary.state]}) Troupe: ${v.summary.name} ${parts.join(' · ')}${paused}`;
 }
 
-/** A run's tooltip, one fact per line (Markdown-safe: no markup characters are added). */
+/**
+ * A run's tooltip, one fact per line (Markdown-safe: no markup characters are added). The start is
+ * a clock time, not only a duration: VS Code keeps a tooltip until the row changes, so "ago" alone
+ * goes stale on a finished run (the Runs view resolves the tooltip when it is hovered).
+ */
 export function runTooltip(v: RunView, now = Date.now()): string {
   const lines = [`${v.summary.name} (${v.summary.id})`, `State: ${stateWord(v)}`];
   const step = formatStep(v.step, v.steps);
@@ -116,10 +120,74 @@ export function runTooltip(v: RunView, now = Date.now()): string {
   if (outcome !== '') lines.push(`Result: ${outcome}`);
   if (v.outcome.meanStepMs !== null) lines.push(`Mean step time: ${secondsPerStep(v.outcome.meanStepMs)} over ${v.outcome.timedSteps} steps`);
   if (v.etaMs !== null && (v.summary.state === 'running' || v.summary.state === 'stopping')) lines.push(`Remaining: about ${formatDuration(v.etaMs)}`);
-  lines.push(`Started: ${formatDuration(Math.max(0, now - v.summary.createdAt))} ago`);
+  lines.push(`Started: ${formatStartTime(v.summary.createdAt, now)}`);
+  // An ended run's last change is its end; a live one is still going.
+  if (runEnding(v) !== null) lines.push(`Took: ${formatDuration(Math.max(0, v.summary.updatedAt - v.summary.createdAt))}`);
+  else lines.push(`Running for: ${formatDuration(Math.max(0, now - v.summary.createdAt))}`);
   lines.push(`Folder: ${v.summary.runDir}`);
   if (v.summary.error !== undefined) lines.push(`Error: ${v.summary.error}`);
   return lines.join('\n');
+}
+
+const two = (n: number) => String(n).padStart(2, '0');
+
+/** `15:52:07` today, `2026-11-26 15:52:07` on another day (local time). */
+export function formatStartTime(ms: number, now = Date.now()): string {
+  const d = new Date(ms);
+  const n = new Date(now);
+  const clock = `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+  const sameDay = d.getFullYear() === n.getFullYear() && d.getMonth() === n.getMonth() && d.getDate() === n.getDate();
+  return sameDay ? clock : `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${clock}`;
+}
+
+/**
+ * Each run's label in the Runs view and the pickers: its name, and where several runs share a name
+ * (one config trained twice), the start as well — `flagship · 15:52` — down to the second, or the
+ * run id's random suffix when even that is shared.
+ */
+export function runLabels(runs: readonly Pick<RunSummary, 'id' | 'name' | 'createdAt'>[]): Map<string, string> {
+  const byName = new Map<string, Pick<RunSummary, 'id' | 'name' | 'createdAt'>[]>();
+  for (const r of runs) byName.set(r.name, [...(byName.get(r.name) ?? []), r]);
+  const labels = new Map<string, string>();
+  for (const [name, group] of byName) {
+    if (group.length === 1) {
+      labels.set(group[0]!.id, name);
+      continue;
+    }
+    const minute = (ms: number) => {
+      const d = new Date(ms);
+      return `${two(d.getHours())}:${two(d.getMinutes())}`;
+    };
+    const second = (ms: number) => `${minute(ms)}:${two(new Date(ms).getSeconds())}`;
+    const days = new Set(group.map((r) => new Date(r.createdAt).toDateString()));
+    const day = (ms: number) => {
+      const d = new Date(ms);
+      return days.size > 1 ? `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ` : '';
+    };
+    const count = (f: (ms: number) => string) => {
+      const c = new Map<string, number>();
+      for (const r of group) c.set(day(r.createdAt) + f(r.createdAt), (c.get(day(r.createdAt) + f(r.createdAt)) ?? 0) + 1);
+      return c;
+    };
+    const minutes = count(minute);
+    const seconds = count(second);
+    for (const r of group) {
+      const m = day(r.createdAt) + minute(r.createdAt);
+      const s = day(r.createdAt) + second(r.createdAt);
+      const when = minutes.get(m) === 1 ? m : seconds.get(s) === 1 ? s : `${s} #${r.id.slice(-4)}`;
+      labels.set(r.id, `${name} · ${when}`);
+    }
+  }
+  return labels;
+}
+
+/**
+ * The run a command from the palette acts on without asking: the only one in a state the action
+ * applies to (Pause with one run training); undefined when there are none or several.
+ */
+export function soleRunFor(action: RunAction, runs: readonly Pick<RunView, 'summary'>[]): string | undefined {
+  const candidates = runs.filter((r) => canRun(action, r.summary.state));
+  return candidates.length === 1 ? candidates[0]!.summary.id : undefined;
 }
 
 /** Context value of a run node, `run.<state>`; the manifest's menus match on it. */

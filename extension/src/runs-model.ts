@@ -8,6 +8,7 @@ import { safeParseExperimentConfig } from '../../server/protocol/experiment-conf
 import type { Disposable, RpcClient } from '../../server/protocol/rpc-client.ts';
 import type { Metric, RunState, RunSummary } from '../../server/protocol/trajectory.ts';
 import { OutcomeSeries, outcomeMetricNames, type RunOutcome } from '../../webview/src/run-outcome.ts';
+import { runLabels } from './run-format.ts';
 
 /** A success rate in [0, 1] and where it came from. */
 export interface SuccessRate {
@@ -95,6 +96,8 @@ export class RunsModel {
   private readonly endListeners = new Set<RunEndListener>();
   /** The outcome's series per run, so progress extends them without a query. */
   private readonly outcomes = new Map<string, OutcomeSeries>();
+  /** Labels of the listed runs (`runLabels`); dropped whenever anything changes. */
+  private labels: Map<string, string> | null = null;
   /** Bumped on every client change and refresh, so answers to an older one are dropped. */
   private generation = 0;
   private lastError: string | null = null;
@@ -142,6 +145,12 @@ export class RunsModel {
 
   get(runId: string): RunView | undefined {
     return this.views.get(runId);
+  }
+
+  /** The run's label: its name, with its start when another run has the same name. */
+  labelOf(runId: string): string {
+    this.labels ??= runLabels([...this.views.values()].map((v) => v.summary));
+    return this.labels.get(runId) ?? this.views.get(runId)?.summary.name ?? runId;
   }
 
   get connected(): boolean {
@@ -269,6 +278,7 @@ export class RunsModel {
   }
 
   private fire(runId: string | undefined): void {
+    this.labels = null;
     for (const l of this.listeners) l(runId);
   }
 }

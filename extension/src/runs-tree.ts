@@ -126,11 +126,11 @@ export class RunsTree implements vscode.TreeDataProvider<RunsNode>, vscode.Dispo
     switch (node.kind) {
       case 'run': {
         const v = this.runs.get(node.runId);
-        const item = new vscode.TreeItem(v?.summary.name ?? node.runId, vscode.TreeItemCollapsibleState.Collapsed);
+        const item = new vscode.TreeItem(this.runs.labelOf(node.runId), vscode.TreeItemCollapsibleState.Collapsed);
         item.id = `run/${node.runId}`;
         if (v) {
+          // The tooltip is left to resolveTreeItem, so it is written when it is shown.
           item.description = describeRun(v);
-          item.tooltip = runTooltip(v);
           item.iconPath = new vscode.ThemeIcon(runIcon(v));
           item.contextValue = runContextValue(v.summary.state);
         }
@@ -175,6 +175,15 @@ export class RunsTree implements vscode.TreeDataProvider<RunsNode>, vscode.Dispo
         return item;
       }
     }
+  }
+
+  /** A run's tooltip, written when the row is hovered (its durations are as of then). */
+  resolveTreeItem(item: vscode.TreeItem, node: RunsNode): vscode.TreeItem {
+    if (node.kind === 'run' && item.tooltip === undefined) {
+      const v = this.runs.get(node.runId);
+      if (v) item.tooltip = runTooltip(v);
+    }
+    return item;
   }
 
   async getChildren(node?: RunsNode): Promise<RunsNode[]> {

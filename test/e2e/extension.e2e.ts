@@ -118,6 +118,8 @@ before(
     mkdirSync(join(workspace, 'configs'), { recursive: true });
     mkdirSync(join(workspace, '.vscode'));
     writeFileSync(join(workspace, 'configs', 'tiny.troupe.json'), `${JSON.stringify(config, null, 2)}\n`);
+    // The same experiment (same name) again, long enough to pause and stop: a second run of the config.
+    writeFileSync(join(workspace, 'configs', 'tiny-again.troupe.json'), `${JSON.stringify(tinyConfigWithSteps(50), null, 2)}\n`);
     // Valid for the JSON Schema, wrong for the environment: only the server's semantic check sees it.
     const misrouted = { ...config, router: { tool: 'tool-lora', planner: 'plan-lora' } };
     writeFileSync(join(workspace, 'configs', 'misrouted.troupe.json'), `${JSON.stringify(misrouted, null, 2)}\n`);
@@ -361,6 +363,68 @@ test('Start Training refuses an invalid config and says why', { timeout: 120_000
     await pickItem(page, 'misrouted.troupe.json');
     await waitForNotification(page, /misrouted\.troupe\.json is not a valid experiment config: .*unknown agent "planner"/, 60_000);
     await screenshot(page, 'extension-start-refused');
+    await runCommand(page, 'Notifications: Clear All Notifications');
+  }),
+);
+
+test('a second run of the config: told apart by its start, paused from the palette without a question, "stopped" when stopped, same agent colours', { timeout: 420_000 }, () =>
+  withFailureArtifacts(started(), 'extension-second-run', async () => {
+    needsRun();
+    const { page } = started();
+    await runCommand(page, 'Troupe: Start Training', { opensPicker: true, timeoutMs: 60_000 });
+    await pickItem(page, 'tiny-again.troupe.json');
+    await waitForNotification(page, `Troupe: started "${runName}"`, 120_000);
+    await runCommand(page, 'Notifications: Clear All Notifications');
+
+    // Two runs of one name: each row says when it started (runs are listed newest first).
+    const sideBar = await openView(page, 'Troupe');
+    const labelled = new RegExp(`^${escapeRegExp(runName)} · \\d\\d:\\d\\d(:\\d\\d)?( #\\w{4})?$`);
+    const rows = sideBar.locator('.monaco-list-row').filter({ has: page.locator('.label-name', { hasText: labelled }) });
+    await rows.nth(1).waitFor({ timeout: 30_000 });
+    const labels = await rows.locator('.label-name').allInnerTexts();
+    assert.equal(labels.length, 2, `rows: ${labels.join(' | ')}`);
+    assert.notEqual(labels[0], labels[1]);
+    const [secondLabel = '', firstLabel = ''] = labels;
+    const second = treeItem(sideBar, secondLabel);
+    const first = treeItem(sideBar, firstLabel);
+    await second.locator('.label-description', { hasText: /^running · step [1-9]\d*\/50/ }).waitFor({ timeout: 240_000 });
+
+    // Pause from the palette: one run is training, so it is the one, without a picker.
+    await runCommand(page, 'Troupe: Pause');
+    await second.locator('.label-description', { hasText: /^paused · step \d+\/50/ }).waitFor({ timeout: 120_000 });
+    await screenshot(page, 'extension-second-run-paused');
+
+    // Its dashboard (the paused run is the active one) draws each agent in the first run's colour.
+    await runCommand(page, 'Troupe: Open Dashboard');
+    const dashboard = visibleWebview(page);
+    await waitForText(dashboard.locator('header.bar .badge'), 'paused', 60_000);
+    const split = dashboard.locator('section.chart-card', { has: dashboard.locator('h2', { hasText: /^Team vs local reward$/ }) });
+    await split.locator('.u-legend .series-label').first().waitFor({ timeout: 30_000 });
+    assert.ok(swatchColours.first !== null, "needs the first run's colours (the dashboard test failed)");
+    assert.deepEqual([...(await agentColours(split))].sort(), [...swatchColours.first].sort(), 'an agent changed colour between runs');
+    await screenshot(page, 'extension-second-run-dashboard');
+
+    // Stop asks which run (it is not taken without asking); a stopped run reads "stopped", not "done".
+    await runCommand(page, 'Troupe: Stop', { opensPicker: true });
+    await pickItem(page, secondLabel);
+    await waitForNotification(page, new RegExp(`Troupe: "${escapeRegExp(runName)}" stopped at step \\d+ of 50`), 120_000);
+    await openView(page, 'Troupe');
+    await second.locator('.label-description', { hasText: /^stopped · step \d+\/50/ }).waitFor({ timeout: 30_000 });
+    await second.locator('.codicon-debug-stop').waitFor({ timeout: 10_000 });
+    await first.locator('.label-description', { hasText: new RegExp(`^done · step ${STEPS}/${STEPS}`) }).waitFor({ timeout: 10_000 });
+    await screenshot(page, 'extension-second-run-stopped');
+
+    // The finished run's tooltip, read long after it ended: its start as a clock time and how long it took.
+    await page.mouse.move(0, 0);
+    await first.locator('.label-name').hover();
+    const hover = page.locator('.workbench-hover, .monaco-hover').filter({ visible: true, hasText: 'Started:' }).first();
+    await hover.waitFor({ timeout: 15_000 });
+    const tooltip = await hover.innerText();
+    assert.match(tooltip, /Started: (\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d/);
+    assert.match(tooltip, /Took: /);
+    assert.match(tooltip, /Result: test /);
+    await screenshot(page, 'extension-run-tooltip');
+    await page.mouse.move(0, 0);
     await runCommand(page, 'Notifications: Clear All Notifications');
   }),
 );
