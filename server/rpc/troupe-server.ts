@@ -14,6 +14,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { resolve } from 'node:path';
+import type { ResourceLimits } from 'node:worker_threads';
 import type { WebSocket } from 'ws';
 import { ErrorCodes, RpcError } from '../protocol/json-rpc.ts';
 import { PROTOCOL_VERSION, type ServerNotificationMethod, type ServerNotificationParams } from '../protocol/methods.ts';
@@ -47,6 +48,10 @@ export interface ServeOptions {
    * files, checkpoint folders in configs, export destinations. Each must exist.
    */
   readonly allowPaths?: readonly string[];
+  /** Limits of each run worker's JavaScript heap (RunManager's `workerResourceLimits`). Default: Node's. */
+  readonly workerResourceLimits?: ResourceLimits;
+  /** The most memory the server may hold while runs train before it fails them (RunManager's `memoryLimitBytes`). */
+  readonly memoryLimitBytes?: number;
   readonly log?: (line: string) => void;
 }
 
@@ -94,7 +99,14 @@ export class TroupeServer {
       // Every path a client names is confined, on loopback too: the rule is the same wherever the
       // client is, and a folder outside the workspace is one --allow-path away.
       paths = await PathConfinement.create(workspace, o.allowPaths ?? []);
-      manager = await RunManager.open({ workspace, log, paths, ...(o.maxConcurrentRuns !== undefined ? { maxConcurrentRuns: o.maxConcurrentRuns } : {}) });
+      manager = await RunManager.open({
+        workspace,
+        log,
+        paths,
+        ...(o.maxConcurrentRuns !== undefined ? { maxConcurrentRuns: o.maxConcurrentRuns } : {}),
+        ...(o.workerResourceLimits !== undefined ? { workerResourceLimits: o.workerResourceLimits } : {}),
+        ...(o.memoryLimitBytes !== undefined ? { memoryLimitBytes: o.memoryLimitBytes } : {}),
+      });
     } catch (e) {
       lock.release();
       throw e;

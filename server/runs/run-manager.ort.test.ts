@@ -340,7 +340,7 @@ describe('RunManager', () => {
     await withManager({ workspace: ws, workerResourceLimits: { maxOldGenerationSizeMb: 12, maxYoungGenerationSizeMb: 4 } }, async (m, r) => {
       const run = await m.start({ config: tinyConfig(2) });
       const failed = await r.state(run.id, 'failed');
-      assert.match(failed.run.error ?? '', /^the run worker crashed: .*memory/);
+      assert.match(failed.run.error ?? '', /^out of memory: the run worker's JavaScript heap reached its limit of 12 MB \(.*\); the server keeps serving/);
       assert.equal(m.isActive(run.id), false);
       assert.ok(!existsSync(lockPath(run.runDir)));
       assert.equal(m.stop(run.id).state, 'done', 'a failed run can be stopped (closed) at once');

@@ -21,6 +21,7 @@
  * training and the server refuses one a terminal is training.
  */
 import { existsSync } from 'node:fs';
+import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import { Worker, type ResourceLimits } from 'node:worker_threads';
 import { readRunFolder, type RunFolder } from './run-folder.ts';
@@ -57,6 +58,15 @@ export interface RunManagerOptions {
    * stays up). Tensors live in ONNX Runtime's worker, outside these limits. Default: Node's.
    */
   readonly workerResourceLimits?: ResourceLimits;
+  /**
+   * The most memory (resident set, bytes) this process may hold while runs train; past it, the
+   * runs training are stopped and failed with an out-of-memory error, so the server keeps serving
+   * instead of the system's out-of-memory killer ending it. Default: 90% of the machine's memory.
+   * Sampled every second between engine calls' allocations, so it catches a run that grows step
+   * after step; one allocation larger than the machine is what `rl/memory-estimate.ts` refuses
+   * before the run starts.
+   */
+  readonly memoryLimitBytes?: number;
   /**
    * The rule for paths a start request names (its config file, and the checkpoint folders in the
    * config): the server passes the workspace plus `--allow-path` folders. Without it any path is
@@ -118,6 +128,8 @@ interface LiveRun {
   outcome: Extract<FromRunWorker, { kind: 'finished' | 'aborted' | 'failed' }> | null;
   /** The first error the worker raised (uncaught exception, out of memory, a malformed message). */
   crash: Error | null;
+  /** Why the manager stopped the run as failed (the memory limit); decides its end over anything else. */
+  failure: string | null;
   /** close() terminated the worker, as a last resort after asking it to abort. */
   terminated: boolean;
   /** terminateLater is watching the worker. */
@@ -129,6 +141,9 @@ interface LiveRun {
 }
 
 const ETA_WINDOW = 10;
+/** How often the process's memory is compared with `memoryLimitBytes` while a run trains. */
+const MEMORY_CHECK_MS = 1000;
+const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
 /**
  * After a worker reports how training ended it should exit at once, and an aborted one as soon as
  * its engine call in flight returns; past this it is terminated, but never inside an engine call.
@@ -160,6 +175,7 @@ export class RunManager {
   private readonly stateEmitter: Emitter<RunStateChange>;
   private readonly progressEmitter: Emitter<RunProgress>;
   private readonly logEmitter: Emitter<RunLog>;
+  private memoryTimer: NodeJS.Timeout | null = null;
 
   private constructor(
     /** The main thread's connection: queries for the RPC handlers, and every state change. */
@@ -171,6 +187,7 @@ export class RunManager {
     private readonly resourceLimits: ResourceLimits | undefined,
     private readonly paths: PathConfinement | undefined,
     private readonly exitGraceMs: number,
+    private readonly memoryLimitBytes: number,
   ) {
     const onListenerError = (e: unknown) => log(`run manager: an event listener threw: ${message(e)}`);
     this.stateEmitter = new Emitter(onListenerError);
@@ -192,7 +209,7 @@ export class RunManager {
     const store = openRunStore(dbPath);
     openWorkspaces.add(dbPath);
     const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-    const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits, o.paths, o.exitGraceMs ?? EXIT_GRACE_MS);
+    const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits, o.paths, o.exitGraceMs ?? EXIT_GRACE_MS, o.memoryLimitBytes ?? Math.floor(totalmem() * 0.9));
     try {
       manager.markInterrupted();
     } catch (e) {
@@ -375,6 +392,8 @@ export class RunManager {
       this.abort(live);
     }
     await Promise.all(late.map((l) => l.exited));
+    if (this.memoryTimer) clearInterval(this.memoryTimer);
+    this.memoryTimer = null;
     this.stateEmitter.clear();
     this.progressEmitter.clear();
     this.logEmitter.clear();
@@ -451,7 +470,7 @@ export class RunManager {
   private addLive(runId: string, folder: RunFolder, lock: RunLock, resume: boolean): LiveRun {
     let markExited = () => {};
     const exited = new Promise<void>((r) => (markExited = r));
-    const live: LiveRun = { runId, folder, lock, resume, worker: null, calls: null, request: null, outcome: null, crash: null, terminated: false, terminating: false, stepMs: [], exited, markExited };
+    const live: LiveRun = { runId, folder, lock, resume, worker: null, calls: null, request: null, outcome: null, crash: null, failure: null, terminated: false, terminating: false, stepMs: [], exited, markExited };
     this.live.set(runId, live);
     return live;
   }
@@ -480,6 +499,7 @@ export class RunManager {
     }
     live.worker = worker;
     live.calls = calls;
+    this.watchMemory();
     worker.on('message', (raw: unknown) => this.onMessage(live, raw));
     worker.on('error', (e: Error) => {
       live.crash ??= e;
@@ -553,13 +573,42 @@ export class RunManager {
     setTimeout(check, this.exitGraceMs).unref();
   }
 
+  /** While any run has a worker, compares the process's memory with the limit every second. */
+  private watchMemory(): void {
+    if (this.memoryTimer) return;
+    this.memoryTimer = setInterval(() => {
+      const training = [...this.live.values()].filter((l) => l.worker !== null);
+      if (training.length === 0) {
+        clearInterval(this.memoryTimer!);
+        this.memoryTimer = null;
+        return;
+      }
+      const rss = process.memoryUsage.rss();
+      if (rss <= this.memoryLimitBytes) return;
+      for (const live of training) {
+        if (live.failure !== null) continue;
+        live.failure =
+          `out of memory: the server reached ${gib(rss)}, over its limit of ${gib(this.memoryLimitBytes)} (of this machine's ${gib(totalmem())}), while this run trained; ` +
+          'the run was stopped so that the server keeps serving. Make the model, LoRA rank, batch or token budgets smaller, or train it apart with troupe train';
+        this.log(`run ${live.runId}: ${live.failure}`);
+        this.abort(live);
+      }
+    }, MEMORY_CHECK_MS);
+    this.memoryTimer.unref();
+  }
+
   private onExit(live: LiveRun, code: number): void {
     live.worker = null;
     const o = live.outcome;
-    if (o?.kind === 'finished') {
+    if (live.failure !== null) {
+      this.finish(live, 'failed', live.failure);
+    } else if (o?.kind === 'finished') {
       this.finish(live, o.stopped && live.request !== 'stop' ? 'paused' : 'done');
     } else if (o?.kind === 'failed') {
       this.finish(live, 'failed', o.error);
+    } else if (live.crash && (live.crash as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY') {
+      const limit = this.resourceLimits?.maxOldGenerationSizeMb;
+      this.finish(live, 'failed', `out of memory: the run worker's JavaScript heap reached its limit${limit === undefined ? '' : ` of ${limit} MB`} (${live.crash.message}); the server keeps serving. Make the demonstrations, batch or token budgets smaller`);
     } else if (live.crash) {
       this.finish(live, 'failed', `the run worker crashed: ${live.crash.message}`);
     } else if (o?.kind === 'aborted' || live.terminated) {
