@@ -84,6 +84,11 @@ export class TroupeServer {
     return this.connections.size;
   }
 
+  /** Store queries not answered yet, queued or running in the query thread. */
+  get pendingQueries(): number {
+    return this.queries.pending;
+  }
+
   static async start(o: ServeOptions): Promise<TroupeServer> {
     const workspace = resolve(o.workspace);
     const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));

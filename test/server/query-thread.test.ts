@@ -26,6 +26,13 @@ let smallRunId = '';
 let server: TroupeServer;
 let token = '';
 const clients: TestClient[] = [];
+const logWaiters = new Set<{ re: RegExp; resolve: (line: string) => void }>();
+/** The next server log line matching `re`. */
+const logLine = (re: RegExp) =>
+  new Promise<string>((resolve) => {
+    const w = { re, resolve: (line: string) => (logWaiters.delete(w), resolve(line)) };
+    logWaiters.add(w);
+  });
 
 before(async () => {
   ws = mkdtempSync(join(tmpdir(), 'troupe-query-thread-'));
@@ -35,7 +42,12 @@ before(async () => {
   smallRunId = store.createRun({ name: 'small', config: tinyConfig, state: 'done' }).id;
   store.commitStep(smallRunId, { step: 0, metrics: [{ name: 'loss', value: 1 }] });
   store.close();
-  server = await TroupeServer.start({ workspace: ws, log: () => {} });
+  server = await TroupeServer.start({
+    workspace: ws,
+    log: (line) => {
+      for (const w of [...logWaiters]) if (w.re.test(line)) w.resolve(line);
+    },
+  });
   token = readFileSync(server.tokenFile, 'utf8').trim();
 });
 
@@ -85,6 +97,23 @@ describe('the query thread', () => {
     const order = await settleOrder({ ...Object.fromEntries(greedyQueries.map((p, i) => [`greedy${i}`, p])), polite: mine });
     assert.ok(order.indexOf('polite') <= 3, `answered in turn: ${order.join(' ')}`);
     assert.deepEqual((await mine).steps.map((s) => s.step), [0]);
+  });
+
+  test('a client that stops reading is closed, its queued queries are dropped unrun, and the others are served', async () => {
+    const stalled = await client();
+    const other = await client();
+    const closedForNotReading = logLine(/closed, \d+ bytes unread \(the client stopped reading\)/);
+    stalled.socket.pause();
+    const flood = Array.from({ length: 200 }, () => stalled.rpc.request('metrics/query', { runId }).catch(() => null));
+    void flood;
+    // Sent after the whole flood, answered in its turn.
+    assert.equal((await other.rpc.request('server/status', {})).clients >= 2, true);
+    assert.deepEqual((await other.rpc.request('steps/list', { runId: smallRunId })).steps.map((s) => s.step), [0]);
+    await closedForNotReading;
+    // What the thread holds (at most two) finishes; nothing of the flood is left queued.
+    assert.ok(server.pendingQueries <= 2, `${server.pendingQueries} queries still pending`);
+    assert.deepEqual((await other.rpc.request('steps/list', { runId: smallRunId })).steps.map((s) => s.step), [0]);
+    assert.equal(server.pendingQueries, 0);
   });
 
   test('a query cancelled before its turn is never run: RequestCancelled, and the others are answered', async () => {
