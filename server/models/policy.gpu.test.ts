@@ -105,7 +105,7 @@ describe('WebGPU equals CPU', { skip }, () => {
     }
   });
 
-  // On WebGPU the cache stays on the GPU (generate.ts 'device'): a shared prompt is prefilled once
+  // On WebGPU the cache stays on the GPU (device-kv-decoder.ts, 'device'): a shared prompt is prefilled once
   // and its cache rows gathered on the device, and finished rows leave the batch by a gather too.
   test('decode: shared prompts and rows that stop early (device-side gathers) match the CPU', async () => {
     const [c, g] = await pair('decode-shared');
