@@ -218,11 +218,27 @@ export function chatResponse(r: ChatCompletionRequest, tok: TextTokenizer, promp
   };
 }
 
-/** SGLang `/generate`: one output per prompt and choice (`n` rows of each prompt, in order). */
-export function sglangJob(r: SglangGenerateRequest): SampleJob {
+/**
+ * SGLang `/generate`: one output per prompt and choice (`n` rows of each prompt, in order). The
+ * batch form's per-prompt sampling params must agree on everything but `sampling_seed`, and its
+ * adapters must be one: Troupe's engine samples a request as one batch. Per-row seeds are honoured
+ * through Troupe's `troupe_seed` (the batch's seed, rows numbered from `troupe_row_offset`).
+ */
+export function sglangJob(r: SglangGenerateRequest): SampleJob & { model: string | null } {
   const ids = r.input_ids;
   const prompts = typeof ids[0] === 'number' ? [Int32Array.from(ids as number[])] : (ids as number[][]).map((p) => Int32Array.from(p));
-  const s = r.sampling_params;
+  const list = Array.isArray(r.sampling_params) ? r.sampling_params : null;
+  if (list && list.length !== prompts.length) throw new ModelRequestError(`sampling_params: ${list.length} entries for ${prompts.length} prompts`, 'sampling_params');
+  const s = list ? list[0]! : (r.sampling_params as Exclude<SglangGenerateRequest['sampling_params'], unknown[]>);
+  if (list) {
+    const same = (x: (typeof list)[number]) => JSON.stringify({ ...x, sampling_seed: null });
+    if (list.some((x) => same(x) !== same(s))) throw new ModelRequestError('sampling_params: the entries of one request must differ in sampling_seed only', 'sampling_params');
+    if ((s.n ?? 1) !== 1) throw new ModelRequestError('sampling_params: n must be 1 with one entry per prompt', 'sampling_params');
+  }
+  const seeds = new Set((list ?? [s]).map((x) => x.sampling_seed ?? null));
+  if (r.troupe_seed == null && seeds.size > 1) throw new ModelRequestError('sampling_params: per-prompt sampling_seed values need troupe_seed (the batch seed) on this server', 'sampling_params');
+  const paths = r.lora_path == null ? [] : Array.isArray(r.lora_path) ? r.lora_path : [r.lora_path];
+  if (new Set(paths).size > 1) throw new ModelRequestError('lora_path: every prompt of one request must use the same adapter', 'lora_path');
   return {
     prompts,
     n: s.n ?? 1,
@@ -230,10 +246,11 @@ export function sglangJob(r: SglangGenerateRequest): SampleJob {
     temperature: s.temperature ?? 1,
     topP: s.top_p ?? 1,
     topK: topK(s.top_k),
-    seed: s.sampling_seed ?? null,
+    seed: r.troupe_seed ?? [...seeds][0] ?? null,
     firstRow: r.troupe_row_offset ?? 0,
     stopTokenIds: s.stop_token_ids ?? [],
     ignoreEos: s.ignore_eos ?? false,
+    model: paths[0] ?? null,
   };
 }
 
@@ -241,7 +258,11 @@ export function sglangJob(r: SglangGenerateRequest): SampleJob {
 export const SGLANG_DEFAULT_MAX_NEW_TOKENS = 128;
 
 export function sglangOutputs(r: SglangGenerateRequest, tok: TextTokenizer, job: SampleJob, choices: readonly SampledChoice[]): SglangGenerateOutput[] {
-  return choices.map((c) => ({
+  // SGLang expands parallel sampling as `input_ids * n`: all prompts' first samples, then all
+  // second samples (io_struct.py `_expand_inputs`); our rows are prompt-major (i·n + k).
+  const B = job.prompts.length;
+  const order = Array.from({ length: choices.length }, (_, j) => choices[(j % B) * job.n + Math.floor(j / B)]!);
+  return order.map((c) => ({
     text: choiceText(tok, c.tokens),
     output_ids: Array.from(c.tokens),
     meta_info: {

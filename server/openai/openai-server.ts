@@ -204,7 +204,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
       const r = parse(sglangGenerateRequestSchema, await readJson(req, limit));
       if (r.stream) throw new HttpError(400, 'stream: streaming /generate is not supported; use /v1/completions with stream', 'stream');
       const job = sglangJob(r);
-      const model = r.lora_path ?? models.list()[0]?.id;
+      const model = job.model ?? models.list()[0]?.id;
       if (model === undefined) throw new HttpError(404, 'no model is served', 'lora_path');
       const choices = await models.use(model, (policy) => sample(policy, tok, job, SGLANG_DEFAULT_MAX_NEW_TOKENS));
       const outputs = sglangOutputs(r, tok, job, choices);

@@ -264,13 +264,19 @@ export const sglangSamplingSchema = z.object({
 /** SGLang `POST /generate` with token ids (text prompts go to the OpenAI routes). */
 export const sglangGenerateRequestSchema = z.object({
   input_ids: z.union([tokenIds, z.array(tokenIds).min(1).max(MAX_PROMPTS_PER_REQUEST)]),
-  sampling_params: sglangSamplingSchema.default({}),
+  /** One object for every prompt, or one per prompt (batch form). */
+  sampling_params: z.union([sglangSamplingSchema, z.array(sglangSamplingSchema).min(1).max(MAX_PROMPTS_PER_REQUEST)]).default({}),
   return_logprob: z.boolean().nullish(),
   logprob_start_len: z.int().min(-1).nullish(),
-  /** The LoRA adapter's name (loaded by `/load_lora_adapter`). */
-  lora_path: z.string().min(1).max(256).nullish(),
+  /** The LoRA adapter's name (loaded by `/load_lora_adapter`), or one per prompt. */
+  lora_path: z.union([z.string().min(1).max(256), z.array(z.string().min(1).max(256)).min(1).max(MAX_PROMPTS_PER_REQUEST)]).nullish(),
   stream: z.boolean().nullish(),
-  /** Troupe's extension: see `completionRequestSchema.troupe_row_offset`. */
+  /**
+   * Troupe's extensions (SGLang ignores them): the seed of the whole batch and the index of this
+   * request's first row in it, as `completionRequestSchema.troupe_row_offset`. SGLang itself
+   * samples each row from its own `sampling_seed`.
+   */
+  troupe_seed: z.int().min(0).max(2 ** 32 - 1).nullish(),
   troupe_row_offset: z.int().min(0).max(2 ** 31 - 1).nullish(),
 });
 export type SglangGenerateRequest = z.output<typeof sglangGenerateRequestSchema>;

@@ -4,6 +4,7 @@
  * - One server: the same seeds give the same trajectories (every branch's tokens) as in-process
  *   sampling, the servers' log-probs equal the trainer's recomputed ones (rollout/mismatch_kl ~ 0),
  *   and each step's adapter version replaces the last on the server.
+ * - The same over SGLang's protocol (`/generate`, which Troupe's endpoint also serves).
  * - Two servers, one shut down while it serves a request mid-step: the run finishes with the
  *   same trajectories, nothing lost or repeated, and the failure counted in the step's metrics.
  */
@@ -130,6 +131,17 @@ test('AT-GRPO over HTTP samples what in-process sampling does; server log-probs 
     assert.ok(listed.includes('tool-lora@v2') && listed.includes('plan-lora@v2'), listed.join());
     assert.ok(!listed.some((id) => id.endsWith('@v1')), listed.join());
     assert.deepEqual((await readdir(join(dir, 'one-server', 'engine-adapters'))).sort(), ['plan-lora@v2', 'tool-lora@v2']);
+  } finally {
+    await stopEndpoint(e);
+  }
+});
+
+test('the SGLang protocol (/generate with per-row sampling seeds) samples the same trajectories', { timeout: 300_000 }, async () => {
+  const e = await startEndpoint();
+  try {
+    const r = await runTraining('sglang', { kind: 'sglang', urls: [e.base], apiKeyEnv: 'TROUPE_TEST_FLEET_KEY', timeoutMs: 60_000, retries: 0 });
+    assert.equal(r.steps.length, trainSteps);
+    assertSameSamples(r.dump, inProcess);
   } finally {
     await stopEndpoint(e);
   }

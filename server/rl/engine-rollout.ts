@@ -208,7 +208,7 @@ export class EngineRollout {
       stop_token_ids: [...o.stopTokens],
       sampling_seed: mixSeed(o.seed, firstRow + j),
     }));
-    const body = { input_ids: rows, sampling_params: params, return_logprob: true, lora_path: rows.map(() => model), troupe_row_offset: firstRow };
+    const body = { input_ids: rows, sampling_params: params, return_logprob: true, lora_path: rows.map(() => model), troupe_seed: o.seed >>> 0, troupe_row_offset: firstRow };
     const raw = await this.fleet.request('/generate', body, rows.length, (a) => (Array.isArray(a) ? a.reduce((t: number, x: unknown) => t + (sglangGenerateOutputSchema.safeParse(x).data?.meta_info.completion_tokens ?? 0), 0) : 0));
     const outs: SglangGenerateOutput[] = z.array(sglangGenerateOutputSchema).parse(raw);
     if (outs.length !== rows.length) throw new EngineFleetError(`the server returned ${outs.length} outputs for ${rows.length} rows`);
