@@ -551,6 +551,32 @@ export const rolloutSchema = z
   .describe('How training rollouts decode: weight precision and kernels, and where they run.');
 export type RolloutConfig = z.output<typeof rolloutSchema>;
 
+/** The shapes of a code dataset's records (server/envs/code/code-dataset.ts reads them); auto tells them apart by their fields. */
+export const codeDatasetFormats = ['auto', 'apps', 'code-contests', 'livecodebench'] as const;
+
+/** A file of problems on disk that an environment draws its tasks from instead of generating them (the code environment). */
+export const envDatasetSchema = z
+  .object({
+    path: z
+      .string()
+      .min(1)
+      .max(sizeLimits.pathLength)
+      .describe("A JSONL (.jsonl, .ndjson) or Parquet (.parquet) file of problems, relative to this config file's folder; nothing is downloaded. The code environment reads APPS, CodeContests and LiveCodeBench records; errors name the file and the line or row, never its content."),
+    format: z.enum(codeDatasetFormats).default('auto').describe("The records' shape: apps, code-contests, livecodebench, or auto (default: told apart by each record's fields)."),
+    maxTasks: z.int().min(3).max(100_000).default(10_000).describe('Problems read from the file, in file order, before the split (records without stdin tests or without a Python solution are skipped and do not count). 3 to 100000.'),
+    validationTasks: z.int().min(1).max(10_000).default(50).describe('Problems held out for validation (training.validationEpisodes plays them in turn). 1 to 10000.'),
+    testTasks: z.int().min(1).max(10_000).default(50).describe('Problems held out for the test result, apart from validation (training.testEpisodes plays them in turn). 1 to 10000.'),
+    splitSeed: z.int().min(0).max(2 ** 31 - 1).default(0).describe("Seed of the shuffle that splits the problems into train, validation and test. Independent of the run's seed, so runs with different seeds hold out the same problems."),
+    maxTests: z.int().min(1).max(64).default(16).describe('Tests kept per problem (the coder is scored on the first 4). 1 to 64.'),
+    tests: z.enum(['public', 'private', 'generated']).default('private').describe('CodeContests: which tests a problem is scored on (falling back to the others when it has none), as the reference trains on private tests and evaluates on public ones.'),
+  })
+  .strict()
+  .describe('Tasks from a dataset file instead of generated ones, split by splitSeed into train, validation and test problems. Only the code environment reads one.');
+export type EnvDatasetConfig = z.output<typeof envDatasetSchema>;
+
+/** Environments that take their tasks from `env.dataset`. */
+export const datasetEnvironments: readonly EnvironmentName[] = ['code'];
+
 /** How model-written code runs: inside bubblewrap (the default), or on the host with limits only. */
 export const sandboxModes = ['bubblewrap', 'unsandboxed'] as const;
 
@@ -625,6 +651,8 @@ const experimentConfigShape = z
           .enum(promptStyles)
           .default('terse')
           .describe("How agents are prompted. terse (default): the short state and answer text the embedded character-level model is trained on. chat: for pretrained instruction-tuned models: each agent gets its role, the rules and the state in words, reasons freely and ends with a final line '#### <answer>' (e.g. #### [\"U\",\"R\"]), read tolerantly."),
+        /** Problems from a file instead of generated tasks. */
+        dataset: envDatasetSchema.optional(),
       })
       .strict()
       .describe('The task generator and agent workflow to train on.'),
@@ -679,6 +707,8 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
   const policyIds = Object.keys(c.policies);
   const routes = Object.entries(c.router);
   const level = levelNames[c.specialization];
+
+  if (c.env.dataset !== undefined && !datasetEnvironments.includes(c.env.name)) add(['env', 'dataset'], `${c.env.name} generates its tasks and reads no dataset file; environments that do: ${quoteList(datasetEnvironments)}`);
 
   // References: router → policies → models, and nothing declared but unused (usually a typo).
   // Object.hasOwn, not `in`: "constructor" is a valid id and `in` would find it on the prototype.
