@@ -1,6 +1,6 @@
 /**
  * `npx tsx bench/learning/run-variant.ts [config.json]` — one training run of a config with some
- * settings overridden, for learning experiments (the runs behind the README's Learning notes).
+ * settings overridden, for learning experiments (the runs behind docs/experiments/).
  *
  * OVERRIDE (env, JSON) is merged one level deep into the experiment's `algorithm`, `training`,
  * `warmStart`, `optimizer`, `models` (by model id: an entry replaces that model's) and

@@ -104,14 +104,14 @@ export const workflowOptionsShape = {
     .boolean()
     .default(false)
     .describe(
-      "Team variant: the planner may answer 'accept' to commit the tool's proposal exactly as parsed, instead of writing the action out again. A departure from the reference, whose planner always writes its own action; it spares a small model the copy of a long proposal, where most of its mistakes on right proposals were (README, Learning).",
+      "Team variant: the planner may answer 'accept' to commit the tool's proposal exactly as parsed, instead of writing the action out again. A departure from the reference, whose planner always writes its own action; it spares a small model the copy of a long proposal, where most of its mistakes on right proposals were (docs/experiments/2026-11-25.md).",
     ),
   /** The tool's prompt repeats its previous proposal with the environment's report on it. */
   reportToTool: z
     .boolean()
     .default(false)
     .describe(
-      "Team variant: from the second round on, the tool's prompt repeats its previous proposal and the environment's report on it ('last tool: RR: 7 from G, 0 blocked, goal no'). Off by default: the solver's demonstrations rarely show such a line, and with it the warm-started tool solved far fewer episodes after its first round (README, Learning).",
+      "Team variant: from the second round on, the tool's prompt repeats its previous proposal and the environment's report on it ('last tool: RR: 7 from G, 0 blocked, goal no'). Off by default: the solver's demonstrations rarely show such a line, and with it the warm-started tool solved far fewer episodes after its first round (docs/experiments/2026-11-25.md).",
     ),
 };
 

@@ -411,7 +411,7 @@ export const warmStartSchema = z
       })
       .strict()
       .prefault({})
-      .describe("Team workflows: the tool proposals the planner's demonstrations show besides the solver's own. Solver-only proposals teach a planner that copies; flawed ones teach it to overrule, missing ones to solve alone (README, Learning)."),
+      .describe("Team workflows: the tool proposals the planner's demonstrations show besides the solver's own. Solver-only proposals teach a planner that copies; flawed ones teach it to overrule, missing ones to solve alone (docs/experiments/2026-11-25.md)."),
   })
   .strict()
   .describe(

@@ -7,7 +7,7 @@
  *   failed first, in seed order, then solved ones up to `envsPerStep`. On Plan-Path the greedy
  *   policy's failures are mostly deterministic loops (the same blocked move every round); with
  *   uniform tasks only one step task in ten or so shows such a state, so most of RL's samples
- *   refine answers that already succeed. Measured on the Plan-Path team (README, Learning) it
+ *   refine answers that already succeed. Measured on the Plan-Path team (docs/experiments/earlier-builds.md) it
  *   did worse than uniform — on hard tasks turn-level rewards favour one safe move per round —
  *   so it is off by default.
  *

@@ -64,7 +64,7 @@ export interface WarmStartBudget {
  * the solver's answer when it is not (`PuzzleEnvironment.solution`), so the planner's
  * demonstrations show proposals to copy and proposals to overrule. With the solver playing the
  * tool, every proposal the planner saw was right and equal to its own answer (measured on 7x7
- * Plan-Path: README, Learning). Of those episodes, one in `missingEvery` has the tool answer
+ * Plan-Path: docs/experiments/2026-11-25.md). Of those episodes, one in `missingEvery` has the tool answer
  * nothing readable instead ("tool: no valid proposal"), so the planner also learns to solve from
  * the state alone. 0 turns either off.
  */

@@ -5,7 +5,7 @@
  * onnxruntime-node copies every host input to the device on each run. Weights live on the host
  * as resident tensors, so a WebGPU decode step used to move every weight to the GPU again: on an
  * H100, eight [32,1024]×[1024,1024] products took 40.7 ms fed from the host and 1.9 ms fed from
- * device copies (README, GPU).
+ * device copies (docs/gpu.md).
  *
  * Each operation is a one-node helper graph, one session per element type and rank, whose output
  * stays on the GPU (`preferredOutputLocation: 'gpu-buffer'`) or, for `toHost`, comes back; ONNX

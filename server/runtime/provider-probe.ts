@@ -44,7 +44,7 @@ export function ortBackends(): string[] {
 
 const ortDir = (): string => dirname(createRequire(import.meta.url).resolve('onnxruntime-node/package.json'));
 
-/** Where onnxruntime-node looks for its CUDA provider library (absent unless installed; README, GPU). */
+/** Where onnxruntime-node looks for its CUDA provider library (absent unless installed; docs/gpu.md). */
 export function cudaProviderLibrary(): string {
   return join(ortDir(), 'bin', 'napi-v6', process.platform, process.arch, 'libonnxruntime_providers_cuda.so');
 }
