@@ -30,6 +30,8 @@ import type { ChatTurn, DecodeOptions, PromptOptions } from './tokenizer.ts';
 export const HF_TOKENIZER_FILE = 'tokenizer.json';
 export const HF_TOKENIZER_CONFIG_FILE = 'tokenizer_config.json';
 export const HF_GENERATION_CONFIG_FILE = 'generation_config.json';
+/** The model's config.json, whose token ids stand in for a missing generation_config.json. */
+export const HF_MODEL_CONFIG_FILE = 'config.json';
 /** Newer transformers save the template beside the config instead of inside it. */
 export const HF_CHAT_TEMPLATE_FILE = 'chat_template.jinja';
 
@@ -83,14 +85,43 @@ export const hfGenerationConfigSchema = z.looseObject({
   pad_token_id: tokenIdsSchema,
 });
 
+/** The token-id fields transformers copies from config.json when a folder has no generation_config.json. */
+const modelConfigTokenIds = ['bos_token_id', 'eos_token_id', 'pad_token_id'] as const;
+
+/**
+ * A folder's generation settings: generation_config.json, or, where the folder has none, the
+ * token ids its config.json names (transformers' `GenerationConfig.from_model_config` does the
+ * same; Llama 3 folders converted without a generation config name their EOS ids only there).
+ * Unparsed, with the file it came from; undefined when neither names any.
+ */
+export async function readGenerationConfig(dir: string): Promise<{ value: unknown; file: string } | undefined> {
+  const readJson = async (file: string): Promise<unknown> => {
+    const path = join(dir, file);
+    if (!(await stat(path).then((s) => s.isFile(), () => false))) return undefined;
+    try {
+      return JSON.parse(await readFile(path, 'utf8')) as unknown;
+    } catch (e) {
+      throw new Error(`${path} is not valid JSON: ${(e as Error).message}`, { cause: e });
+    }
+  };
+  const generation = await readJson(HF_GENERATION_CONFIG_FILE);
+  if (generation !== undefined) return { value: generation, file: HF_GENERATION_CONFIG_FILE };
+  const config = await readJson(HF_MODEL_CONFIG_FILE);
+  if (typeof config !== 'object' || config === null) return undefined;
+  const picked = Object.fromEntries(modelConfigTokenIds.filter((k) => k in config).map((k) => [k, (config as Record<string, unknown>)[k]]));
+  return Object.keys(picked).length > 0 ? { value: picked, file: HF_MODEL_CONFIG_FILE } : undefined;
+}
+
 /** The files of a tokenizer, already read (JSON values unparsed: they are validated here). */
 export interface HfTokenizerFiles {
   /** tokenizer.json */
   readonly tokenizer: unknown;
   /** tokenizer_config.json (absent: no special-token names, no chat template). */
   readonly config?: unknown;
-  /** generation_config.json */
+  /** generation_config.json (or config.json's token ids: `readGenerationConfig`) */
   readonly generationConfig?: unknown;
+  /** The file `generationConfig` came from, for errors (default generation_config.json). */
+  readonly generationConfigFile?: string;
   /** chat_template.jinja, which takes precedence over the config's template. */
   readonly chatTemplate?: string;
 }
@@ -140,7 +171,8 @@ export class HfTokenizer {
     this.#defaults = options;
     const json = parseWithSchema(hfTokenizerJsonSchema, files.tokenizer, `${source}/${HF_TOKENIZER_FILE}`);
     const config = parseWithSchema(hfTokenizerConfigSchema, files.config ?? {}, `${source}/${HF_TOKENIZER_CONFIG_FILE}`);
-    const gen = parseWithSchema(hfGenerationConfigSchema, files.generationConfig ?? {}, `${source}/${HF_GENERATION_CONFIG_FILE}`);
+    const genFile = files.generationConfigFile ?? HF_GENERATION_CONFIG_FILE;
+    const gen = parseWithSchema(hfGenerationConfigSchema, files.generationConfig ?? {}, `${source}/${genFile}`);
     const ids = vocabIds(json.model.vocab, `${source}/${HF_TOKENIZER_FILE}`);
     try {
       this.#tok = new Tokenizer(files.tokenizer as object, (files.config ?? {}) as object);
@@ -180,7 +212,7 @@ export class HfTokenizer {
       unk: idOf(names.unk_token, 'unk_token'),
     };
     for (const id of [...asIds(gen.eos_token_id), ...asIds(gen.bos_token_id), ...asIds(gen.pad_token_id)]) {
-      if (!this.#known[id]) throw new Error(`${source}/${HF_GENERATION_CONFIG_FILE}: token id ${id} is not in ${HF_TOKENIZER_FILE} (ids 0..${this.vocabSize - 1})`);
+      if (!this.#known[id]) throw new Error(`${source}/${genFile}: token id ${id} is not in ${HF_TOKENIZER_FILE} (ids 0..${this.vocabSize - 1})`);
     }
 
     const templateText = files.chatTemplate ?? HfTokenizer.#configTemplate(config, source);
@@ -226,8 +258,11 @@ export class HfTokenizer {
     const files: { -readonly [K in keyof HfTokenizerFiles]: HfTokenizerFiles[K] } = { tokenizer: await json(HF_TOKENIZER_FILE, true) };
     const config = await json(HF_TOKENIZER_CONFIG_FILE, false);
     if (config !== undefined) files.config = config;
-    const generationConfig = await json(HF_GENERATION_CONFIG_FILE, false);
-    if (generationConfig !== undefined) files.generationConfig = generationConfig;
+    const generation = await readGenerationConfig(dir);
+    if (generation !== undefined) {
+      files.generationConfig = generation.value;
+      files.generationConfigFile = generation.file;
+    }
     const template = await read(HF_CHAT_TEMPLATE_FILE, false);
     if (template !== undefined) files.chatTemplate = template;
     return new HfTokenizer(files, dir, options);

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { CHECKPOINT_CONFIG_FILE, CHECKPOINT_WEIGHTS_FILE } from './checkpoint.ts';
 import { HF_INDEX_FILE, HF_WEIGHTS_FILE, isHfConfig } from './hf-checkpoint.ts';
+import { readGenerationConfig } from './hf-tokenizer.ts';
 import { fromHfName, hfConfigSchema, hfConfigToModelConfig, supportedHfModelTypes, toHfName, type HfModelType } from './hf-names.ts';
 import { parseWithSchema, readJsonFile } from './json-file.ts';
 import { modelConfigSchema, parameterCount, parameterShapes, type ModelConfig } from './model-config.ts';
@@ -45,7 +46,7 @@ export interface ModelFolderInfo {
   readonly tokenizerFiles: readonly string[];
   /** Whether a chat template ships (tokenizer_config.json's chat_template or chat_template.jinja). */
   readonly chatTemplate: boolean;
-  /** End-of-sequence ids from generation_config.json (empty when absent). */
+  /** End-of-sequence ids from generation_config.json, else config.json (empty when neither names any). */
   readonly eosTokenIds: readonly number[];
   readonly bosTokenId: number | null;
 }
@@ -129,8 +130,10 @@ export async function describeModelFolder(dir: string): Promise<ModelFolderInfo>
   }
   let eosTokenIds: number[] = [];
   let bosTokenId: number | null = null;
-  if (present.has('generation_config.json')) {
-    const gc = await readJsonFile(join(dir, 'generation_config.json'), generationConfigSchema);
+  // generation_config.json, else config.json's ids (as transformers reads them).
+  const generation = await readGenerationConfig(dir);
+  if (generation !== undefined) {
+    const gc = parseWithSchema(generationConfigSchema, generation.value, join(dir, generation.file));
     eosTokenIds = gc.eos_token_id == null ? [] : Array.isArray(gc.eos_token_id) ? gc.eos_token_id : [gc.eos_token_id];
     bosTokenId = gc.bos_token_id ?? null;
   }
