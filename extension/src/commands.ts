@@ -13,6 +13,7 @@ import type { TrajectorySummary } from '../../server/protocol/trajectory.ts';
 import { bestStep, OutcomeSeries } from '../../webview/src/run-outcome.ts';
 import { formatInvalidConfig, issueOffset, parseInvalidConfigData } from './config-issues.ts';
 import { describeConnection } from './connection-state.ts';
+import { userMessage } from './error-text.ts';
 import { commandIds, runsViewId } from './contributions.ts';
 import {
   canRun,
@@ -46,7 +47,8 @@ export interface CommandContext {
   readonly showInspector: (trajectoryId: number) => void;
 }
 
-const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
+/** An error as the notification shows it (the output channel keeps the whole text). */
+const message = userMessage;
 
 /** The run a command argument names: a run id, or any node of a run in the tree. */
 function runIdOf(arg: unknown): string | undefined {
@@ -69,6 +71,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       try {
         await body(...args);
       } catch (e) {
+        c.output.appendLine(`[extension] ${title} failed: ${e instanceof Error ? e.message : String(e)}`);
         const choice = await vscode.window.showErrorMessage(`Troupe: ${title}: ${message(e)}`, 'Show Server Output');
         if (choice) c.output.show(true);
       }
@@ -280,6 +283,22 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     else throw new Error(describeConnection(state));
   };
 
+  /**
+   * Restart Server: the workspace's server again, started anew if need be. A server this window
+   * started is stopped first (its live runs pause at their step boundary and resume later); one
+   * that died (killed, crashed) is simply started again. An address given by hand is forgotten.
+   */
+  const restartServer = async () => {
+    await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Troupe: restarting the server' }, async () => {
+      await c.serverProcess.stopStartedServerAndWait();
+      c.serverProcess.setSessionEndpoint(undefined);
+      await c.server.reconnect({ start: true });
+    });
+    const state = c.server.state;
+    if (state.kind !== 'connected') throw new Error(describeConnection(state));
+    void vscode.window.showInformationMessage(`Troupe: ${describeConnection(state)}.`);
+  };
+
   const filterTrajectories = async () => {
     const f = c.tree.filter;
     const range = formatRewardRange(f);
@@ -335,8 +354,11 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     command(commandIds.compareTrajectories, 'Compare Trajectories', compareTrajectories),
     command(commandIds.exportAdapters, 'Export Adapters', exportAdapters),
     command(commandIds.connect, 'Connect to Server', connect),
+    command(commandIds.restartServer, 'Restart Server', restartServer),
     command(commandIds.filterTrajectories, 'Filter Trajectories', filterTrajectories),
     command(commandIds.refreshRuns, 'Refresh Runs', async () => {
+      // Without a server, refreshing means finding (or in a trusted workspace starting) one.
+      if (!c.server.client) await connected();
       c.tree.clearCaches();
       await c.runs.refresh();
     }),

@@ -16,6 +16,7 @@ export const commandIds = {
   compareTrajectories: 'troupe.compareTrajectories',
   exportAdapters: 'troupe.exportAdapters',
   connect: 'troupe.connect',
+  restartServer: 'troupe.restartServer',
   filterTrajectories: 'troupe.filterTrajectories',
   refreshRuns: 'troupe.refreshRuns',
   showServerOutput: 'troupe.showServerOutput',

@@ -14,7 +14,7 @@ import { serverOutputChannelName } from './contributions.ts';
 import { DashboardPanel, registerDashboardSerializer } from './panels/dashboard-panel.ts';
 import { InspectorPanel, registerInspectorSerializer } from './panels/inspector-panel.ts';
 import { forwardRunLogs } from './run-log.ts';
-import { notifyRunEnds } from './run-notifications.ts';
+import { notifyConnectionLost, notifyRunEnds } from './run-notifications.ts';
 import { RunsModel } from './runs-model.ts';
 import { RunsTree } from './runs-tree.ts';
 import { ServerConnection } from './server-connection.ts';
@@ -46,6 +46,7 @@ export function activate(context: vscode.ExtensionContext): void {
     tree,
     new RunStatusBar(runs, server),
     notifyRunEnds(runs, { showDashboard: (runId) => DashboardPanel.show(context, server, runId), showOutput: () => output.show(true) }),
+    notifyConnectionLost(server, () => output.show(true)),
     languageClient,
     ...registerCommands({
       server,

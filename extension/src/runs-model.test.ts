@@ -122,16 +122,26 @@ test('notifications keep the runs live', async () => {
   assert.equal(model.get('r2')!.steps, configSteps);
 });
 
-test('a dropped connection empties the model; a failed list is reported, not thrown', async () => {
-  const server = fakeServer({});
+test('a dropped connection keeps the last run list until another server lists its own; a failed list is reported, not thrown', async () => {
+  const first = fakeServer({
+    'runs/list': () => ({ runs: [run('a'), run('b', { createdAt: 2_000 })] }),
+    'run/get': (p) => ({ run: { ...run(String(p['runId'])), config } }),
+    'metrics/query': () => ({ series: [] }),
+  });
   const lines: string[] = [];
   const model = new RunsModel((l) => lines.push(l));
-  await model.setClient(server.client);
-  assert.match(model.error ?? '', /runs\/list: no runs\/list/);
-  assert.equal(lines.length, 1);
+  await model.setClient(first.client);
   await model.setClient(undefined);
   assert.equal(model.connected, false);
-  assert.deepEqual(model.runs, []);
+  assert.deepEqual(model.runs.map((r) => r.summary.id), ['b', 'a'], 'the runs stay listed while disconnected');
+  // The next server's list replaces them; a list that fails says why, in words without the method.
+  const second = fakeServer({ 'runs/list': () => ({ runs: [run('b', { createdAt: 2_000 })] }), 'run/get': (p) => ({ run: { ...run(String(p['runId'])), config } }), 'metrics/query': () => ({ series: [] }) });
+  await model.setClient(second.client);
+  assert.deepEqual(model.runs.map((r) => r.summary.id), ['b']);
+  const broken = fakeServer({});
+  await model.setClient(broken.client);
+  assert.equal(model.error, 'no runs/list');
+  assert.equal(lines.length, 1);
 });
 
 test('a run that ends while followed is announced once, with its outcome; runs listed as ended are not', async () => {

@@ -8,6 +8,7 @@ import { safeParseExperimentConfig } from '../../server/protocol/experiment-conf
 import type { Disposable, RpcClient } from '../../server/protocol/rpc-client.ts';
 import type { Metric, RunState, RunSummary } from '../../server/protocol/trajectory.ts';
 import { OutcomeSeries, outcomeMetricNames, type RunOutcome } from '../../webview/src/run-outcome.ts';
+import { userMessage } from './error-text.ts';
 import { runLabels } from './run-format.ts';
 
 /** A success rate in [0, 1] and where it came from. */
@@ -104,13 +105,15 @@ export class RunsModel {
 
   constructor(private readonly log: (line: string) => void = () => {}) {}
 
-  /** Follows a new connection (or none); resolves once the run list is loaded. */
+  /**
+   * Follows a new connection (or none); resolves once the run list is loaded. Without a connection
+   * the runs last read stay listed (`connected` says they may be out of date); the next connection's
+   * list replaces them.
+   */
   setClient(client: RpcClient | undefined): Promise<void> {
     for (const s of this.subscriptions) s.dispose();
     this.subscriptions = [];
     this.client = client;
-    this.views.clear();
-    this.outcomes.clear();
     this.lastError = null;
     this.generation++;
     if (!client) {
@@ -187,8 +190,8 @@ export class RunsModel {
       runs = (await client.request('runs/list', {})).runs;
     } catch (e) {
       if (generation !== this.generation) return;
-      this.lastError = e instanceof Error ? e.message : String(e);
-      this.log(`runs/list failed: ${this.lastError}`);
+      this.lastError = userMessage(e);
+      this.log(`runs/list failed: ${e instanceof Error ? e.message : String(e)}`);
       this.fire(undefined);
       return;
     }

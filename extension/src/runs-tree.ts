@@ -10,6 +10,7 @@ import * as vscode from 'vscode';
 import type { StepSummary, TrajectorySummary } from '../../server/protocol/trajectory.ts';
 import { describeConnection } from './connection-state.ts';
 import { commandIds, internalCommandIds, runsViewId } from './contributions.ts';
+import { userMessage } from './error-text.ts';
 import {
   describeFilter,
   describeRun,
@@ -188,23 +189,30 @@ export class RunsTree implements vscode.TreeDataProvider<RunsNode>, vscode.Dispo
 
   async getChildren(node?: RunsNode): Promise<RunsNode[]> {
     if (node === undefined) {
-      if (this.runs.connected) return this.runs.runs.map((v) => this.runNode(v.summary.id));
+      const known = this.runs.runs.map((v) => this.runNode(v.summary.id));
+      if (this.runs.connected) return known;
       // VS Code shows welcome content only for an empty tree without a message, and welcome
       // content is static: so a reason (which varies) is shown as rows, with the ways out. An
-      // untrusted workspace and a connection in progress get the manifest's welcome content.
+      // untrusted workspace and a first connection in progress get the manifest's welcome content.
+      // The runs last read stay listed under the rows, so a dead server does not take them away.
       const s = this.server.state;
-      if (s.kind !== 'notRunning' || !vscode.workspace.isTrusted) return [];
-      return [
-        { kind: 'message', text: describeConnection(s), icon: 'warning' },
-        { kind: 'action', label: 'Connect to Server…', command: commandIds.connect, icon: 'plug' },
-        { kind: 'action', label: 'Show Server Output', command: commandIds.showServerOutput, icon: 'output' },
-      ];
+      if (s.kind === 'notRunning' && vscode.workspace.isTrusted) {
+        return [
+          { kind: 'message', text: describeConnection(s), icon: 'warning' },
+          { kind: 'action', label: 'Restart Server', command: commandIds.restartServer, icon: 'debug-restart' },
+          { kind: 'action', label: 'Connect to Server…', command: commandIds.connect, icon: 'plug' },
+          { kind: 'action', label: 'Show Server Output', command: commandIds.showServerOutput, icon: 'output' },
+          ...known,
+        ];
+      }
+      if (known.length === 0) return [];
+      return [{ kind: 'message', text: `${describeConnection(s)}: the runs below are as last read`, icon: 'sync~spin' }, ...known];
     }
     try {
       if (node.kind === 'run') return await this.stepsOf(node.runId);
       if (node.kind === 'step') return await this.trajectoriesOf(node);
     } catch (e) {
-      return [{ kind: 'message', text: `Could not read from the server: ${e instanceof Error ? e.message : String(e)}` }];
+      return [{ kind: 'message', text: `Could not read from the server: ${userMessage(e)}` }];
     }
     return [];
   }
@@ -300,7 +308,7 @@ export class RunsTree implements vscode.TreeDataProvider<RunsNode>, vscode.Dispo
     try {
       await this.fetchPage(node, page);
     } catch (e) {
-      void vscode.window.showErrorMessage(`Troupe: could not load more trajectories: ${e instanceof Error ? e.message : String(e)}`);
+      void vscode.window.showErrorMessage(`Troupe: could not load more trajectories: ${userMessage(e)}`);
     }
     this.changeEmitter.fire(node);
   }

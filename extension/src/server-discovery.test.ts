@@ -11,6 +11,7 @@ import {
   protocolMismatch,
   serveCommandLine,
   type ServeCommandOptions,
+  serverExitReason,
 } from './server-discovery.ts';
 
 const serverFile = { url: 'ws://127.0.0.1:41234', pid: 4242, protocolVersion: '1.0', tokenFile: '/w/.troupe/server.token', workspace: '/w', startedAt: '2026-01-01T00:00:00.000Z' };
@@ -96,4 +97,10 @@ test('no troupe anywhere says how to get one', () => {
   assert.ok(!r.ok && /not installed in \/w/.test(r.reason) && /troupe\.server\.command/.test(r.reason));
   const empty = serveCommandLine(options({ configured: [''] }));
   assert.ok(!empty.ok && /first entry/.test(empty.reason));
+});
+
+test("a killed server's reason names the signal and quotes nothing it logged; a failing exit quotes its last line", () => {
+  assert.equal(serverExitReason(4242, null, 'SIGKILL', '[run-1] step 12/40 · train 50%'), 'troupe serve (pid 4242) was killed (SIGKILL)');
+  assert.equal(serverExitReason(4242, 1, null, 'Error: the workspace is served by pid 17'), 'troupe serve (pid 4242) exited (code 1): Error: the workspace is served by pid 17');
+  assert.equal(serverExitReason(4242, 0, null, '[run-1] step 12/40'), 'troupe serve (pid 4242) exited (code 0)');
 });

@@ -140,3 +140,14 @@ export function serveCommandLine(o: ServeCommandOptions): Parsed<CommandLine> {
 export function formatCommandLine(c: CommandLine): string {
   return [c.command, ...c.args].map((a) => (/[\s"]/.test(a) ? JSON.stringify(a) : a)).join(' ');
 }
+
+/**
+ * Why a server this window started is gone, for the Runs view and the status bar. A server killed
+ * by a signal said nothing about it: its last stderr line is whatever it logged before (a step's
+ * progress), which would read as the cause, so it is quoted only for a failing exit code.
+ */
+export function serverExitReason(pid: number | undefined, code: number | null, signal: string | null, lastStderrLine: string | undefined): string {
+  const who = `troupe serve (pid ${pid ?? '?'})`;
+  if (signal !== null) return `${who} was killed (${signal})`;
+  return `${who} exited (code ${code ?? '?'})${code !== 0 && lastStderrLine !== undefined ? `: ${lastStderrLine}` : ''}`;
+}

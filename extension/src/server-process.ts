@@ -15,16 +15,7 @@ import { createInterface } from 'node:readline';
 import * as vscode from 'vscode';
 import type { ServerEndpoint } from './connection-state.ts';
 import { settingKeys, settingsSection } from './contributions.ts';
-import {
-  SERVER_FILE_RELATIVE,
-  expandVariables,
-  formatCommandLine,
-  isLoopbackUrl,
-  normalizeServerUrl,
-  parseListeningLine,
-  parseServerFile,
-  serveCommandLine,
-} from './server-discovery.ts';
+import { expandVariables, formatCommandLine, isLoopbackUrl, normalizeServerUrl, parseListeningLine, parseServerFile, serveCommandLine, SERVER_FILE_RELATIVE, serverExitReason } from './server-discovery.ts';
 
 /** An endpoint, or why there is none and whether trying again later may help. */
 export type EndpointResult = { readonly ok: true; readonly endpoint: ServerEndpoint } | { readonly ok: false; readonly reason: string; readonly retry: boolean };
@@ -139,6 +130,25 @@ export class ServerProcess implements vscode.Disposable {
     return this.starting;
   }
 
+  /**
+   * Stops the server this window started, if it is still running, and waits for it to exit (it
+   * pauses its live runs at their step boundary and gives up the workspace's server lock), so a new
+   * one can start. A server this window did not start is left alone.
+   */
+  async stopStartedServerAndWait(timeoutMs = 120_000): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    this.stopStartedServer();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((_, reject) => (timer = setTimeout(() => reject(new Error(`the server (pid ${child.pid ?? '?'}) did not stop within ${timeoutMs / 1000} s`)), timeoutMs)));
+    try {
+      await Promise.race([exited, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** Stops the server this window started, if any. Its live runs pause at their step boundary. */
   stopStartedServer(): void {
     if (this.child && this.child.exitCode === null) {
@@ -239,7 +249,7 @@ export class ServerProcess implements vscode.Disposable {
     }).catch((e: unknown) => e as Error);
 
     child.once('exit', (code, signal) => {
-      const why = `troupe serve (pid ${child.pid ?? '?'}) exited (${signal ?? `code ${code}`})${stderrTail.length ? `: ${stderrTail.at(-1)}` : ''}`;
+      const why = serverExitReason(child.pid, code, signal, stderrTail.at(-1));
       this.log(why);
       if (this.child === child) {
         this.child = undefined;

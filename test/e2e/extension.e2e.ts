@@ -403,6 +403,8 @@ test('a second run of the config: told apart by its start, paused from the palet
     assert.ok(swatchColours.first !== null, "needs the first run's colours (the dashboard test failed)");
     assert.deepEqual([...(await agentColours(split))].sort(), [...swatchColours.first].sort(), 'an agent changed colour between runs');
     await screenshot(page, 'extension-second-run-dashboard');
+    // A webview that takes the focus closes a quick pick: close the dashboard first.
+    await runCommand(page, 'View: Close All Editor Groups');
 
     // Stop asks which run (it is not taken without asking); a stopped run reads "stopped", not "done".
     await runCommand(page, 'Troupe: Stop', { opensPicker: true });
@@ -425,6 +427,39 @@ test('a second run of the config: told apart by its start, paused from the palet
     assert.match(tooltip, /Result: test /);
     await screenshot(page, 'extension-run-tooltip');
     await page.mouse.move(0, 0);
+    await runCommand(page, 'Notifications: Clear All Notifications');
+  }),
+);
+
+test('a killed server: the runs stay listed, the reason is the kill, and Restart Server brings it back', { timeout: 240_000 }, () =>
+  withFailureArtifacts(started(), 'extension-server-killed', async () => {
+    needsRun();
+    const { page } = started();
+    const serverFile = join(workspace, SERVER_FILE_RELATIVE);
+    const { pid } = serverFileSchema.parse(JSON.parse(readFileSync(serverFile, 'utf8')));
+    process.kill(pid, 'SIGKILL');
+    await waitForExit(pid, 30_000);
+    await waitForNotification(page, /Troupe: lost the connection to the server/, 60_000);
+
+    // The Runs view keeps both runs under the reason and the way back; the reason is the kill,
+    // not a line the server happened to log last.
+    const sideBar = await openView(page, 'Troupe');
+    await treeItem(sideBar, new RegExp(`^Troupe server not running: troupe serve \\(pid ${pid}\\) was killed \\(SIGKILL\\)$`)).waitFor({ timeout: 60_000 });
+    const runRows = sideBar.locator('.monaco-list-row').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${escapeRegExp(runName)} · `) }) });
+    await runRows.nth(1).waitFor({ timeout: 10_000 });
+    assert.equal(await runRows.count(), 2, 'the runs left the view with the server');
+    const restart = treeItem(sideBar, 'Restart Server');
+    await screenshot(page, 'extension-server-killed');
+
+    await runCommand(page, 'Notifications: Clear All Notifications');
+    await restart.click();
+    await waitForNotification(page, /Troupe: Connected to Troupe server .* \(started by this window\)/, 120_000);
+    await restart.waitFor({ state: 'detached', timeout: 30_000 });
+    await runRows.nth(1).waitFor({ timeout: 30_000 });
+    const restarted = serverFileSchema.parse(JSON.parse(readFileSync(serverFile, 'utf8')));
+    assert.notEqual(restarted.pid, pid);
+    assert.ok(processAlive(restarted.pid), 'the restarted server is not running');
+    await screenshot(page, 'extension-server-restarted');
     await runCommand(page, 'Notifications: Clear All Notifications');
   }),
 );

@@ -7,6 +7,7 @@ import * as vscode from 'vscode';
 import type { z } from 'zod';
 import { parseMessage } from '../../../webview/src/messages.ts';
 import { makeNonce, webviewHtml } from './webview-html.ts';
+import { userMessage } from '../error-text.ts';
 
 /** The bundles' folder inside the extension (what `buildWebviews('extension/dist/webview')` writes). */
 export function bundleRoot(context: vscode.ExtensionContext): vscode.Uri {
@@ -73,5 +74,5 @@ export function logFromWebview(from: string, level: 'info' | 'warn' | 'error', m
 
 /** An error's message for a webview banner. */
 export function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
+  return userMessage(e);
 }
