@@ -135,6 +135,19 @@ function printValidationSummary(store: RunStore, runId: string, exp: ResolvedExp
     const which = played === testAfter.step ? `after RL (step ${played})` : `best validated policy (step ${played} of ${testAfter.step})`;
     write(`test success on ${exp.training.testEpisodes} test seeds (apart from the validation seeds):`);
     write(`  warm start ${percent(testBefore.value)}, ${which} ${percent(testAfter.value)}: RL gain ${delta >= 0 ? '+' : ''}${delta.toFixed(1)} points`);
+    // A symmetric game: its self-play success (no forfeit) says little; the games against the
+    // scripted opponents are the result.
+    for (const [opponent, rate, label] of [
+      ['random', 'win_rate', 'win rate'],
+      ['minimax', 'non_loss_rate', 'non-loss rate'],
+    ] as const) {
+      const points = store.metricSeries({ runId, name: `test/vs_${opponent}/${rate}` });
+      const b = points.find((p) => p.step === 0);
+      const a = points.find((p) => p.step === testAfter.step);
+      if (!b || !a) continue;
+      const d = (a.value - b.value) * 100;
+      write(`  vs ${opponent} ${label}: warm start ${percent(b.value)}, after RL ${percent(a.value)}: ${d >= 0 ? '+' : ''}${d.toFixed(1)} points`);
+    }
   }
 }
 

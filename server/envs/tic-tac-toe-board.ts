@@ -91,6 +91,14 @@ export function moveValue(board: Board, cell: number): -1 | 0 | 1 {
   return s > 0 ? 1 : s < 0 ? -1 : 0;
 }
 
+/** Every move of the best game value (forced win, else draw, else loss) for the mover. The game must not be over. */
+export function optimalMoves(board: Board): number[] {
+  if (isOver(board)) throw new Error('tic-tac-toe: no move in a finished game');
+  const values = legalMoves(board).map((cell) => ({ cell, value: moveValue(board, cell) }));
+  const top = Math.max(...values.map((v) => v.value));
+  return values.filter((v) => v.value === top).map((v) => v.cell);
+}
+
 /** The perfect move: best score, ties to the lowest cell. The game must not be over. */
 export function bestMove(board: Board): number {
   let best = -1;

@@ -8,7 +8,7 @@
  */
 import { Rng } from './rng.ts';
 import { ticTacToe, type TicTacToeAgent } from './tic-tac-toe.ts';
-import { bestMove, legalMoves, type Board } from './tic-tac-toe-board.ts';
+import { legalMoves, optimalMoves, type Board } from './tic-tac-toe-board.ts';
 
 /** A scripted player: the board (cells 0..8) and a seeded stream in, a free cell (0..8) out. */
 export type TicTacToePlayer = (board: Board, rng: Rng) => number;
@@ -16,8 +16,12 @@ export type TicTacToePlayer = (board: Board, rng: Rng) => number;
 /** Uniform over the free cells. */
 export const randomPlayer: TicTacToePlayer = (board, rng) => rng.pick(legalMoves(board));
 
-/** Perfect play (never loses); deterministic. */
-export const minimaxPlayer: TicTacToePlayer = (board) => bestMove(board);
+/**
+ * Perfect play (never loses), choosing uniformly among the moves of the best game value. A
+ * deterministic minimax would play the same two games (one per side) against a greedy policy in
+ * every evaluation, so its non-loss rate could only be 0, 50 or 100%.
+ */
+export const minimaxPlayer: TicTacToePlayer = (board, rng) => rng.pick(optimalMoves(board));
 
 export const ticTacToeOpponents = {
   random: randomPlayer,

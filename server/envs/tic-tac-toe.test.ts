@@ -25,6 +25,22 @@ test('minimax draws against itself, and random loses to minimax most of the time
   assert.ok(rand.losses > 200);
 });
 
+test('minimax varies its games with the seed, so a greedy policy meets many positions', async () => {
+  // A fixed policy (first free cell) against minimax: every game differs only by minimax's choices.
+  const games = new Set<string>();
+  for (let g = 0; g < 32; g++) {
+    const seen: string[] = [];
+    const firstFree: Parameters<typeof evaluateAgainst>[0] = (_obs, game) => {
+      seen.push(game.board.map((m) => m ?? '.').join(''));
+      return String(legalMoves(game.board)[0]! + 1);
+    };
+    const r = await evaluateAgainst(firstFree, minimaxPlayer, { games: 1, side: 'o', seed: 100 + g });
+    assert.equal(r.wins, 0, 'minimax never loses');
+    games.add(seen.join('|'));
+  }
+  assert.ok(games.size >= 5, `${games.size} distinct games in 32`);
+});
+
 test('perfect play agrees with brute force on every reachable position', () => {
   // Plain minimax over win/draw/loss, memoised by position: the value for the side to move.
   const memo = new Map<string, number>();
@@ -122,6 +138,22 @@ test('openings follow the seed, never end the game, and the turn order follows t
     if (openingMoves === 3) seen.add(rows);
   }
   assert.ok(seen.size > 30);
+});
+
+test('an opening range draws each count in it per seed, the same for a seed every time', () => {
+  const counts = new Map<number, number>();
+  for (let i = 0; i < 300; i++) {
+    const env = ticTacToe.create(trainSeed(i), { openingMoves: [0, 3] });
+    const n = env.board.filter((m) => m !== null).length;
+    assert.deepEqual(env.board, ticTacToe.create(trainSeed(i), { openingMoves: [0, 3] }).board);
+    counts.set(n, (counts.get(n) ?? 0) + 1);
+  }
+  assert.deepEqual([...counts.keys()].sort(), [0, 1, 2, 3]);
+  for (const [n, c] of counts) assert.ok(c > 40, `${c} of 300 seeds open with ${n} moves`);
+  // A range of one count is that count, with the same boards as the plain number.
+  assert.deepEqual(ticTacToe.create(trainSeed(7), { openingMoves: [2, 2] }).board, ticTacToe.create(trainSeed(7), { openingMoves: 2 }).board);
+  assert.throws(() => ticTacToe.create(1, { openingMoves: [3, 1] }), /openingMoves.*min <= max/s);
+  assert.throws(() => ticTacToe.create(1, { openingMoves: [0, 5] }), /openingMoves/);
 });
 
 test('turn counts rounds of one move each; playAgainst reports forfeits from the policy side', async () => {

@@ -5,6 +5,9 @@
  *
  * The seed matters only through `openingMoves`: that many random legal moves are played before the
  * agents start (at most 4, so the game is never over before it begins), to vary training positions.
+ * A range `[min, max]` draws the count per seed, so that training sees the empty board and its
+ * first replies too: a policy trained only on 2-move openings never meets the positions a game
+ * against an opponent starts from (measured: it lost all 64 games to minimax, 0 forfeits).
  * After an odd number of them `o` moves first; always ask `currentAgent()`.
  *
  * Action: one digit 1-9, the cell to mark, row by row; the prompt shows free cells as their digit:
@@ -44,10 +47,20 @@ import { bestMove, emptyBoard, isOver, legalMoves, moveValue, toMove, winnerOf, 
 
 export const ticTacToeRewards = { win: 1, draw: 0, forfeit: -2 } as const;
 
+const openingCount = z.number().int().min(0).max(4);
+
 export const ticTacToeOptionsSchema = z
   .object({
-    /** Random legal moves played from the seed before the agents start (0-4). */
-    openingMoves: z.number().int().min(0).max(4).default(0).describe('Random moves played before the agents start.'),
+    /** Random legal moves played from the seed before the agents start (0-4), or a range drawn per seed. */
+    openingMoves: z
+      .union([
+        openingCount,
+        z
+          .tuple([openingCount, openingCount])
+          .refine(([min, max]) => min <= max, { message: 'a range [min, max] needs min <= max' }),
+      ])
+      .default(0)
+      .describe('Random moves played before the agents start: a count (0-4), or a range [min, max] whose count each seed draws.'),
     /** 'outcome': +1 for the winning move only. 'minimax': every move scored by its perfect-play value. */
     reward: z.enum(['outcome', 'minimax']).default('outcome').describe("'outcome' (terminal) or 'minimax' (per-move value)."),
   })
@@ -82,7 +95,10 @@ export class TicTacToeEnvironment implements Environment {
     }
     this.#board = emptyBoard();
     const rng = new Rng(seed, 'tic-tac-toe');
-    for (let i = 0; i < options.openingMoves; i++) this.#board[rng.pick(legalMoves(this.#board))] = toMove(this.#board);
+    const [min, max] = typeof options.openingMoves === 'number' ? [options.openingMoves, options.openingMoves] : options.openingMoves;
+    // A fixed count draws nothing, so seeds keep the openings they had before ranges existed.
+    const count = min === max ? min : min + rng.int(max - min + 1);
+    for (let i = 0; i < count; i++) this.#board[rng.pick(legalMoves(this.#board))] = toMove(this.#board);
   }
 
   /** A copy of the board, cells 0..8 row by row. */

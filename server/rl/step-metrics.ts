@@ -90,11 +90,7 @@ export function validationMetrics(v: Evaluation): Metric[] {
     { name: 'val/reward', value: v.meanReward },
     { name: 'val/team_return', value: v.meanTeamReturn },
   ];
-  if (v.opponents) {
-    for (const [name, m] of Object.entries(v.opponents)) {
-      out.push({ name: `val/vs_${name}/win_rate`, value: m.winRate }, { name: `val/vs_${name}/non_loss_rate`, value: m.nonLossRate });
-    }
-  }
+  out.push(...opponentMetrics('val', v));
   for (const [agentId, a] of Object.entries(v.perAgent)) {
     out.push({ name: 'val/reward', value: a.meanReward, agentId }, { name: 'val/parse_fail_rate', value: a.parseFailureRate, agentId });
   }
@@ -112,8 +108,17 @@ export function bestMetric(best: { readonly validationSuccess: number }): Metric
 
 /** The test (held-out seeds apart from validation's), at step 0 and after the last step. */
 export function testMetrics(v: Evaluation): Metric[] {
-  return [
-    { name: 'test/success', value: v.success },
-    { name: 'test/reward', value: v.meanReward },
-  ];
+  return [{ name: 'test/success', value: v.success }, { name: 'test/reward', value: v.meanReward }, ...opponentMetrics('test', v)];
+}
+
+/**
+ * A symmetric game's scores against the scripted opponents (tic-tac-toe): `<phase>/vs_<opponent>/
+ * win_rate` and `non_loss_rate`. Self-play success (no forfeit) says nothing of how well the policy
+ * plays; these do.
+ */
+function opponentMetrics(phase: 'val' | 'test', v: Evaluation): Metric[] {
+  return Object.entries(v.opponents ?? {}).flatMap(([name, m]) => [
+    { name: `${phase}/vs_${name}/win_rate`, value: m.winRate },
+    { name: `${phase}/vs_${name}/non_loss_rate`, value: m.nonLossRate },
+  ]);
 }
