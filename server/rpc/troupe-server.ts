@@ -48,7 +48,7 @@ export interface ServeOptions {
    * files, checkpoint folders in configs, export destinations. Each must exist.
    */
   readonly allowPaths?: readonly string[];
-  /** Limits of each run worker's JavaScript heap (RunManager's `workerResourceLimits`). Default: Node's. */
+  /** Limits of each run worker's JavaScript heap (RunManager's `workerResourceLimits`, and its default). */
   readonly workerResourceLimits?: ResourceLimits;
   /** The most memory the server may hold while runs train before it fails them (RunManager's `memoryLimitBytes`). */
   readonly memoryLimitBytes?: number;

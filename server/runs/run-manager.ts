@@ -55,7 +55,9 @@ export interface RunManagerOptions {
   readonly exitGraceMs?: number;
   /**
    * Limits of each run worker's JavaScript heap. A worker that runs out fails its run (the server
-   * stays up). Tensors live in ONNX Runtime's worker, outside these limits. Default: Node's.
+   * stays up). Tensors live in ONNX Runtime's worker, outside these limits. Default: an old
+   * generation of a quarter of the machine's memory, between 512 MB and 4 GB (about what Node
+   * gives a heap by default, stated so that the out-of-memory error can name it).
    */
   readonly workerResourceLimits?: ResourceLimits;
   /**
@@ -143,6 +145,8 @@ interface LiveRun {
 const ETA_WINDOW = 10;
 /** How often the process's memory is compared with `memoryLimitBytes` while a run trains. */
 const MEMORY_CHECK_MS = 1000;
+/** A run worker's heap limits when none are given (see `workerResourceLimits`). */
+const defaultWorkerLimits = (): ResourceLimits => ({ maxOldGenerationSizeMb: Math.min(4096, Math.max(512, Math.floor(totalmem() / 4 / 2 ** 20))) });
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
 /**
  * After a worker reports how training ended it should exit at once, and an aborted one as soon as
@@ -184,7 +188,7 @@ export class RunManager {
     private readonly log: (line: string) => void,
     private readonly maxConcurrent: number,
     private readonly closeTimeoutMs: number,
-    private readonly resourceLimits: ResourceLimits | undefined,
+    private readonly resourceLimits: ResourceLimits,
     private readonly paths: PathConfinement | undefined,
     private readonly exitGraceMs: number,
     private readonly memoryLimitBytes: number,
@@ -209,7 +213,7 @@ export class RunManager {
     const store = openRunStore(dbPath);
     openWorkspaces.add(dbPath);
     const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-    const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits, o.paths, o.exitGraceMs ?? EXIT_GRACE_MS, o.memoryLimitBytes ?? Math.floor(totalmem() * 0.9));
+    const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits ?? defaultWorkerLimits(), o.paths, o.exitGraceMs ?? EXIT_GRACE_MS, o.memoryLimitBytes ?? Math.floor(totalmem() * 0.9));
     try {
       manager.markInterrupted();
     } catch (e) {
@@ -492,7 +496,7 @@ export class RunManager {
     const data: RunWorkerData = { runId: live.runId, runDir: live.folder.dir, resume: live.resume, engineCalls: calls.buffer };
     let worker: Worker;
     try {
-      worker = new Worker(entry.url, { workerData: { ...entry.data, ...data }, ...(this.resourceLimits ? { resourceLimits: this.resourceLimits } : {}) });
+      worker = new Worker(entry.url, { workerData: { ...entry.data, ...data }, resourceLimits: this.resourceLimits });
     } catch (e) {
       this.finish(live, 'failed', `cannot start the run worker: ${message(e)}`);
       return;
@@ -607,7 +611,7 @@ export class RunManager {
     } else if (o?.kind === 'failed') {
       this.finish(live, 'failed', o.error);
     } else if (live.crash && (live.crash as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY') {
-      const limit = this.resourceLimits?.maxOldGenerationSizeMb;
+      const limit = this.resourceLimits.maxOldGenerationSizeMb;
       this.finish(live, 'failed', `out of memory: the run worker's JavaScript heap reached its limit${limit === undefined ? '' : ` of ${limit} MB`} (${live.crash.message}); the server keeps serving. Make the demonstrations, batch or token budgets smaller`);
     } else if (live.crash) {
       this.finish(live, 'failed', `the run worker crashed: ${live.crash.message}`);
