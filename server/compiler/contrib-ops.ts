@@ -14,7 +14,7 @@
  * against 3.9 ms for the plain step. Attention stays composite over the time-major cache, whose
  * graph returns only the new [T,B,Hkv,D] slice.
  *
- * Specs: onnxruntime docs/ContribOperators.md; shapes below follow them.
+ * Specs: ONNX Runtime's docs/ContribOperators.md (github.com/microsoft/onnxruntime); shapes below follow them.
  */
 import { dimAdd, formatShape, type Dim, type Shape } from './dims.ts';
 import type { Attrs, Inferred, OpDef, Operand } from './ops.ts';

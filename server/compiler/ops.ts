@@ -284,7 +284,7 @@ export const opDefs = {
    * the position indices[i][j]… names along `axis` (repeated indices accumulate). Gradient of
    * gather and gatherElements. ONNX Runtime's CPU kernel applies the updates in one serial loop,
    * so repeated indices sum in a fixed order: unlike ScatterND(add), whose threaded kernel gave
-   * wrong sums with 2 threads in ORT 1.30 (reference/ort-training-probe.md).
+   * wrong sums with 2 threads in ORT 1.30 (measured in the project's feasibility probe, 2026-11-21).
    */
   scatterAdd: {
     arity: 3,

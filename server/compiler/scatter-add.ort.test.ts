@@ -1,6 +1,6 @@
 /**
  * The row-gather gradient (embeddings, selected rows) is a ScatterElements(add). ScatterND(add)
- * gave wrong sums with 2 intra-op threads in ORT 1.30 (reference/ort-training-probe.md), so this
+ * gave wrong sums with 2 intra-op threads in ORT 1.30 (the project's feasibility probe, 2026-11-21), so this
  * checks, with 2 threads and heavily repeated ids, that the emitted gradient equals a serial
  * float32 sum in index order bit for bit, run after run — and that it never builds an [N, V]
  * one-hot (the graph has no Equal/OneHot and no tensor with the vocabulary as a dimension besides
