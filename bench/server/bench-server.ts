@@ -16,7 +16,7 @@
  * training) notification throughput: 2000 config edits (`textDocument/didChange`), each answered by
  * `publishDiagnostics`, one in flight. The training slowdown is the median step time while loaded
  * over the median step time while training alone.
- * Targets: event-loop delay p99 < 50 ms while training (DESIGN §8); `server/status` p99 < 100 ms
+ * Targets: event-loop delay p99 < 50 ms while training (the project's quality bar); `server/status` p99 < 100 ms
  * while loaded (issue 33). Writes bench/results/server.json.
  *
  * Options (env): SERVER_BENCH_SECONDS (responsiveness window per phase, default 30),
