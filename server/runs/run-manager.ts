@@ -25,7 +25,8 @@ import { totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import { Worker, type ResourceLimits } from 'node:worker_threads';
 import { readRunFolder, type RunFolder } from './run-folder.ts';
-import { runLockHolder, type RunLock } from './run-lock.ts';
+import { RunLock, runLockHolder } from './run-lock.ts';
+import { removeOrphanTemporaries } from '../rl/run-checkpoint.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
 import type { Metric, RunState, RunSummary } from '../protocol/trajectory.ts';
 import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index.ts';
@@ -202,7 +203,8 @@ export class RunManager {
   /**
    * Opens (creating if needed) the workspace's store. Runs left 'running', 'stopping' or 'queued'
    * by a process that is gone (no live holder of their run lock) are marked failed with an error
-   * starting "interrupted:", so they are listed as such and can be resumed.
+   * starting "interrupted:", so they are listed as such and can be resumed, and the temporary
+   * checkpoints that process left are removed.
    */
   static async open(o: RunManagerOptions): Promise<RunManager> {
     const workspace = resolve(o.workspace);
@@ -215,7 +217,7 @@ export class RunManager {
     const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
     const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits ?? defaultWorkerLimits(), o.paths, o.exitGraceMs ?? EXIT_GRACE_MS, o.memoryLimitBytes ?? Math.floor(totalmem() * 0.9));
     try {
-      manager.markInterrupted();
+      await manager.markInterrupted();
     } catch (e) {
       openWorkspaces.delete(dbPath);
       store.close();
@@ -224,7 +226,7 @@ export class RunManager {
     return manager;
   }
 
-  private markInterrupted(): void {
+  private async markInterrupted(): Promise<void> {
     for (const r of this.store.listRuns()) {
       if (r.state !== 'running' && r.state !== 'stopping' && r.state !== 'queued') continue;
       const holder = existsSync(r.runDir) ? runLockHolder(r.runDir) : null;
@@ -233,6 +235,30 @@ export class RunManager {
       const what = r.state === 'queued' ? 'it was queued in a server that ended' : `the process training it ended ${where}`;
       this.store.setRunState(r.id, 'failed', `interrupted: ${what}; resume it to continue from its last checkpoint (run/resume, or troupe train --resume ${r.id})`);
       this.log(`run ${r.id}: marked interrupted (was '${r.state}', no live process holds it)`);
+      await this.removeOrphans(r.id, r.runDir);
+    }
+  }
+
+  /**
+   * The temporary checkpoints a process killed mid-write left in an interrupted run's folder, removed
+   * under the run's lock (taken over from the dead holder; a live one that took it meanwhile cleans
+   * its own at resume).
+   */
+  private async removeOrphans(runId: string, runDir: string): Promise<void> {
+    if (!existsSync(runDir)) return;
+    let lock: RunLock;
+    try {
+      lock = RunLock.acquire(runDir, runId);
+    } catch {
+      return;
+    }
+    try {
+      const removed = await removeOrphanTemporaries(runDir);
+      if (removed.length > 0) this.log(`run ${runId}: removed ${removed.length} temporary checkpoint file(s) a killed writer left (${removed.join(', ')})`);
+    } catch (e) {
+      this.log(`run ${runId}: cannot remove the temporary checkpoints a killed writer left: ${message(e)}`);
+    } finally {
+      lock.release();
     }
   }
 

@@ -14,6 +14,7 @@ import { after, test } from 'node:test';
 import { ConfigError } from '../protocol/config-errors.ts';
 import { tinyConfigWithSteps } from '../../test/fixtures/tiny-config.ts';
 import { defaultDatabasePath, openRunStore } from '../store/index.ts';
+import { RunManager } from './run-manager.ts';
 import { createRun, loadConfigFile, loadInlineConfig, prepareResume } from './run-session.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'troupe-session-'));
@@ -134,5 +135,26 @@ test('resuming removes the temporary checkpoints a killed writer left, and keeps
     assert.ok(existsSync(join(checkpoints, 'step-2', 'state.json')));
   } finally {
     store.close();
+  }
+});
+
+test('a server opening on a run a killed process left running marks it interrupted and removes its temporary checkpoints', async () => {
+  const ws = join(dir, 'interrupted');
+  mkdirSync(ws);
+  const store = openRunStore(defaultDatabasePath(ws));
+  const { run, folder, lock } = await createRun(store, await loadInlineConfig(tinyConfigWithSteps(4), ws), { state: 'running', warn: () => {} });
+  store.close();
+  lock.release(); // the process training it is gone
+  const checkpoints = join(folder.dir, 'checkpoints');
+  mkdirSync(join(checkpoints, 'resume'), { recursive: true });
+  mkdirSync(join(checkpoints, 'step-1.tmp-4242'));
+  writeFileSync(join(checkpoints, 'step-1.tmp-4242', 'tool-lora.safetensors'), 'half');
+  const manager = await RunManager.open({ workspace: ws, log: () => {} });
+  try {
+    assert.match(manager.store.getRun(run.id)!.error ?? '', /^interrupted:/);
+    assert.deepEqual(readdirSync(checkpoints), ['resume']);
+    assert.ok(!existsSync(join(folder.dir, 'run.lock')), 'the lock taken to clean is released');
+  } finally {
+    await manager.close();
   }
 });
