@@ -43,6 +43,9 @@ export async function buildExtension({ minify = true } = {}) {
     metafile: true,
     logLevel: 'warning',
     plugins: [zodEnglishOnly],
+    // The clone this bundle is built from: with no troupe in a workspace and no
+    // troupe.server.command, the extension serves the workspace with this clone's CLI.
+    define: { __TROUPE_CLONE__: JSON.stringify(root.replace(/[\\/]+$/, '')) },
   });
   await mkdir(join(extensionDir, 'schema'), { recursive: true });
   await copyFile(join(root, 'configs', 'schema.json'), join(extensionDir, 'schema', 'experiment-config.schema.json'));

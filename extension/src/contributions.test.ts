@@ -5,7 +5,7 @@
  * and `main` is the file extension/esbuild.mjs writes.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { z } from 'zod';
 import { jsonValidationFileMatch } from './config-files.ts';
@@ -83,4 +83,31 @@ test('main is the CommonJS bundle extension/esbuild.mjs writes, and VS Code 1.10
   assert.equal(manifest.main, './dist/extension.cjs');
   assert.match(readFileSync(new URL('../esbuild.mjs', import.meta.url), 'utf8'), /'dist', 'extension\.cjs'/);
   assert.equal(manifest.engines.vscode, '^1.100.0');
+});
+
+test('the walkthrough: every command it links is declared, every media file ships, every step says when it is done or is read', () => {
+  const walkthroughs = z
+    .object({
+      contributes: z.object({
+        walkthroughs: z.array(
+          z.object({
+            id: z.string(),
+            title: z.string(),
+            steps: z.array(z.object({ id: z.string(), title: z.string(), description: z.string(), media: z.object({ markdown: z.string() }), completionEvents: z.array(z.string()).optional() })).min(4),
+          }),
+        ),
+      }),
+    })
+    .parse(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'))).contributes.walkthroughs;
+  assert.equal(walkthroughs.length, 1);
+  const ignore = readFileSync(new URL('../.vscodeignore', import.meta.url), 'utf8');
+  assert.match(ignore, /^!media\/\*\*$/m, 'media/ ships in the .vsix');
+  for (const step of walkthroughs[0]!.steps) {
+    for (const [, id] of step.description.matchAll(/\(command:(troupe\.[\w.]+)/g)) assert.ok(declared.has(id!), `step ${step.id} links ${id}, which is not declared`);
+    assert.ok(existsSync(new URL(`../${step.media.markdown}`, import.meta.url)), `step ${step.id}: ${step.media.markdown} is missing`);
+    for (const event of step.completionEvents ?? []) {
+      const command = /^onCommand:(.+)$/.exec(event)?.[1];
+      if (command !== undefined) assert.ok(declared.has(command), `step ${step.id} completes on ${command}, which is not declared`);
+    }
+  }
 });

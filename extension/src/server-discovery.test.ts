@@ -92,9 +92,22 @@ test('a configured command gets serve and the workspace unless it has them', () 
   assert.equal(formatCommandLine({ command: 'node', args: ['/my dir/troupe.mjs', 'serve'], shell: false }), 'node "/my dir/troupe.mjs" serve');
 });
 
-test('no troupe anywhere says how to get one', () => {
+test('a folder of configs alone is served by the clone the extension was built from', () => {
+  const cli = join('/src/troupe', 'server', 'cli', 'troupe.mjs');
+  const r = serveCommandLine(options({ clone: '/src/troupe', exists: (p) => p === cli }));
+  assert.deepEqual(r, { ok: true, value: { command: 'node', args: [cli, 'serve', '--workspace', '/w'], shell: false } });
+  // The workspace's own troupe comes first.
+  const bin = join('/w', 'node_modules', '.bin', 'troupe');
+  const own = serveCommandLine(options({ clone: '/src/troupe', exists: (p) => p === cli || p === bin }));
+  assert.ok(own.ok && own.value.command === bin);
+  const gone = serveCommandLine(options({ clone: '/src/troupe' }));
+  assert.ok(!gone.ok && /the clone this extension was built from is gone/.test(gone.reason));
+});
+
+test('no troupe anywhere says how to get one (not "install it with npm": the package is not published)', () => {
   const r = serveCommandLine(options({}));
-  assert.ok(!r.ok && /not installed in \/w/.test(r.reason) && /troupe\.server\.command/.test(r.reason));
+  assert.ok(!r.ok && /no Troupe CLI found for \/w/.test(r.reason) && /troupe\.server\.command/.test(r.reason) && /server\/cli\/troupe\.mjs/.test(r.reason));
+  assert.doesNotMatch(r.reason, /npm/);
   const empty = serveCommandLine(options({ configured: [''] }));
   assert.ok(!empty.ok && /first entry/.test(empty.reason));
 });

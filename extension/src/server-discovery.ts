@@ -102,6 +102,8 @@ export interface ServeCommandOptions {
   readonly home: string;
   readonly platform: NodeJS.Platform;
   readonly exists: (path: string) => boolean;
+  /** The Troupe clone the extension was built from (`npm run package` records it), if known. */
+  readonly clone?: string | undefined;
 }
 
 /**
@@ -110,7 +112,9 @@ export interface ServeCommandOptions {
  * A configured command runs the Troupe CLI; `serve --workspace <folder>` is appended, or only
  * `--workspace <folder>` when the command already says `serve` (so `serve --max-runs 2` can be
  * configured). Without one: the workspace's installed package (`node_modules/.bin/troupe`), else
- * the CLI source when the workspace is the Troupe repository itself. Both run on the `node` found
+ * the CLI source when the workspace is the Troupe repository itself, else the CLI of the clone the
+ * extension was built from (so a fresh clone's `npm ci && npm run package` serves any folder of
+ * configs with no setting). All run on the `node` found
  * on PATH, never on the editor's own runtime: the server's native modules (SQLite, ONNX Runtime)
  * are built for Node, and VS Code's Electron has another ABI.
  */
@@ -130,9 +134,13 @@ export function serveCommandLine(o: ServeCommandOptions): Parsed<CommandLine> {
   if (o.exists(installed)) return { ok: true, value: { command: installed, args: serveArgs([]), shell: windows } };
   const repoCli = join(o.workspace, 'server', 'cli', 'troupe.mjs');
   if (o.exists(repoCli)) return { ok: true, value: { command: 'node', args: serveArgs([repoCli]), shell: false } };
+  const cloneCli = o.clone === undefined ? undefined : join(o.clone, 'server', 'cli', 'troupe.mjs');
+  if (cloneCli !== undefined && o.exists(cloneCli)) return { ok: true, value: { command: 'node', args: serveArgs([cloneCli]), shell: false } };
   return {
     ok: false,
-    reason: `Troupe is not installed in ${o.workspace} (no node_modules/.bin/troupe): install it there with npm, or set troupe.server.command, or connect to a running server with "Troupe: Connect to Server"`,
+    reason:
+      `no Troupe CLI found for ${o.workspace} (no node_modules/.bin/troupe there${cloneCli === undefined ? '' : `, and the clone this extension was built from is gone`}): ` +
+      'set troupe.server.command to ["node", "<your Troupe clone>/server/cli/troupe.mjs"], or connect to a running server with "Troupe: Connect to Server"',
   };
 }
 

@@ -59,6 +59,13 @@ async function readToken(tokenFile: string): Promise<string> {
   return token;
 }
 
+/**
+ * The Troupe clone this extension was built from: `extension/esbuild.mjs` defines it at build time
+ * (undefined in the unit tests, which run the sources).
+ */
+declare const __TROUPE_CLONE__: string | undefined;
+const builtFrom: string | undefined = typeof __TROUPE_CLONE__ === 'string' ? __TROUPE_CLONE__ : undefined;
+
 export class ServerProcess implements vscode.Disposable {
   private child: ChildProcess | undefined;
   /** URL the child printed; a server.json naming it is ours. */
@@ -211,7 +218,7 @@ export class ServerProcess implements vscode.Disposable {
 
   private async startServer(folder: string, onStarting: ((detail: string) => void) | undefined): Promise<EndpointResult> {
     const configured = vscode.workspace.getConfiguration(settingsSection).get<string[]>(settingKeys.serverCommand, []);
-    const command = serveCommandLine({ configured, workspace: folder, home: homedir(), platform: process.platform, exists: existsSync });
+    const command = serveCommandLine({ configured, workspace: folder, home: homedir(), platform: process.platform, exists: existsSync, clone: builtFrom });
     if (!command.ok) return { ok: false, reason: command.reason, retry: false };
     const line = formatCommandLine(command.value);
     this.log(`starting: ${line}`);

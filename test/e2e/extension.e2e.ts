@@ -1,11 +1,14 @@
 // The packaged extension in a real VS Code: the .vsix is built and installed into code-server,
-// which opens a workspace holding one tiny experiment config and a setting that points
-// `troupe.server.command` at this repository's CLI. Then, as a person would: Start Training from
-// the command palette, watch the run in the Runs view, open its dashboard, open a trajectory from
-// the tree and read its reward annotations and hover, and compare two trajectories in the diff
-// editor; last, close the window, which must stop the server the extension started. The tests run
-// in order and share the one window and run; each saves a screenshot under test/e2e/artifacts/
-// (`extension-*.png`).
+// which opens a workspace holding only experiment configs (no installed troupe, no settings: the
+// extension serves it with the CLI of the clone it was built from). Then, as a person would: Start
+// Training from the command palette, watch the run in the Runs view and read its result in the
+// notification and the row, open its dashboard (result, mean step time, legends, axes, colours),
+// see Export name the best step, open a trajectory from the tree and read its reward annotations
+// and hover, compare two trajectories in the diff editor, open the walkthrough; train the config
+// a second time (labels by start time, Pause from the palette, the same colours, Stop → "stopped",
+// the tooltip), kill the server (the runs stay, Restart Server brings it back); last, close the
+// window, which must stop the server the extension started. The tests run in order and share the
+// one window; each saves a screenshot under test/e2e/artifacts/ (`extension-*.png`).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -116,16 +119,14 @@ before(
 
     workspace = join(scratch, 'workspace');
     mkdirSync(join(workspace, 'configs'), { recursive: true });
-    mkdirSync(join(workspace, '.vscode'));
     writeFileSync(join(workspace, 'configs', 'tiny.troupe.json'), `${JSON.stringify(config, null, 2)}\n`);
     // The same experiment (same name) again, long enough to pause and stop: a second run of the config.
     writeFileSync(join(workspace, 'configs', 'tiny-again.troupe.json'), `${JSON.stringify(tinyConfigWithSteps(50), null, 2)}\n`);
     // Valid for the JSON Schema, wrong for the environment: only the server's semantic check sees it.
     const misrouted = { ...config, router: { tool: 'tool-lora', planner: 'plan-lora' } };
     writeFileSync(join(workspace, 'configs', 'misrouted.troupe.json'), `${JSON.stringify(misrouted, null, 2)}\n`);
-    // The workspace has no installed troupe: the extension starts this repository's CLI.
-    const settings = { 'troupe.server.command': [process.execPath, join(root, 'server', 'cli', 'troupe.mjs')] };
-    writeFileSync(join(workspace, '.vscode', 'settings.json'), `${JSON.stringify(settings, null, 2)}\n`);
+    // A first run: the workspace holds configs only (no installed troupe, no settings), and the
+    // extension serves it with the CLI of the clone it was built from, this repository.
     vscode = await launchVsCode({ workspace, vsix, name: 'extension', viewport: { width: 1600, height: 1000 } });
   },
   { timeout: 300_000 },
@@ -143,6 +144,10 @@ test('Start Training from the palette trains the tiny config, and the Runs view 
     await runCommand(page, 'Troupe: Start Training', { opensPicker: true, timeoutMs: 60_000 });
     await pickItem(page, 'tiny.troupe.json');
     await waitForNotification(page, `Troupe: started "${runName}"`, 120_000);
+    // The server serving the workspace is this clone's CLI, found without any setting.
+    const { pid } = serverFileSchema.parse(JSON.parse(readFileSync(join(workspace, SERVER_FILE_RELATIVE), 'utf8')));
+    const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    assert.ok(commandLine.includes(join(root, 'server', 'cli', 'troupe.mjs')), `the server runs ${commandLine.join(' ')}`);
 
     // Start Training reveals the Runs view; the run's row describes its state and step.
     const sideBar = await openView(page, 'Troupe');
@@ -353,6 +358,19 @@ test("the config editor shows the server's semantic diagnostics (language client
     const problems = await waitForText(page, /unknown agent "planner"/, 60_000);
     assert.ok(await problems.isVisible());
     await screenshot(page, 'extension-diagnostics');
+  }),
+);
+
+test('the walkthrough leads from a config to the result', { timeout: 60_000 }, () =>
+  withFailureArtifacts(started(), 'extension-walkthrough', async () => {
+    const { page } = started();
+    await runCommand(page, 'Welcome: Open Walkthrough...', { opensPicker: true });
+    await pickItem(page, /Train a team with Troupe/);
+    const editor = page.locator('.editor-group-container.active');
+    await waitForText(editor, 'Train a team with Troupe', 30_000);
+    for (const step of ['Open an experiment config', 'The training server', 'Start training', 'Watch it train', 'See the result']) await waitForText(editor, step);
+    await screenshot(page, 'extension-walkthrough');
+    await runCommand(page, 'View: Close All Editor Groups');
   }),
 );
 
