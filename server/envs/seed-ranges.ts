@@ -21,6 +21,25 @@ export const seedRanges = {
   validation: { start: 1_000_000_000, end: 1_001_000_000 },
 } as const satisfies Record<SeedSplit, SeedRange>;
 
+/**
+ * Validation index where the test seeds start. Validation uses indices 0.. (its seeds may guide
+ * choices during a run: when to stop, which run to keep); a run's reported result is measured on
+ * the test seeds, validationSeed(TEST_SEED_OFFSET + i), which nothing else plays.
+ */
+export const TEST_SEED_OFFSET = 500_000;
+
+/**
+ * Where a seed falls when tasks come from a fixed list (a dataset's train, validation and test
+ * problems): the part and the index into it. Training seeds (and seeds in neither range, such as
+ * a probe's 0) index the training part; validation seeds below `TEST_SEED_OFFSET` the validation
+ * part, the rest the test part.
+ */
+export function seedPart(seed: number): { part: 'train' | 'validation' | 'test'; index: number } {
+  if (seedSplit(seed) !== 'validation') return { part: 'train', index: Math.abs(Math.trunc(seed)) };
+  const index = seed - seedRanges.validation.start;
+  return index < TEST_SEED_OFFSET ? { part: 'validation', index } : { part: 'test', index: index - TEST_SEED_OFFSET };
+}
+
 /** Which split a seed belongs to, or null when it is in neither range (e.g. a test's own seed). */
 export function seedSplit(seed: number): SeedSplit | null {
   if (!Number.isSafeInteger(seed)) return null;

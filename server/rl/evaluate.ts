@@ -8,12 +8,8 @@ import { validationSeed } from '../envs/seed-ranges.ts';
 import { evaluateAgainst, minimaxPlayer, randomPlayer, type MatchResult, type TextPolicy } from '../envs/tic-tac-toe-players.ts';
 import { rollout, type RolloutContext, type Trajectory } from './rollout.ts';
 
-/**
- * Validation index where the test seeds start. Validation uses indices 0.. (its seeds may guide
- * choices during a run: when to stop, which run to keep); a run's reported result is measured on
- * the test seeds, validationSeed(TEST_SEED_OFFSET + i), which nothing else plays.
- */
-export const TEST_SEED_OFFSET = 500_000;
+/** Validation index where the test seeds start (defined with the seed ranges). */
+export { TEST_SEED_OFFSET } from '../envs/seed-ranges.ts';
 
 export interface EvaluationOptions {
   readonly episodes: number;

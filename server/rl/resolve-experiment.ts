@@ -11,6 +11,9 @@ import { createEnvironment, environmentRunsCode, environments, type EnvironmentN
 import { chatWritesCode } from '../envs/chat-prompts/chat-environment.ts';
 import { withPromptStyle } from '../envs/chat-prompts/prompt-styles.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
+import type { Environment } from '../envs/environment.ts';
+import type { CodeOptions } from '../envs/code/code-env.ts';
+import { datasetEnvironment, loadCodeSplits, type CodeSplits } from '../envs/code/code-dataset.ts';
 import { defaultModelConfig, mediumModelConfig } from '../models/default-model.ts';
 import { loraTargets, parseModelConfig, type ModelConfig } from '../models/model-config.ts';
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
@@ -54,6 +57,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
   }
   const options = parsedOptions.data;
   const probe = createEnvironment(envName, 0, options);
+  const make = await environmentMaker(c, source, envName, options);
   const agentIssues = checkAgainstAgents(c, probe.agents);
   if (agentIssues.length) throw new ConfigError(source, agentIssues);
 
@@ -114,7 +118,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
 
   const fitIssues = chatPromptFitIssues(
     c,
-    withPromptStyle(createEnvironment(envName, trainSeed(0), options), c.env.promptStyle),
+    make(trainSeed(0)),
     new Map([...models].map(([id, m]) => [id, m.config.maxSequenceLength])),
     tokenizer,
     first.key === charTokenizer.key ? 'character' : 'pretrained',
@@ -133,7 +137,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     name: c.name,
     seed: c.seed,
     specialization: c.specialization,
-    env: { name: envName, options, runsCode: environmentRunsCode(envName) || chatWritesCode(withPromptStyle(probe, c.env.promptStyle)), make: (seed: number) => withPromptStyle(createEnvironment(envName, seed, options), c.env.promptStyle) },
+    env: { name: envName, options, runsCode: environmentRunsCode(envName) || chatWritesCode(withPromptStyle(probe, c.env.promptStyle)), make },
     agents: probe.agents,
     tokenizer,
     models,
@@ -148,6 +152,27 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     engine: c.engine.threads === undefined ? { executionProvider: c.engine.executionProvider } : { executionProvider: c.engine.executionProvider, threads: c.engine.threads },
     sandbox: c.sandbox,
   };
+}
+
+/**
+ * How the run makes the environment of a seed: generated from the seed, or, with `env.dataset`,
+ * on the dataset's problem for that seed (training seeds its training problems, validation and
+ * test seeds their held-out ones). The file is read here, once, relative to the config's folder;
+ * its problems are a ConfigError at env.dataset.path naming the file and the line or row.
+ */
+async function environmentMaker(c: ExperimentConfig, source: string, envName: EnvironmentName, options: unknown): Promise<(seed: number) => Environment> {
+  const dataset = c.env.dataset;
+  if (dataset === undefined) return (seed) => withPromptStyle(createEnvironment(envName, seed, options), c.env.promptStyle);
+  // checkExperimentConfig refuses a dataset for any other environment.
+  if (envName !== 'code') throw new ConfigError(source, [{ path: ['env', 'dataset'], message: `${envName} reads no dataset file` }]);
+  const path = isAbsolute(dataset.path) ? dataset.path : resolve(dirname(source), dataset.path);
+  let splits: CodeSplits;
+  try {
+    splits = await loadCodeSplits(path, dataset);
+  } catch (e) {
+    throw new ConfigError(source, [{ path: ['env', 'dataset', 'path'], message: e instanceof Error ? e.message : String(e) }]);
+  }
+  return (seed) => withPromptStyle(datasetEnvironment(splits, seed, options as CodeOptions), c.env.promptStyle);
 }
 
 /**

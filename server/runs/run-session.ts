@@ -87,6 +87,14 @@ async function confineConfigPaths(config: ExperimentConfig, source: string, labe
       issues.push({ path: ['models', id, 'checkpoint'], message: e.detail });
     }
   }
+  if (config.env.dataset !== undefined) {
+    try {
+      await paths.resolve(config.env.dataset.path, 'env.dataset.path', { base: dirname(source) });
+    } catch (e) {
+      if (!(e instanceof ClientPathError)) throw e;
+      issues.push({ path: ['env', 'dataset', 'path'], message: e.detail });
+    }
+  }
   if (issues.length > 0) throw new ConfigError(label, issues);
 }
 

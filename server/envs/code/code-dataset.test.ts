@@ -4,13 +4,21 @@
  * content; and the code presets in configs/code parse and route exactly the environment's agents.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { checkAgainstAgents, parseExperimentConfig } from '../../protocol/experiment-config.ts';
+import { checkAgainstAgents, envDatasetSchema, parseExperimentConfig } from '../../protocol/experiment-config.ts';
+import { ConfigError } from '../../protocol/config-errors.ts';
+import { loadExperiment } from '../../rl/resolve-experiment.ts';
+import { sandboxSchema } from '../../protocol/experiment-config.ts';
+import { Sandbox } from '../../sandbox/sandbox.ts';
 import { createEnvironment } from '../environments.ts';
-import { datasetTask, loadCodeDataset } from './code-dataset.ts';
+import { actWithPrograms } from '../program-acts.ts';
+import { TEST_SEED_OFFSET, trainSeed, validationSeed } from '../seed-ranges.ts';
+import { datasetTask, loadCodeDataset, loadCodeSplits } from './code-dataset.ts';
+import type { CodeEnvironment } from './code-env.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'code-dataset-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -89,6 +97,98 @@ test('errors name the file, the line and the field, and never quote the content'
   await assert.rejects(loadCodeDataset(join(dir, 'missing.jsonl')), /missing\.jsonl: cannot be read/);
   await assert.rejects(loadCodeDataset(dir), /is not a regular file/);
   await assert.rejects(loadCodeDataset(file('x.jsonl', [apps]), { format: 'apps', limit: 1.5 }), /limit must be/);
+});
+
+test('Parquet: APPS-shaped rows load as JSONL records do (fixtures/apps-shape.parquet)', async () => {
+  const path = fileURLToPath(new URL('fixtures/apps-shape.parquet', import.meta.url));
+  const tasks = await loadCodeDataset(path);
+  assert.deepEqual(tasks.map((t) => t.id), ['10', '11', '13'], 'the call-based row is skipped');
+  assert.deepEqual(tasks[0], { id: '10', question: 'Print a+b.', tests: [{ input: '1 2', output: '3' }, { input: '5 5', output: '10' }], solution: 'a,b=map(int,input().split())\nprint(a+b)' });
+  assert.equal(tasks[2]!.solution, null);
+  assert.deepEqual((await loadCodeDataset(path, { requireSolution: true })).map((t) => t.id), ['10', '11']);
+  await assert.rejects(loadCodeDataset(file('not.parquet', ['PAR1 nothing'])), /not\.parquet: not a readable Parquet file/);
+  await assert.rejects(loadCodeDataset(file('x.csv', [apps])), /x\.csv: unsupported file type/);
+});
+
+/** `n` APPS problems with solutions (ids 0..n-1, each its own constant k: print a+b+k), then `unsolved` without. */
+function appsFile(name: string, n: number, unsolved = 0): string {
+  const solved = Array.from({ length: n }, (_, k) => ({
+    problem_id: k,
+    question: `Read a and b, print a+b+${k}.`,
+    solutions: JSON.stringify([`a,b=map(int,input().split())\nprint(a+b+${k})`]),
+    input_output: JSON.stringify({ inputs: ['1 2\n', '10 -3\n'], outputs: [`${3 + k}\n`, `${7 + k}\n`] }),
+  }));
+  const none = Array.from({ length: unsolved }, (_, k) => ({ ...solved[0]!, problem_id: 1000 + k, solutions: '' }));
+  return file(name, [...none, ...solved]);
+}
+
+test('env.dataset splits the problems into train, validation and test by splitSeed, bounded', async () => {
+  const path = appsFile('twenty.jsonl', 20, 2);
+  const config = envDatasetSchema.parse({ path, validationTasks: 3, testTasks: 4 });
+  const splits = await loadCodeSplits(path, config);
+  const ids = (ts: readonly { source: string }[]) => ts.map((t) => t.source);
+  assert.deepEqual([splits.train.length, splits.validation.length, splits.test.length, splits.withoutSolution], [13, 3, 4, 2]);
+  const all = [...ids(splits.train), ...ids(splits.validation), ...ids(splits.test)];
+  assert.deepEqual([...all].sort((a, b) => Number(a) - Number(b)), Array.from({ length: 20 }, (_, k) => String(k)), 'every problem in exactly one part');
+  assert.notDeepEqual(all, Array.from({ length: 20 }, (_, k) => String(k)), 'shuffled, not in file order');
+  assert.deepEqual(ids((await loadCodeSplits(path, config)).test), ids(splits.test), 'the same splitSeed, the same split');
+  assert.notDeepEqual(ids((await loadCodeSplits(path, { ...config, splitSeed: 7 })).test), ids(splits.test), 'another splitSeed, another split');
+  const capped = await loadCodeSplits(path, { ...config, maxTasks: 9 });
+  assert.equal(capped.train.length + capped.validation.length + capped.test.length, 9, 'maxTasks bounds the problems read');
+  await assert.rejects(loadCodeSplits(path, { ...config, validationTasks: 10, testTasks: 10 }), (e: Error) => {
+    assert.match(e.message, /^code dataset .*twenty\.jsonl: has 20 usable problems .*2 without a solution were left out.*10 for validation and 10 for the test/);
+    return true;
+  });
+  const bad = file('bad-split.jsonl', [{ problem_id: 1, question: 'SECRET' }, '{nope']);
+  await assert.rejects(loadCodeSplits(bad, config), (e: Error) => {
+    assert.match(e.message, /bad-split\.jsonl: line 1: no known shape/);
+    assert.ok(!e.message.includes('SECRET'));
+    return true;
+  });
+});
+
+test('a config with env.dataset trains on its problems: training, validation and test seeds each draw their own part', async (t) => {
+  const configDir = mkdtempSync(join(dir, 'config-'));
+  appsFile('problems.jsonl', 16);
+  const preset = JSON.parse(readFileSync(new URL('../../../configs/code/L0-single.json', import.meta.url), 'utf8')) as Record<string, any>;
+  const write = (env: unknown) => {
+    const path = join(configDir, 'config.json');
+    writeFileSync(path, JSON.stringify({ ...preset, $schema: undefined, env }));
+    return path;
+  };
+  // Relative to the config's folder.
+  const { experiment } = await loadExperiment(write({ name: 'code', options: { variant: 'single' }, dataset: { path: '../problems.jsonl', validationTasks: 4, testTasks: 4 } }));
+  const splits = await loadCodeSplits(join(dir, 'problems.jsonl'), envDatasetSchema.parse({ path: 'x', validationTasks: 4, testTasks: 4 }));
+  // Terse prompts: make returns the code environment itself.
+  const source = (seed: number) => (experiment.env.make(seed) as CodeEnvironment).task.source;
+  const part = (ts: readonly { source: string }[]) => new Set(ts.map((x) => x.source));
+  for (let i = 0; i < 16; i++) {
+    assert.ok(part(splits.train).has(source(trainSeed(i))), `train seed ${i}`);
+    assert.ok(part(splits.validation).has(source(validationSeed(i))), `validation seed ${i}`);
+    assert.ok(part(splits.test).has(source(validationSeed(TEST_SEED_OFFSET + i))), `test seed ${i}`);
+  }
+  assert.deepEqual(new Set(Array.from({ length: 4 }, (_, i) => source(validationSeed(TEST_SEED_OFFSET + i)))), part(splits.test), 'test seeds play every test problem in turn');
+
+  // Bad files and misplaced datasets are config errors at the field, naming the file.
+  await assert.rejects(loadExperiment(write({ name: 'code', options: { variant: 'single' }, dataset: { path: 'missing.jsonl' } })), (e: Error) => {
+    assert.ok(e instanceof ConfigError);
+    assert.deepEqual(e.issues[0]!.path, ['env', 'dataset', 'path']);
+    assert.match(e.issues[0]!.message, /missing\.jsonl: cannot be read/);
+    return true;
+  });
+  assert.throws(() => parseExperimentConfig({ ...preset, env: { name: 'math', dataset: { path: 'p.jsonl' } }, router: { tool: 'coder-lora' } }, 'c.json'), /env\.dataset.*math generates its tasks and reads no dataset file/s);
+
+  // And the coder's program on a dataset problem runs in the real sandbox: the reference solution passes.
+  if (!existsSync('/usr/bin/bwrap')) return t.skip('no bubblewrap');
+  const sandbox = await Sandbox.open(sandboxSchema.parse({}), { log: () => {} });
+  try {
+    const env = experiment.env.make(trainSeed(3));
+    const act = await actWithPrograms(env, 'coder', env.solution('coder'), sandbox.runAll);
+    assert.equal(act.executions.length, 2);
+    assert.deepEqual([act.result.success, act.result.localReward], [true, 1]);
+  } finally {
+    await sandbox.close();
+  }
 });
 
 test('the code presets parse and route exactly the environment agents', () => {

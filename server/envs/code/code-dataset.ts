@@ -19,12 +19,17 @@
  * error names the file, the line (1-based) and the field, never quoting the file's content.
  */
 import { createReadStream } from 'node:fs';
-import { basename } from 'node:path';
+import { basename, extname } from 'node:path';
 import { createInterface } from 'node:readline';
+import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, parquetSchema } from 'hyparquet';
+import { codeDatasetFormats, type EnvDatasetConfig } from '../../protocol/experiment-config.ts';
+import { Rng } from '../rng.ts';
+import { seedPart } from '../seed-ranges.ts';
 import type { CodeTask, CodeTest } from './code-tasks.ts';
+import { CodeEnvironment, type CodeOptions } from './code-env.ts';
 import { checkDatasetFile, datasetFileError } from '../dataset-file.ts';
 
-export const codeDatasetFormats = ['auto', 'apps', 'code-contests', 'livecodebench'] as const;
+export { codeDatasetFormats };
 export type CodeDatasetFormat = (typeof codeDatasetFormats)[number];
 
 export interface CodeDatasetOptions {
@@ -34,6 +39,9 @@ export interface CodeDatasetOptions {
   readonly limit?: number;
   /** At most this many tests per task (default 16; the environment runs the first 4). */
   readonly maxTests?: number;
+  /** Leave out tasks without a Python solution (they do not count towards `limit`); `onWithoutSolution` is called for each. */
+  readonly requireSolution?: boolean;
+  readonly onWithoutSolution?: () => void;
   /** CodeContests: which tests (default 'private', falling back to public then generated, as the reference's train split). */
   readonly tests?: 'public' | 'private' | 'generated';
 }
@@ -152,10 +160,13 @@ function fileError(path: string, where: string, problem: string): Error {
   return datasetFileError('code', path, where, problem);
 }
 
+/** The columns a Parquet file's records may use (any shape); the rest (images, traces) are never decoded. */
+const RECORD_FIELDS = new Set(['problem_id', 'question_id', 'name', 'id', 'question', 'input_output', 'solutions', 'description', 'public_tests', 'private_tests', 'generated_tests', 'question_content', 'public_test_cases', 'private_test_cases']);
+
 /**
- * The tasks of a JSONL file, in file order, at most `limit`. Records whose tests are not stdin
- * tests (call-based, functional) or that have none are skipped; a malformed record throws an Error
- * naming the file, the line and the field.
+ * The tasks of a JSONL (`.jsonl`, `.ndjson`) or Parquet (`.parquet`) file, in file order, at most
+ * `limit`. Records whose tests are not stdin tests (call-based, functional) or that have none are
+ * skipped; a malformed record throws an Error naming the file, the line or row and the field.
  */
 export async function loadCodeDataset(path: string, opts: CodeDatasetOptions = {}): Promise<CodeDatasetTask[]> {
   const limit = opts.limit ?? Number.POSITIVE_INFINITY;
@@ -165,9 +176,48 @@ export async function loadCodeDataset(path: string, opts: CodeDatasetOptions = {
   const format = opts.format ?? 'auto';
   if (!(codeDatasetFormats as readonly string[]).includes(format)) throw new RangeError(`loadCodeDataset: unknown format '${String(format).slice(0, 40)}' (known: ${codeDatasetFormats.join(', ')})`);
   await checkDatasetFile('code', path, MAX_FILE_BYTES);
+  const ext = extname(path).toLowerCase();
+  if (ext !== '.jsonl' && ext !== '.ndjson' && ext !== '.parquet') throw fileError(path, '', 'unsupported file type: expected .jsonl, .ndjson or .parquet');
 
   const out: CodeDatasetTask[] = [];
   if (limit === 0) return out;
+  /** Reads one record; false once `limit` tasks are in. */
+  const accept = (r: Record<string, unknown>, where: string, fallbackId: string): boolean => {
+    let task;
+    try {
+      task = readRecord(r, format === 'auto' ? detect(r) : format, { maxTests, tests: opts.tests ?? 'private' });
+    } catch (e) {
+      if (e instanceof RecordError) throw fileError(path, where, e.message);
+      throw e;
+    }
+    if (task === null || task.tests.length === 0) return true;
+    if (opts.requireSolution && task.solution === null) {
+      opts.onWithoutSolution?.();
+      return true;
+    }
+    const id = ['problem_id', 'question_id', 'name', 'id'].map((k) => r[k]).find((v) => typeof v === 'string' || typeof v === 'number' || typeof v === 'bigint');
+    out.push({ id: id === undefined ? fallbackId : String(id).slice(0, 200), ...task });
+    return out.length < limit;
+  };
+
+  if (ext === '.parquet') {
+    let rows: Record<string, unknown>[];
+    try {
+      const file = await asyncBufferFromFile(path);
+      const metadata = await parquetMetadataAsync(file);
+      const columns = parquetSchema(metadata).children.map((c) => c.element.name).filter((n) => RECORD_FIELDS.has(n));
+      // Records with no stdin tests are skipped, so a limit bounds the tasks, not the rows read.
+      rows = Number(metadata.num_rows) === 0 ? [] : await parquetReadObjects({ file, columns });
+    } catch (error) {
+      // hyparquet's messages describe structure (codec, encoding, lengths), never cell values.
+      const detail = error instanceof Error ? error.message.slice(0, 200) : 'unknown error';
+      throw fileError(path, '', `not a readable Parquet file (${detail})`);
+    }
+    const name = basename(path);
+    for (let i = 0; i < rows.length; i++) if (!accept(rows[i]!, `row ${i + 1}`, `${name}:${i + 1}`)) break;
+    return out;
+  }
+
   const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
   let n = 0;
   try {
@@ -182,18 +232,7 @@ export async function loadCodeDataset(path: string, opts: CodeDatasetOptions = {
         throw fileError(path, `line ${n}`, 'is not valid JSON');
       }
       if (typeof rec !== 'object' || rec === null || Array.isArray(rec)) throw fileError(path, `line ${n}`, 'is not a JSON object');
-      const r = rec as Record<string, unknown>;
-      let task;
-      try {
-        task = readRecord(r, format === 'auto' ? detect(r) : format, { maxTests, tests: opts.tests ?? 'private' });
-      } catch (e) {
-        if (e instanceof RecordError) throw fileError(path, `line ${n}`, e.message);
-        throw e;
-      }
-      if (task === null || task.tests.length === 0) continue;
-      const id = ['problem_id', 'question_id', 'name', 'id'].map((k) => r[k]).find((v) => typeof v === 'string' || typeof v === 'number');
-      out.push({ id: id === undefined ? `${basename(path)}:${n}` : String(id).slice(0, 200), ...task });
-      if (out.length >= limit) break;
+      if (!accept(rec as Record<string, unknown>, `line ${n}`, `${basename(path)}:${n}`)) break;
     }
   } finally {
     lines.close();
@@ -206,4 +245,41 @@ export function datasetTask(t: CodeDatasetTask): CodeTask {
   if (t.solution === null) throw new Error(`code dataset task ${t.id} has no Python solution, which the environment needs to judge the tester's tests`);
   const statement = t.question.replace(/[^\x20-\x7e\n]/g, '?');
   return { source: t.id, statement, words: statement, tests: t.tests, program: t.solution, probe: t.tests[0]!, flawed: [] };
+}
+
+/** A dataset's problems split into training, validation and test tasks (`env.dataset`). */
+export interface CodeSplits {
+  readonly train: readonly CodeTask[];
+  readonly validation: readonly CodeTask[];
+  readonly test: readonly CodeTask[];
+  /** Problems read that had no Python solution and were left out (the environment needs one to judge the tester and to show the coder). */
+  readonly withoutSolution: number;
+}
+
+/**
+ * Reads `config.path` and splits its problems: at most `maxTasks` with a Python solution, in file
+ * order, shuffled by `splitSeed`, then `testTasks` for the test, `validationTasks` for
+ * validation, the rest for training. Too few problems is an error naming the file and the counts.
+ */
+export async function loadCodeSplits(path: string, config: EnvDatasetConfig): Promise<CodeSplits> {
+  let withoutSolution = 0;
+  const usable = await loadCodeDataset(path, { format: config.format, maxTests: config.maxTests, tests: config.tests, limit: config.maxTasks, requireSolution: true, onWithoutSolution: () => void withoutSolution++ });
+  const heldOut = config.validationTasks + config.testTasks;
+  if (usable.length <= heldOut) {
+    throw datasetFileError(
+      'code',
+      path,
+      '',
+      `has ${usable.length} usable problems (with stdin tests and a Python solution${withoutSolution ? `; ${withoutSolution} without a solution were left out` : ''}), but env.dataset holds out ${config.validationTasks} for validation and ${config.testTasks} for the test and needs at least one to train on: lower validationTasks and testTasks`,
+    );
+  }
+  const tasks = new Rng(config.splitSeed, 'code-dataset-split').shuffle(usable.map(datasetTask));
+  return { test: tasks.slice(0, config.testTasks), validation: tasks.slice(config.testTasks, heldOut), train: tasks.slice(heldOut), withoutSolution };
+}
+
+/** The environment of `seed` on a dataset's problems: training seeds index the training tasks, validation and test seeds their own (`seedPart`), each in turn. */
+export function datasetEnvironment(splits: CodeSplits, seed: number, options: CodeOptions): CodeEnvironment {
+  const { part, index } = seedPart(seed);
+  const tasks = splits[part];
+  return new CodeEnvironment(seed, options, tasks[index % tasks.length]!);
 }
