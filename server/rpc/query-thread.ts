@@ -13,7 +13,7 @@
  * If the worker dies (out of memory on a huge answer, a bug), the queries it held fail with
  * InternalError and the next query starts a fresh one; the server stays up.
  */
-import { Worker } from 'node:worker_threads';
+import { Worker, type ResourceLimits } from 'node:worker_threads';
 import { ErrorCodes, RpcError, type ErrorCode } from '../protocol/json-rpc.ts';
 import type { RequestParams, RequestResult } from '../protocol/methods.ts';
 import { SerializedResult } from './connection.ts';
@@ -58,11 +58,16 @@ export class QueryThread {
   private constructor(
     private readonly databasePath: string,
     private readonly log: (line: string) => void,
+    private readonly resourceLimits: ResourceLimits | undefined,
   ) {}
 
-  /** Starts the query thread on an open store (the main thread's connection created and migrated it). */
-  static async open(databasePath: string, log: (line: string) => void): Promise<QueryThread> {
-    const t = new QueryThread(databasePath, log);
+  /**
+   * Starts the query thread on an open store (the main thread's connection created and migrated
+   * it). `resourceLimits` bound its JavaScript heap (default: Node's); a query whose answer does
+   * not fit fails alone and the next query starts a new thread.
+   */
+  static async open(databasePath: string, log: (line: string) => void, o: { resourceLimits?: ResourceLimits } = {}): Promise<QueryThread> {
+    const t = new QueryThread(databasePath, log, o.resourceLimits);
     await t.start();
     return t;
   }
@@ -114,7 +119,7 @@ export class QueryThread {
   private start(): Promise<void> {
     const entry = workerEntry();
     const data: QueryWorkerData = { databasePath: this.databasePath };
-    const worker = new Worker(entry.url, { workerData: { ...entry.data, ...data } });
+    const worker = new Worker(entry.url, { workerData: { ...entry.data, ...data }, ...(this.resourceLimits ? { resourceLimits: this.resourceLimits } : {}) });
     this.worker = worker;
     this.ready = new Promise<void>((resolve, reject) => {
       worker.on('message', (raw: unknown) => {
