@@ -2,7 +2,8 @@
  * `npm run bench:learning` — AT-GRPO vs GRPO vs a single agent, same model, budget and tasks,
  * each with several run seeds.
  *
- * For each environment (Plan-Path 5×5, Sokoban 6×6) four configs differ only in what is compared:
+ * For each environment (configs/<env>/: plan-path, sokoban, sudoku, tic-tac-toe, math, code) the
+ * configs differ only in what is compared (a method with no config for an environment is skipped):
  *   at-grpo      configs/<env>/L2-lora.json         tool + plan, a LoRA adapter each, tree sampling
  *   grpo         configs/<env>/L2-grpo.json         same team, independent rollouts grouped per task
  *   single       configs/<env>/L0-single.json       one solo agent (the puzzle's single variant), AT-GRPO
@@ -25,7 +26,11 @@
  * seed where both started RL from the same warm start (the same warm-start cache keys), so that a
  * lucky warm start does not pass for a better method.
  *
- * Options (env): LEARNING_ENVS (plan-path,sokoban; sudoku and math have configs too; plan-path-7x7 runs
+ * Tic-tac-toe is scored by its games against the minimax player (non-loss rate, both sides; minimax
+ * picks among optimal moves, so games vary), not by self-play success, and the win rate against
+ * the random player is kept beside it (`score`, `vsRandom`).
+ *
+ * Options (env): LEARNING_ENVS (default plan-path,sokoban; any of the six; plan-path-7x7 runs
  * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS (default
  * at-grpo,grpo,single,single-grpo; also shared, separate, single-tool), LEARNING_SEEDS (a count, seeds 1..N, or
  * a list "1,2,3", one seed alone as "4,"; default 3),
@@ -41,6 +46,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-experiment.ts';
+import type { Evaluation } from '../../server/rl/evaluate.ts';
 import { train, warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
 import { compareMethods, type MethodComparison } from './seed-stats.ts';
@@ -92,7 +98,7 @@ for (const v of VARIANTS) if (!files[v]) throw new Error(`LEARNING_VARIANTS: unk
  * and so on (configs live in a folder named after their environment).
  */
 function configSet(entry: string): { folder: string; suffix: string } {
-  const envs = ['plan-path', 'sokoban', 'sudoku', 'tic-tac-toe'];
+  const envs = ['plan-path', 'sokoban', 'sudoku', 'tic-tac-toe', 'math', 'code'];
   const folder = envs.find((e) => entry === e || entry.startsWith(`${e}-`));
   if (!folder) throw new Error(`LEARNING_ENVS: ${JSON.stringify(entry)} names no environment's configs (${envs.join(', ')}, optionally with a suffix such as plan-path-7x7)`);
   return { folder, suffix: entry.slice(folder.length) };
@@ -106,8 +112,22 @@ function parseSeeds(text: string): number[] {
   return list;
 }
 
+/**
+ * The score a run is judged by: success on the held-out seeds, except for a symmetric game
+ * (tic-tac-toe), whose self-play success only says that nobody forfeited: there it is the non-loss
+ * rate against the minimax player (perfect play, varied among optimal moves), both sides.
+ */
+function score(ev: Evaluation): number {
+  return ev.opponents ? ev.opponents.minimax.nonLossRate : ev.success;
+}
+const SCORE_NAMES = { success: 'success on held-out seeds', 'non-loss vs minimax': 'non-loss rate against minimax, both sides' } as const;
+
 interface SeedRun {
   seed: number;
+  /** What testBefore, testAfter and the curve measure (`score`). */
+  metric?: keyof typeof SCORE_NAMES;
+  /** A symmetric game's win rate against the random player, test before and after RL. */
+  vsRandom?: { before: number; after: number } | null;
   curve: Array<{ step: number; success: number; meanReward: number }>;
   /** Test success (held-out seeds apart from validation's) of the warm start and after RL; null without testEpisodes. */
   testBefore: number | null;
@@ -259,8 +279,13 @@ async function main(): Promise<void> {
       }),
     };
   });
-  for (const { env, folder, variants } of plan) {
-    for (const { variant, file, path } of variants) if (!existsSync(path)) throw new Error(`${env} / ${variant}: no config configs/${folder}/${file}`);
+  // A method an environment has no config for is skipped, said aloud (tic-tac-toe has no single
+  // agent; code has no SA + GRPO config); an environment left with none is an error.
+  for (const entry of plan) {
+    const missing = entry.variants.filter((v) => !existsSync(v.path));
+    for (const v of missing) process.stderr.write(`${entry.env} / ${v.variant}: no config configs/${entry.folder}/${v.file}; skipped\n`);
+    entry.variants = entry.variants.filter((v) => existsSync(v.path));
+    if (entry.variants.length === 0) throw new Error(`${entry.env}: none of ${VARIANTS.join(', ')} has a config in configs/${entry.folder}`);
   }
   const work = await mkdtemp(join(tmpdir(), 'troupe-learning-'));
   const cacheRoot = join(root, '.troupe', 'cache', 'warm-start');
@@ -290,12 +315,23 @@ async function main(): Promise<void> {
             ...(STEPS ? { steps: STEPS } : {}),
             log: (l) => process.stderr.write(`${l}\n`),
             onStep: (r) => {
-              if (r.validation) curve.push({ step: r.step, success: r.validation.success, meanReward: r.validation.meanReward });
+              if (r.validation) curve.push({ step: r.step, success: score(r.validation), meanReward: r.validation.meanReward });
               process.stderr.write(`  step ${r.step}/${r.steps} ${(r.ms / 1000).toFixed(1)}s train-success ${(r.trainSuccess * 100).toFixed(0)}%${r.validation ? ` val ${(r.validation.success * 100).toFixed(1)}%` : ''}\n`);
             },
           });
-          curve.unshift({ step: 0, success: s.initial?.success ?? Number.NaN, meanReward: s.initial?.meanReward ?? Number.NaN });
-          runs.push({ seed, curve, testBefore: s.initialTest?.success ?? null, testAfter: s.finalTest?.success ?? null, testedStep: s.testedStep, wallSeconds: (performance.now() - t0) / 1000, warmStart: await warmStartKeys(experiment) });
+          curve.unshift({ step: 0, success: s.initial ? score(s.initial) : Number.NaN, meanReward: s.initial?.meanReward ?? Number.NaN });
+          const vsRandom = s.initialTest?.opponents && s.finalTest?.opponents ? { before: s.initialTest.opponents.random.winRate, after: s.finalTest.opponents.random.winRate } : null;
+          runs.push({
+            seed,
+            metric: s.initial?.opponents ? 'non-loss vs minimax' : 'success',
+            vsRandom,
+            curve,
+            testBefore: s.initialTest ? score(s.initialTest) : null,
+            testAfter: s.finalTest ? score(s.finalTest) : null,
+            testedStep: s.testedStep,
+            wallSeconds: (performance.now() - t0) / 1000,
+            warmStart: await warmStartKeys(experiment),
+          });
           store.setRunState(run.id, 'done');
         }
         results[env].push(summarise(variant, `configs/${folder}/${file}`, runs));
@@ -340,7 +376,8 @@ async function main(): Promise<void> {
     for (const r of rs) {
       const first = r.curve[0] ?? null;
       const last = r.curve.at(-1) ?? null;
-      console.log(`| ${env} | ${r.variant} | ${r.seeds.join(',')} | ${pct(r.testBefore)} | ${pct(r.testAfter)} | ${pts(r.testGain)} | ${pct(first)} → ${pct(last)} | ${(r.wallSeconds / 60).toFixed(1)} min |`);
+      const metric = r.runs[0]?.metric ?? 'success';
+      console.log(`| ${env}${metric === 'success' ? '' : ` (${metric})`} | ${r.variant} | ${r.seeds.join(',')} | ${pct(r.testBefore)} | ${pct(r.testAfter)} | ${pts(r.testGain)} | ${pct(first)} → ${pct(last)} | ${(r.wallSeconds / 60).toFixed(1)} min |`);
     }
   }
   printComparisons(Object.fromEntries(Object.keys(results).map((env) => [env, comparisons[env]!])));
