@@ -105,6 +105,9 @@ export interface WarmStartResult {
  */
 const NOISY_EVERY = 3;
 
+/** Demonstration episodes played at once when their acts run programs (so the sandbox pool has work for every slot). */
+const DEMO_EPISODES_AT_ONCE = 32;
+
 /**
  * Whether `env` is at the start of a round whose first agent proposes to later agents that are
  * learning (`wanted`): a team (tool, then plan) whose environment can flaw an answer. Roles come
@@ -133,7 +136,9 @@ export async function solverDemonstrations(
     const prompt = tok.encodePrompt([{ role: 'user', text: observation }]);
     out.push({ tokens: Int32Array.from([...prompt, ...tok.encodeResponse(response)]), promptLength: prompt.length });
   };
-  for (let i = 0; i < count; i++) {
+  /** Episode i's (observation, response) pairs, in order. */
+  const episode = async (i: number): Promise<[string, string][]> => {
+    const pairs: [string, string][] = [];
     const env = make(trainSeed(DEMO_SEED_OFFSET + i));
     if (i % NOISY_EVERY === NOISY_EVERY - 1 && env.maxTurns > 1) {
       const round = env.turn;
@@ -142,7 +147,7 @@ export async function solverDemonstrations(
         const full = env.solution(agent);
         await actWithPrograms(env, agent, full.slice(0, Math.floor(full.length / 2)), run);
       }
-      if (env.done) continue;
+      if (env.done) return pairs;
     } else if (noise.flawedEvery > 0 && i % noise.flawedEvery === 0 && proposesTo(env, wanted)) {
       const proposer = env.currentAgent();
       const variant = Math.floor(i / noise.flawedEvery);
@@ -151,11 +156,20 @@ export async function solverDemonstrations(
       const proposal = missing ? '' : env.flawedSolution!(proposer, variant);
       if (proposal !== null) {
         // The proposer's own label in this state is still the solver's answer.
-        if (wanted.has(proposer)) push(env.observe(proposer), env.solution(proposer));
+        if (wanted.has(proposer)) pairs.push([env.observe(proposer), env.solution(proposer)]);
         await actWithPrograms(env, proposer, proposal, run);
       }
     }
-    for (const d of (await rolloutSolver(env, run)).demonstrations) if (wanted.has(d.agent)) push(d.observation, d.response);
+    for (const d of (await rolloutSolver(env, run)).demonstrations) if (wanted.has(d.agent)) pairs.push([d.observation, d.response]);
+    return pairs;
+  };
+  // Episodes are independent, so those that run programs wait on the sandbox together
+  // (DEMO_EPISODES_AT_ONCE at a time, its pool deciding how many run at once); the sequences
+  // come out in episode order whatever order the programs finish in.
+  const atOnce = run ? DEMO_EPISODES_AT_ONCE : 1;
+  for (let at = 0; at < count; at += atOnce) {
+    const chunk = await Promise.all(Array.from({ length: Math.min(atOnce, count - at) }, (_, k) => episode(at + k)));
+    for (const pairs of chunk) for (const [observation, response] of pairs) push(observation, response);
   }
   return out;
 }

@@ -191,6 +191,17 @@ describe('runAll batches the programs that share their code', { skip }, () => {
     assert.ok(most <= 2, `${most} processes at once`);
   });
 
+  test('calls made together (concurrent episodes) share batches, each getting its own results', async () => {
+    // Unsandboxed, a case's parent is the harness's host pid: the same pid means the same batch.
+    const s = await Sandbox.open(config('unsandboxed'), quiet);
+    const code = 'import os\nprint(input(), os.getppid())\n';
+    const [a, b] = await Promise.all([s.runAll([py(code, 'a1\n'), py(code, 'a2\n')]), s.runAll([py(code, 'b1\n')])]);
+    await s.close();
+    const words = [...a, ...b].map((e) => e.stdout.trim().split(' '));
+    assert.deepEqual(words.map((w) => w[0]), ['a1', 'a2', 'b1']);
+    assert.equal(new Set(words.map((w) => w[1])).size, 1, 'one harness ran all three');
+  });
+
   test(`groups larger than ${MAX_BATCH_CASES} are split into batches`, async () => {
     const s = await Sandbox.open(config('bubblewrap'), quiet);
     const n = MAX_BATCH_CASES + 3;

@@ -17,7 +17,7 @@ import { signalName, statusOf, type ProcessOutcome, type ProcessSpec, type Runni
 import { BWRAP, SANDBOX_MAIN, SANDBOX_WORK, bubblewrapBatchArgs, programEnv, programIds } from './sandbox-command.ts';
 
 /** Most cases in one batch: larger groups are split, so the pool still runs batches side by side. */
-export const MAX_BATCH_CASES = 8;
+export const MAX_BATCH_CASES = 16;
 
 /** What the harness allows a case's pipes after it exits (its GRACE), and what a batch allows the interpreter to start. */
 const CASE_GRACE_MS = 1000;

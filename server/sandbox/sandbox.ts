@@ -151,7 +151,33 @@ export class Sandbox {
    * that share their code (a coder's program on its hidden tests) run as batches of at most
    * `MAX_BATCH_CASES` in one sandbox process each (`runBatch`); the rest one process each.
    */
-  runAll = async (reqs: readonly ProgramRequest[]): Promise<Execution[]> => {
+  runAll = (reqs: readonly ProgramRequest[]): Promise<Execution[]> => {
+    if (this.closed) return Promise.reject(new SandboxClosedError());
+    // Calls made in the same turn of the event loop (concurrent episodes' acts) are run as one,
+    // so their programs that share code share batches too; each call gets its own slice back.
+    return new Promise((resolve, reject) => {
+      this.pending.push({ reqs, resolve, reject });
+      if (this.pending.length === 1) setImmediate(() => void this.flush());
+    });
+  };
+
+  private pending: { reqs: readonly ProgramRequest[]; resolve: (es: Execution[]) => void; reject: (e: unknown) => void }[] = [];
+
+  private async flush(): Promise<void> {
+    const calls = this.pending.splice(0);
+    try {
+      const all = await this.runGrouped(calls.flatMap((c) => c.reqs));
+      let at = 0;
+      for (const c of calls) {
+        c.resolve(all.slice(at, at + c.reqs.length));
+        at += c.reqs.length;
+      }
+    } catch (e) {
+      for (const c of calls) c.reject(e);
+    }
+  }
+
+  private runGrouped = async (reqs: readonly ProgramRequest[]): Promise<Execution[]> => {
     if (this.closed) throw new SandboxClosedError();
     const byCode = new Map<unknown, number[]>();
     reqs.forEach((r, i) => {
