@@ -258,7 +258,7 @@ export class Policy {
    */
   async generate(
     prompts: readonly Int32Array[],
-    o: { maxNewTokens: number; sampling: SamplingParams; seed: number; stopTokens: readonly number[]; padToken: number; rollout?: boolean; distinctFirst?: number; firstRow?: number },
+    o: { maxNewTokens: number; sampling: SamplingParams; seed: number; stopTokens: readonly number[]; padToken: number; rollout?: boolean; distinctFirst?: number; rowSeeds?: readonly number[] },
   ): Promise<GenerateResult> {
     const masked = this.options.maskedTokens ?? [];
     const run = {
@@ -270,7 +270,7 @@ export class Policy {
       padToken: o.padToken,
       ...(masked.length > 0 ? { maskedTokens: masked } : {}),
       ...(o.distinctFirst !== undefined && o.distinctFirst > 1 ? { distinctFirst: o.distinctFirst } : {}),
-      ...(o.firstRow ? { firstRow: o.firstRow } : {}),
+      ...(o.rowSeeds ? { rowSeeds: o.rowSeeds } : {}),
     };
     const chosen = await this.decoder.choose(o.rollout ?? false);
     if (chosen) return this.engine.generate({ ...chosen, ...run });

@@ -21,6 +21,7 @@ import type {
   SglangGenerateOutput,
   SglangGenerateRequest,
 } from '../protocol/openai-api.ts';
+import type { BatchingGenerator } from './batching-generator.ts';
 import { ModelRequestError } from './served-models.ts';
 
 /** One sampled choice. */
@@ -49,8 +50,8 @@ export interface SampleJob {
 /** Default `max_tokens` of the completions API (OpenAI's). */
 const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
 
-/** Samples `n` choices per prompt with `policy`, in choice-index order. */
-export async function sample(policy: Policy, tok: TextTokenizer, job: SampleJob, defaultMaxTokens: number | 'rest'): Promise<SampledChoice[]> {
+/** Samples `n` choices per prompt with `policy` (joined with concurrent requests by `batching`), in choice-index order. */
+export async function sample(policy: Policy, tok: TextTokenizer, job: SampleJob, defaultMaxTokens: number | 'rest', batching: BatchingGenerator): Promise<SampledChoice[]> {
   const vocab = policy.config.vocabSize;
   const maxLen = policy.config.maxSequenceLength;
   const longest = Math.max(...job.prompts.map((p) => p.length));
@@ -64,15 +65,14 @@ export async function sample(policy: Policy, tok: TextTokenizer, job: SampleJob,
   for (const p of job.prompts) for (let k = 0; k < job.n; k++) rows.push(p);
   const stops = new Set(job.stopTokenIds);
   const eos = job.ignoreEos ? [] : tok.stopTokenIds;
-  const gen = await policy.generate(rows, {
+  const gen = await batching.generate(policy, {
+    rows,
     maxNewTokens,
     sampling: { temperature: job.temperature, topP: job.topP, topK: job.topK },
     seed: job.seed === null ? randomBytes(4).readUInt32LE(0) : job.seed >>> 0,
+    firstRow: job.firstRow,
     stopTokens: [...new Set([...stops, ...eos])],
     padToken: tok.padTokenId,
-    // Served as training rollouts sample it (the experiment's rollout weights and kernels).
-    rollout: true,
-    ...(job.firstRow > 0 ? { firstRow: job.firstRow } : {}),
   });
   return rows.map((_, j) => {
     const tokens = gen.tokens[j]!;

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
+import type { z } from 'zod';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
 import { exportPeftAdapter } from '../models/lora.ts';
 import { initLoraParameters, parseLoraConfig } from '../models/lora.ts';
@@ -238,4 +239,24 @@ test("SGLang's /generate: a batch answers one output per row, parallel samples o
     assert.deepEqual(o.output_ids, Array.from(own.tokens[row]!));
     assert.deepEqual(o.meta_info.output_token_logprobs.map((e) => e[1]), o.output_ids);
   });
+});
+
+test('concurrent requests are joined into fewer engine calls and sample what each samples alone', async () => {
+  const prompts = ['a', 'bb', 'ccc', 'dddd', 'e', 'ff', 'ggg', 'hhhh'].map((t) => Array.from(tok().encode(t)));
+  const body = (i: number) => ({ model: 'plan-lora', prompt: [prompts[i]!], n: 2, max_tokens: 3 + (i % 4), seed: 100 + i, logprobs: 0, return_token_ids: true, ignore_eos: true });
+  const alone: Array<z.output<typeof completionResponseSchema>> = [];
+  for (let i = 0; i < prompts.length; i++) alone.push(completionResponseSchema.parse(await post('/completions', body(i))));
+  const calls = models.batching.calls;
+  const together = (await Promise.all(prompts.map((_, i) => post('/completions', body(i))))).map((b) => completionResponseSchema.parse(b));
+  const made = models.batching.calls - calls;
+  assert.ok(made < prompts.length, `${prompts.length} concurrent requests took ${made} engine calls`);
+  together.forEach((r, i) =>
+    r.choices.forEach((c, k) => {
+      const want = alone[i]!.choices[k]!;
+      assert.deepEqual(c.token_ids, want.token_ids, `request ${i} choice ${k}`);
+      assert.equal(c.token_ids!.length, 3 + (i % 4));
+      assert.equal(c.finish_reason, 'length');
+      c.logprobs!.token_logprobs.forEach((lp, t) => assert.ok(Math.abs(lp! - want.logprobs!.token_logprobs[t]!) < 1e-5));
+    }),
+  );
 });

@@ -184,7 +184,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
       const prompts = completionPrompts(r, tok);
       const job = completionJob(r, prompts);
       const { choices, promptLps } = await models.use(r.model, async (policy) => ({
-        choices: await sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS),
+        choices: await sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS, models.batching),
         promptLps: r.prompt_logprobs != null ? await Promise.all(prompts.map((p) => promptLogprobs(policy, tok, p, job.temperature))) : null,
       }));
       const body = completionResponse(r, tok, prompts, choices, promptLps);
@@ -195,7 +195,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
       const r = parse(chatCompletionRequestSchema, await readJson(req, limit));
       checkSupported(r);
       const prompt = chatPrompt(r, tok);
-      const choices = await models.use(r.model, (policy) => sample(policy, tok, chatJob(r, prompt), 'rest'));
+      const choices = await models.use(r.model, (policy) => sample(policy, tok, chatJob(r, prompt), 'rest', models.batching));
       const body = chatResponse(r, tok, prompt, choices);
       if (!r.stream) return sendJson(res, 200, body);
       return streamChat(res, r, body, choices, tok);
@@ -206,7 +206,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
       const job = sglangJob(r);
       const model = job.model ?? models.list()[0]?.id;
       if (model === undefined) throw new HttpError(404, 'no model is served', 'lora_path');
-      const choices = await models.use(model, (policy) => sample(policy, tok, job, SGLANG_DEFAULT_MAX_NEW_TOKENS));
+      const choices = await models.use(model, (policy) => sample(policy, tok, job, SGLANG_DEFAULT_MAX_NEW_TOKENS, models.batching));
       const outputs = sglangOutputs(r, tok, job, choices);
       // SGLang answers a single prompt (n = 1) with one object, a batch with an array.
       return sendJson(res, 200, typeof r.input_ids[0] === 'number' && job.n === 1 ? outputs[0] : outputs);

@@ -23,6 +23,7 @@ import type { DecodeSettings } from '../models/rollout-decoder.ts';
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import type { LoraSpec } from '../models/transformer-graph.ts';
 import type { Engine } from '../runtime/engine.ts';
+import { BatchingGenerator } from './batching-generator.ts';
 
 /** A base model the server holds: its config and host weights (adapters are checked against them). */
 export interface ServedBase {
@@ -76,6 +77,8 @@ export interface ServedModelsOptions {
 }
 
 export class ServedModels {
+  /** Joins concurrent requests for one model into one engine call. */
+  readonly batching = new BatchingGenerator();
   private readonly entries = new Map<string, Entry>();
   private readonly bases = new Map<string, ServedBase>();
   private counter = 0;

@@ -81,11 +81,11 @@ export interface GenerateRequest {
    */
   readonly distinctFirst?: number;
   /**
-   * The index of row 0 in a larger batch this request is part of (default 0): row b samples from
-   * the stream of (seed, firstRow + b), so a batch split into requests (an engine fleet) samples
-   * what it would as one.
+   * The stream seed of each row (default: `streamSeed(seed, b)` for row b). A server that splits
+   * one batch into requests, or joins several requests into one batch, gives each row the stream
+   * it would have had alone, so the split or join samples the same tokens.
    */
-  readonly firstRow?: number;
+  readonly rowSeeds?: readonly number[];
 }
 
 export interface GenerateResult {
@@ -178,7 +178,8 @@ async function decode(req: GenerateRequest, decoder: Decoder): Promise<GenerateR
   const t1 = performance.now();
   const prefill = { ms: decoder.runMs, runs: decoder.runs };
 
-  const rngs = Array.from({ length: B }, (_, b) => new Rng(streamSeed(req.seed, (req.firstRow ?? 0) + b)));
+  if (req.rowSeeds && req.rowSeeds.length !== B) throw new Error(`generate: ${req.rowSeeds.length} row seeds for ${B} rows`);
+  const rngs = Array.from({ length: B }, (_, b) => new Rng(req.rowSeeds?.[b] ?? streamSeed(req.seed, b)));
   const scratch = new Float64Array(V);
   const order = new Int32Array(V);
   const outTokens = Array.from({ length: B }, () => new Int32Array(req.maxNewTokens));
