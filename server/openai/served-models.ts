@@ -187,6 +187,11 @@ export class ServedModels {
       decode: this.o.decode,
       maskedTokens: this.o.tokenizer.unusedIds(a.base.config.vocabSize),
     });
+    // One greedy token now: the policy takes its (shared) decode session at load, so when the
+    // previous version is unloaded right after, the session stays held instead of being freed
+    // and compiled again by this version's first request; and a broken adapter fails its load.
+    const tok = this.o.tokenizer;
+    await policy.generate([Int32Array.of(tok.stopTokenId)], { maxNewTokens: 1, sampling: { temperature: 0, topP: 1, topK: 0 }, seed: 0, stopTokens: [], padToken: tok.padTokenId, rollout: true });
     this.addPolicy(name, policy, parent);
   }
 }

@@ -91,7 +91,7 @@ const want = {
 };
 
 async function generateWith(kind: 'vllm' | 'sglang', name: string) {
-  const backend = new EngineRollout(exp, { kind, urls: [url], apiKeyEnv: 'TROUPE_CONTRACT_KEY', timeoutMs: 10_000, retries: 1 }, join(dir, name), () => {});
+  const backend = new EngineRollout(exp, { kind, urls: [url], apiKeyEnv: 'TROUPE_CONTRACT_KEY', timeoutMs: 10_000, retries: 1 }, join(dir, name), () => {}, 'run/1');
   await backend.publish(1, policies);
   const policy = backend.context(routingContext(exp, policies)).route('tool').policy;
   return { backend, generate: () => policy.generate([p1, p1, p2, p2], options) };
@@ -108,7 +108,7 @@ test('vLLM: load_lora_adapter and /v1/completions send only vLLM fields; token_i
   answers = { '/v1/completions': { status: 200, body: fixture('vllm-completion.json') } };
   const { backend, generate } = await generateWith('vllm', 'vllm');
   const loads = seen.filter((s) => s.path === '/v1/load_lora_adapter');
-  assert.deepEqual(loads.map((s) => s.body.lora_name).sort(), ['plan-lora@v1', 'tool-lora@v1']);
+  assert.deepEqual(loads.map((s) => s.body.lora_name).sort(), ['plan-lora@run_1.v1', 'tool-lora@run_1.v1'], 'versioned names carrying the run id');
   for (const l of loads) {
     assertDeclared(l.body, vllmFields.LoadLoRAAdapterRequest!, 'LoadLoRAAdapterRequest');
     assert.equal(l.auth, 'Bearer sk-contract');
@@ -119,7 +119,7 @@ test('vLLM: load_lora_adapter and /v1/completions send only vLLM fields; token_i
   assertDeclared(c.body, vllmFields.CompletionRequest!, 'CompletionRequest');
   assert.deepEqual(c.body.prompt, [[1, 2, 3], [1, 4]]);
   assert.equal(c.body.n, 2);
-  assert.equal(c.body.model, 'tool-lora@v1');
+  assert.equal(c.body.model, 'tool-lora@run_1.v1');
   assert.equal(c.body.logprobs, 0);
   assert.equal(c.body.return_token_ids, true);
   assert.equal(c.body.return_tokens_as_token_ids, true);
@@ -134,7 +134,10 @@ test('vLLM: load_lora_adapter and /v1/completions send only vLLM fields; token_i
   seen.length = 0;
   await backend.publish(2, policies);
   const unloads = seen.filter((s) => s.path === '/v1/unload_lora_adapter');
-  assert.deepEqual(unloads.map((s) => s.body.lora_name).sort(), ['plan-lora@v1', 'tool-lora@v1']);
+  // v2 is unloaded first in case a server still holds it (a resumed run), then v1 after v2 loaded.
+  assert.deepEqual(unloads.map((s) => s.body.lora_name).sort(), ['plan-lora@run_1.v1', 'plan-lora@run_1.v2', 'tool-lora@run_1.v1', 'tool-lora@run_1.v2']);
+  const order = seen.map((s) => `${s.path} ${String(s.body.lora_name)}`);
+  assert.ok(order.indexOf('/v1/load_lora_adapter tool-lora@run_1.v2') < order.indexOf('/v1/unload_lora_adapter tool-lora@run_1.v1'), 'the new version loads before the old one unloads');
   for (const u of unloads) assertDeclared(u.body, vllmFields.UnloadLoRAAdapterRequest!, 'UnloadLoRAAdapterRequest');
   assert.ok(!existsSync(join(dir, 'vllm', 'tool-lora@v1')), 'the old version folder is removed');
 });
@@ -158,7 +161,7 @@ test('SGLang: /load_lora_adapter and /generate send only SGLang fields, one samp
   const g = seen.find((s) => s.path === '/generate')!;
   assertDeclared(g.body, sglangFields.GenerateReqInput!, 'GenerateReqInput');
   assert.deepEqual(g.body.input_ids, [[1, 2, 3], [1, 2, 3], [1, 4], [1, 4]]);
-  assert.deepEqual(g.body.lora_path, ['tool-lora@v1', 'tool-lora@v1', 'tool-lora@v1', 'tool-lora@v1']);
+  assert.deepEqual(g.body.lora_path, Array(4).fill('tool-lora@run_1.v1'));
   assert.equal(g.body.return_logprob, true);
   const params = g.body.sampling_params as Array<Record<string, unknown>>;
   assert.equal(params.length, 4);

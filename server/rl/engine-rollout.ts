@@ -5,8 +5,8 @@
  * kept as the samples' and charted against the trainer's as `rollout/mismatch_kl`.
  *
  * Adapters (`publish`, before each step's rollout): every policy's adapter is written in the PEFT
- * layout to `<run>/engine-adapters/<policy>@v<step>/` and loaded on every live server under that
- * versioned name (reloading one name in place made vLLM re-read it from disk on every model step,
+ * layout to `<run>/engine-adapters/<policy>@v<step>/` and loaded on every live server under the
+ * versioned name `<policy>@<run id>.v<step>` (the run id keeps runs sharing a fleet apart) (reloading one name in place made vLLM re-read it from disk on every model step,
  * SkyRL PR #1606); the version before it is unloaded and its folder removed, which is safe there
  * because a step's rollout has finished (no request uses it) before the next publish.
  *
@@ -82,8 +82,18 @@ export class EngineRollout {
     config: EngineFleetConfig,
     private readonly adapterRoot: string,
     log: (line: string) => void,
+    /** The run's id: adapter names carry it, so runs sharing a fleet never collide. */
+    runId: string,
   ) {
     this.fleet = new EngineFleet(config, log);
+    this.run = runId.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 64);
+  }
+
+  private readonly run: string;
+
+  /** The served name of a policy's adapter at a step: `<policy>@<run>.v<step>`. */
+  adapterName(policyId: string, step: number): string {
+    return `${policyId}@${this.run}.v${step}`;
   }
 
   get kind(): 'vllm' | 'sglang' {
@@ -100,9 +110,12 @@ export class EngineRollout {
     for (const [policyId, policy] of policies) {
       const spec = this.exp.policies.get(policyId);
       if (!spec?.lora) throw new EngineFleetError(`policy '${policyId}' has no LoRA adapter to send to the servers`);
-      const name = `${policyId}@v${step}`;
-      const dir = join(this.adapterRoot, name);
+      const name = this.adapterName(policyId, step);
+      const dir = join(this.adapterRoot, `${policyId}@v${step}`);
       await exportPeftAdapter(dir, policy.config, { rank: spec.lora.rank, alpha: spec.lora.alpha, targets: [...spec.lora.targets] }, await policy.trainableTensors(), { baseModelNameOrPath: spec.model });
+      // A resumed run publishes a step's version again, which a server that outlived the crash
+      // still holds: unload it first (404 and 400: it was not there).
+      await this.fleet.broadcast(`${prefix}/unload_lora_adapter`, { lora_name: name }, (status) => status === 404 || status === 400);
       const loaded = await this.fleet.broadcast(`${prefix}/load_lora_adapter`, { lora_name: name, lora_path: dir });
       if (loaded.length === 0) throw new EngineFleetError(`no server loaded adapter ${name}: every server of rollout.backend.urls is down`);
       const old = this.current.get(policyId);

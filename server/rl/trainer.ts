@@ -241,7 +241,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     const ctx = routingContext(exp, policies, run);
     // Training rollouts on an engine fleet (rollout.backend); validation and curriculum stay here.
     const backend = exp.rolloutBackend;
-    const fleet = backend && backend.kind !== 'in-process' ? new EngineRollout(exp, backend, join(o.runDir, 'engine-adapters'), o.log) : null;
+    const fleet = backend && backend.kind !== 'in-process' ? new EngineRollout(exp, backend, join(o.runDir, 'engine-adapters'), o.log, o.runId) : null;
     const rolloutCtx = fleet ? fleet.context(ctx) : ctx;
     if (exp.training.validationEpisodes > TEST_SEED_OFFSET) throw new Error(`training.validationEpisodes (${exp.training.validationEpisodes}) would reach the test seeds at validation index ${TEST_SEED_OFFSET}`);
     const validate = (test = false) =>
