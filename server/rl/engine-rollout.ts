@@ -106,29 +106,37 @@ export class EngineRollout {
    */
   async publish(step: number, policies: ReadonlyMap<string, Policy>): Promise<void> {
     this.fleet.revive();
+    const t0 = performance.now();
     const prefix = this.kind === 'vllm' ? '/v1' : '';
-    for (const [policyId, policy] of policies) {
-      const spec = this.exp.policies.get(policyId);
-      if (!spec?.lora) throw new EngineFleetError(`policy '${policyId}' has no LoRA adapter to send to the servers`);
-      const name = this.adapterName(policyId, step);
-      const dir = join(this.adapterRoot, `${policyId}@v${step}`);
-      await exportPeftAdapter(dir, policy.config, { rank: spec.lora.rank, alpha: spec.lora.alpha, targets: [...spec.lora.targets] }, await policy.trainableTensors(), { baseModelNameOrPath: spec.model });
-      // A resumed run publishes a step's version again, which a server that outlived the crash
-      // still holds: unload it first (404 and 400: it was not there).
-      await this.fleet.broadcast(`${prefix}/unload_lora_adapter`, { lora_name: name }, (status) => status === 404 || status === 400);
-      const loaded = await this.fleet.broadcast(`${prefix}/load_lora_adapter`, { lora_name: name, lora_path: dir });
-      if (loaded.length === 0) throw new EngineFleetError(`no server loaded adapter ${name}: every server of rollout.backend.urls is down`);
-      const old = this.current.get(policyId);
-      this.current.set(policyId, name);
-      this.folders.set(name, dir);
-      if (old !== undefined && old !== name) {
-        // A server that lost it (restarted) answers 404: nothing to unload there.
-        await this.fleet.broadcast(`${prefix}/unload_lora_adapter`, { lora_name: old }, (status) => status === 404);
-        await rm(this.folders.get(old)!, { recursive: true, force: true });
-        this.folders.delete(old);
-      }
-    }
+    // Policies publish side by side: each server loads the agents' adapters concurrently.
+    await Promise.all(
+      [...policies].map(async ([policyId, policy]) => {
+        const spec = this.exp.policies.get(policyId);
+        if (!spec?.lora) throw new EngineFleetError(`policy '${policyId}' has no LoRA adapter to send to the servers`);
+        const name = this.adapterName(policyId, step);
+        const dir = join(this.adapterRoot, `${policyId}@v${step}`);
+        await exportPeftAdapter(dir, policy.config, { rank: spec.lora.rank, alpha: spec.lora.alpha, targets: [...spec.lora.targets] }, await policy.trainableTensors(), { baseModelNameOrPath: spec.model });
+        // A resumed run publishes a step's version again, which a server that outlived the crash
+        // still holds: unload it first (404 and 400: it was not there).
+        await this.fleet.broadcast(`${prefix}/unload_lora_adapter`, { lora_name: name }, (status) => status === 404 || status === 400);
+        const loaded = await this.fleet.broadcast(`${prefix}/load_lora_adapter`, { lora_name: name, lora_path: dir });
+        if (loaded.length === 0) throw new EngineFleetError(`no server loaded adapter ${name}: every server of rollout.backend.urls is down`);
+        const old = this.current.get(policyId);
+        this.current.set(policyId, name);
+        this.folders.set(name, dir);
+        if (old !== undefined && old !== name) {
+          // A server that lost it (restarted) answers 404: nothing to unload there.
+          await this.fleet.broadcast(`${prefix}/unload_lora_adapter`, { lora_name: old }, (status) => status === 404);
+          await rm(this.folders.get(old)!, { recursive: true, force: true });
+          this.folders.delete(old);
+        }
+      }),
+    );
+    this.publishMs = performance.now() - t0;
   }
+
+  /** Wall time of the last `publish`, ms. */
+  private publishMs = 0;
 
   /** `ctx` with each policy's sampling sent to the fleet (its other parts unchanged). */
   context(ctx: RolloutContext): RolloutContext {
@@ -144,13 +152,13 @@ export class EngineRollout {
     };
   }
 
-  /** Per-server requests, failures and generated tokens per second since the last call. */
+  /** The last publish's wall time, and per server requests, failures and generated tokens per second since the last call. */
   stepMetrics(): Metric[] {
-    return this.fleet.takeStats().flatMap((s, i) => [
+    return [{ name: 'engine/publish_ms', value: this.publishMs }, ...this.fleet.takeStats().flatMap((s, i) => [
       { name: `engine/server${i}/requests`, value: s.requests },
       { name: `engine/server${i}/failures`, value: s.failures },
       { name: `engine/server${i}/tokens_per_s`, value: s.busyMs > 0 ? (s.generatedTokens * 1000) / s.busyMs : 0 },
-    ]);
+    ])];
   }
 
   private async generate(policyId: string, rows: readonly Int32Array[], o: GenerateOptions): Promise<GenerateResult> {
