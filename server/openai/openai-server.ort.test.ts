@@ -211,6 +211,9 @@ test('refusals: wrong key, browser origin, oversized body, bad JSON, bad and uns
   assert.equal(big.status, 413);
   const bad = await fetch(`${server.url}/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` }, body: '{"model": ' });
   assert.equal(bad.status, 400);
+  const deep = await fetch(`${server.url}/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` }, body: `${'['.repeat(30_000)}${']'.repeat(30_000)}` });
+  assert.equal(deep.status, 400, 'deeply nested JSON is a bad body, not a crash');
+  assert.equal((await client.models.list()).data.length > 0, true, 'and the server still answers');
   await assert.rejects(client.completions.create({ model: 'base', prompt: 'a', temperature: -1 }), (e: unknown) => e instanceof OpenAI.BadRequestError && (e.error as { param?: string }).param === 'temperature');
   await assert.rejects(client.completions.create({ model: 'base', prompt: 'a', stop: ['\n'] }), (e: unknown) => e instanceof OpenAI.BadRequestError && /stop_token_ids/.test(e.message));
   await assert.rejects(client.completions.create({ model: 'base', prompt: [[999999]] as unknown as number[] }), (e: unknown) => e instanceof OpenAI.BadRequestError && /vocabulary/.test(e.message) && !/999999/.test(e.message));

@@ -94,9 +94,10 @@ export class OpenAiServer {
         sendError(res, new HttpError(500, 'internal error (logged by the server)'));
       });
     });
-    // Slow or stalled clients must not hold sockets for ever; generation itself may take long.
+    // Slow or stalled clients must not hold sockets for ever: the whole request (headers and
+    // body) must arrive within these; generating the answer is not bounded by them.
     http.headersTimeout = 30_000;
-    http.requestTimeout = 0;
+    http.requestTimeout = 120_000;
     const host = o.host ?? '127.0.0.1';
     await new Promise<void>((ok, fail) => {
       http.once('error', fail);
