@@ -33,6 +33,11 @@ test('the trainer metric names go to their charts', () => {
     'throughput/train_tok_s': 'throughput',
     'time/rollout_ms': 'time',
     'time/total_ms': 'time',
+    'engine/server0/tokens_per_s': 'engine-throughput',
+    'engine/server12/tokens_per_s': 'engine-throughput',
+    'engine/server1/failures': 'engine-failures',
+    'engine/server0/requests': 'engine-requests',
+    'engine/publish_ms': 'engine-publish',
   };
   for (const [name, chart] of Object.entries(expected)) assert.equal(chartIdOf(name), chart, name);
 });

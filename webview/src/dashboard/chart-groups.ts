@@ -4,7 +4,7 @@
  *
  * The names are the trainer's (server/rl/step-metrics.ts, server/rl/trainer.ts): `reward/*`,
  * `advantage/*`, `response/*`, `train/*`, `val/*`, `loss/policy`, `kl/*`, `entropy`, `clip_frac`,
- * `grad_norm`, `lr`, `update/*`, `throughput/*`, `time/*_ms`, `curriculum/*`. The common aliases of verl/TRL-style
+ * `grad_norm`, `lr`, `update/*`, `throughput/*`, `time/*_ms`, `curriculum/*`, `engine/*` (a fleet's servers). The common aliases of verl/TRL-style
  * logs (`update/kl`, `update/entropy`, `rollout/response_len`, ...) land in the same charts, so a run
  * imported from elsewhere still reads. Anything unknown gets a chart per name prefix instead of being
  * dropped: a new metric shows up without a dashboard change.
@@ -60,6 +60,11 @@ export const chartSpecs: readonly ChartSpec[] = [
   // Each on its own axis: a KL and a largest gap, or sample and step counts, do not share a scale.
   { id: 'rollout-mismatch', title: 'Rollout vs fp32 policy: KL', axis: 'KL (nats)', match: /^rollout\/mismatch_kl$/ },
   { id: 'rollout-mismatch-max', title: 'Rollout vs fp32 policy: largest log-prob gap', axis: 'nats', match: /^rollout\/mismatch_max$/ },
+  // rollout.backend fleets (server/rl/engine-rollout.ts): a line per server.
+  { id: 'engine-throughput', title: 'Inference servers: generated tokens/s', axis: 'tokens/s', match: /^engine\/server\d+\/tokens_per_s$/, unit: 'tokens/s' },
+  { id: 'engine-failures', title: 'Inference servers: failed requests', axis: 'failures', match: /^engine\/server\d+\/failures$/ },
+  { id: 'engine-requests', title: 'Inference servers: requests', axis: 'requests', match: /^engine\/server\d+\/requests$/ },
+  { id: 'engine-publish', title: 'Inference servers: adapter publish time', axis: 'time', match: /^engine\/publish_ms$/, unit: 'ms' },
   { id: 'update-samples', title: 'Samples per update', axis: 'samples', match: /^update\/samples$/ },
   { id: 'optimizer-steps', title: 'Optimizer steps per update', axis: 'steps', match: /^update\/optimizer_steps$/ },
   { id: 'skipped-updates', title: 'Skipped updates (non-finite)', axis: 'count', match: /^update\/(skipped|non_finite_skips)$/ },
