@@ -142,12 +142,16 @@ test('vLLM: load_lora_adapter and /v1/completions send only vLLM fields; token_i
   assert.ok(!existsSync(join(dir, 'vllm', 'tool-lora@v1')), 'the old version folder is removed');
 });
 
-test('vLLM errors: a 400 is thrown at once with its message; a 404 (old flat form) is retried, then named', async () => {
+test('vLLM errors: a 400 is thrown at once with its message; a null log-prob is refused; a 404 (old flat form) is retried, then named', async () => {
   answers = { '/v1/completions': { status: 400, body: fixture('vllm-error.json') } };
   const { generate } = await generateWith('vllm', 'vllm-errors');
   seen.length = 0;
   await assert.rejects(generate(), (e: unknown) => e instanceof EngineFleetError && /max_tokens must be at least 1/.test(e.message));
   assert.equal(seen.filter((s) => s.path === '/v1/completions').length, 1, 'a request the server refused is not retried');
+  const nullLogprob = structuredClone(fixture('vllm-completion.json')) as { choices: Array<{ logprobs: { token_logprobs: Array<number | null> } }> };
+  nullLogprob.choices[1]!.logprobs.token_logprobs[2] = null;
+  answers['/v1/completions'] = { status: 200, body: nullLogprob };
+  await assert.rejects(generate(), (e: unknown) => e instanceof EngineFleetError && /null or infinite log-prob/.test(e.message));
   answers['/v1/completions'] = { status: 404, body: fixture('vllm-error-old.json') };
   await assert.rejects(generate(), (e: unknown) => e instanceof EngineFleetError && /does not exist/.test(e.message));
 });

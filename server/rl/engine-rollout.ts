@@ -211,7 +211,10 @@ export class EngineRollout {
       logprobs: choices.map((c) => {
         const lp = c.logprobs?.token_logprobs;
         if (!lp) throw new EngineFleetError('the server returned no logprobs.token_logprobs (sent logprobs: 0)');
-        return Float32Array.from(lp, (v) => v ?? Number.NaN);
+        // A missing or infinite log-prob would poison the step's metrics (the store refuses
+        // non-finite values): name the server's fault here instead.
+        if (lp.some((v) => v === null || !Number.isFinite(v))) throw new EngineFleetError('the server returned a null or infinite log-prob for a sampled token (vLLM: --logprobs-mode processed_logprobs)');
+        return Float32Array.from(lp, (v) => v!);
       }),
       finish: choices.map((c) => finishOf(c.finish_reason)),
     };
@@ -238,7 +241,8 @@ export class EngineRollout {
       logprobs: outs.map((x) => {
         const lp = x.meta_info.output_token_logprobs;
         if (!lp || lp.length !== x.output_ids.length) throw new EngineFleetError('the server returned no meta_info.output_token_logprobs for every token (sent return_logprob)');
-        return Float32Array.from(lp, (e) => e[0] ?? Number.NaN);
+        if (lp.some((e) => e[0] === null || !Number.isFinite(e[0]))) throw new EngineFleetError('the server returned a null or infinite log-prob for a sampled token');
+        return Float32Array.from(lp, (e) => e[0]!);
       }),
       finish: outs.map((x) => finishOf(x.meta_info.finish_reason?.type)),
     };
