@@ -55,9 +55,11 @@ export const ticTacToeOptionsSchema = z
     openingMoves: z
       .union([
         openingCount,
+        // An array of two rather than a tuple: the config language's JSON Schema reader takes one `items` schema.
         z
-          .tuple([openingCount, openingCount])
-          .refine(([min, max]) => min <= max, { message: 'a range [min, max] needs min <= max' }),
+          .array(openingCount)
+          .length(2)
+          .refine(([min, max]) => (min as number) <= (max as number), { message: 'a range [min, max] needs min <= max' }),
       ])
       .default(0)
       .describe('Random moves played before the agents start: a count (0-4), or a range [min, max] whose count each seed draws.'),
@@ -95,7 +97,7 @@ export class TicTacToeEnvironment implements Environment {
     }
     this.#board = emptyBoard();
     const rng = new Rng(seed, 'tic-tac-toe');
-    const [min, max] = typeof options.openingMoves === 'number' ? [options.openingMoves, options.openingMoves] : options.openingMoves;
+    const [min, max] = typeof options.openingMoves === 'number' ? [options.openingMoves, options.openingMoves] : (options.openingMoves as [number, number]);
     // A fixed count draws nothing, so seeds keep the openings they had before ranges existed.
     const count = min === max ? min : min + rng.int(max - min + 1);
     for (let i = 0; i < count; i++) this.#board[rng.pick(legalMoves(this.#board))] = toMove(this.#board);
