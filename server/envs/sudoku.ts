@@ -167,6 +167,12 @@ class SudokuState implements PuzzleState<Fill[]> {
     const n = this.spec.n;
     const rows = [`rows, cols, boxes: 1-${n} once`];
     for (let r = 0; r < n; r++) rows.push(this.cells.slice(r * n, r * n + n).map((v) => (v === 0 ? '.' : String(v))).join(''));
+    // The empty cells' coordinates, row by row, as the fills write them ("empty: 1,4 2,1"): the
+    // embedded character-level model could not count its way to a '.' in the grid (measured: with
+    // 3 empty cells it named a clue's coordinates in most fills and solved 0 of 256), as Plan-Path's
+    // model could not locate the goal (plan-path.ts, "goal: 2D 1L").
+    const empty = this.cells.flatMap((v, i) => (v === 0 ? [`${Math.floor(i / n) + 1},${(i % n) + 1}`] : []));
+    rows.push(`empty: ${empty.join(' ') || 'none'}`);
     return rows.join('\n');
   }
 
@@ -243,7 +249,7 @@ class SudokuState implements PuzzleState<Fill[]> {
     };
   }
 
-  /** Clears every wrong fill, then fills the solution, most constrained cell first. */
+  /** Clears every wrong fill, then fills the solution (found most constrained cell first), written row by row. */
   solve(): Fill[] {
     const { n, clues, solution, peers } = this.spec;
     const board = [...this.cells];
@@ -262,7 +268,9 @@ class SudokuState implements PuzzleState<Fill[]> {
         const count = bitCount(candidates(board, peers, n, i));
         if (count < bestCount) [best, bestCount] = [i, count];
       });
-      if (best === -1) return fills;
+      // Written row by row, the order the prompt lists the empty cells in: every fill is the
+      // solution's digit, so any order is accepted.
+      if (best === -1) return [...fills.filter((f) => f.value === 0), ...fills.filter((f) => f.value !== 0).sort((a, b) => a.cell - b.cell)];
       board[best] = solution[best] as number;
       fills.push({ cell: best, value: solution[best] as number });
     }
