@@ -81,6 +81,7 @@ describe('shipped configs', () => {
       'sudoku/L1-shared.json',
       'sudoku/L2-lora.json',
       'tic-tac-toe/L1-shared.json',
+      'tic-tac-toe/L2-lora.json',
     ]) {
       assert.ok(names.includes(expected), `configs/${expected} is missing`);
     }
