@@ -138,12 +138,29 @@ def _wipe(work, keep):
 
 GRACE = 1.0  # seconds the pipes may stay open after the program exits (a straggler), as program-process.ts
 
+def _fork():
+    # RLIMIT_NPROC counts every process of the sandbox user, other sandboxes' included, and a
+    # killed sandbox's processes are released a moment after the kill: a fork refused with EAGAIN
+    # is retried for a while (not counted in the case's wall clock) before the batch gives up.
+    delay = 0.005
+    deadline = time.monotonic() + FORK_RETRY
+    while True:
+        try:
+            return os.fork()
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+FORK_RETRY = 2.0  # seconds a refused fork is retried
+
 def _case(source, main_path, work, data, wall, cap, like):
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    pid = _fork()
     t0 = time.monotonic()
-    pid = os.fork()
     if pid == 0:
         try:
             os.setpgid(0, 0)
