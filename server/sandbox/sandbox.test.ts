@@ -269,6 +269,9 @@ describe('sandbox escape corpus', { skip }, () => {
 
       test('sleeping past the wall-clock limit is a timeout and kills the group; a looser limit lets it finish', async () => {
         const code = 'import os, time\nif os.fork() == 0:\n    time.sleep(60)\ntime.sleep(0.8)\nprint("done")\n';
+        // The program forks, and RLIMIT_NPROC counts every process of the sandbox user: an earlier
+        // test's killed processes must be gone first, or the fork fails and the run is an error.
+        await noStraysWithin(3000);
         const tight = await Sandbox.open(config(mode, { wallMs: 400 }), quiet);
         const e = await tight.run(py(code));
         await tight.close();
