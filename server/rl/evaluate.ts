@@ -50,7 +50,7 @@ export interface Evaluation {
 }
 
 /** A text policy that answers with the routed policy's greedy response. */
-function greedyTextPolicy(ctx: RolloutContext, maxNewTokens: number): TextPolicy {
+export function greedyTextPolicy(ctx: RolloutContext, maxNewTokens: number): TextPolicy {
   const tok = ctx.tokenizer;
   return async (observation, game) => {
     const { policy } = ctx.route(game.agent);
