@@ -22,15 +22,11 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
-import { OpenAiServer } from '../../server/openai/openai-server.ts';
-import type { ServedModels } from '../../server/openai/served-models.ts';
-import { servedTeam } from '../../server/openai/served-team.ts';
+import { startEndpoint, stopEndpoint } from '../../test/fixtures/tiny-endpoint.ts';
 import { parseExperimentConfig } from '../../server/protocol/experiment-config.ts';
 import { completionResponseSchema } from '../../server/protocol/openai-api.ts';
 import { resolveExperiment } from '../../server/rl/resolve-experiment.ts';
 import { train } from '../../server/rl/trainer.ts';
-import { sourceWeights } from '../../server/runs/checkpoint-weights.ts';
-import { Engine } from '../../server/runtime/engine.ts';
 import { openRunStore } from '../../server/store/index.ts';
 import { median } from '../engine/bench-util.ts';
 
@@ -46,26 +42,6 @@ const KEY = 'bench-key';
 
 const config = { ...tinyConfig, warmStart: { enabled: false }, training: { steps: RUN_STEPS, validateEvery: RUN_STEPS, validationEpisodes: 2, testEpisodes: 0, checkpointEvery: RUN_STEPS } };
 
-interface Endpoint {
-  engine: Engine;
-  models: ServedModels;
-  server: OpenAiServer;
-  base: string;
-}
-
-async function startEndpoint(): Promise<Endpoint> {
-  const exp = await resolveExperiment(parseExperimentConfig(config, 'bench'), 'bench');
-  const engine = await Engine.start({ executionProvider: 'cpu', threads: 1, log: () => {} });
-  const models = await servedTeam(engine, exp, new Map([['base', await sourceWeights(exp.models.get('base')!)]]), null);
-  const server = await OpenAiServer.start({ models, token: KEY });
-  return { engine, models, server, base: server.url.replace(/\/v1$/, '') };
-}
-
-async function stopEndpoint(e: Endpoint, serverClosed = false): Promise<void> {
-  if (!serverClosed) await e.server.close();
-  await e.models.close();
-  await e.engine.close();
-}
 
 const post = async (url: string, body: unknown) => {
   const res = await fetch(url, { method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -74,7 +50,7 @@ const post = async (url: string, body: unknown) => {
 };
 
 async function endpointThroughput() {
-  const e = await startEndpoint();
+  const e = await startEndpoint(config, KEY);
   try {
     const tok = e.models.tokenizer;
     const prompts = Array.from({ length: CLIENTS }, (_, i) => tok.encodePrompt([{ role: 'user', text: `client ${i}: move from (0,0) to (2,2) avoiding walls` }]).slice(0, 40));
@@ -153,7 +129,7 @@ async function main(): Promise<void> {
       const a = await trainOnce(dir, `in-process-${r}`, { kind: 'in-process' });
       inProcessMs.push(a.ms);
       reference ??= a.dump;
-      const e = await startEndpoint();
+      const e = await startEndpoint(config, KEY);
       try {
         const b = await trainOnce(dir, `http-${r}`, { kind: 'vllm', urls: [e.base], apiKeyEnv: 'TROUPE_BENCH_KEY', timeoutMs: 120_000, retries: 2 });
         httpMs.push(b.ms);
@@ -168,7 +144,7 @@ async function main(): Promise<void> {
     console.log(`fault runs: ${FAULT_RUNS} runs on two endpoints, one shut down at a random request`);
     const faults: Array<{ killedAtRequest: number; completed: boolean; sameSamples: boolean; failuresCounted: number; error?: string }> = [];
     for (let f = 0; f < FAULT_RUNS; f++) {
-      const [a, b] = [await startEndpoint(), await startEndpoint()];
+      const [a, b] = [await startEndpoint(config, KEY), await startEndpoint(config, KEY)];
       // A random generate request of server A after its first (each step sends it at least 2).
       const killAt = 2 + Math.floor(Math.random() * 2 * RUN_STEPS);
       let uses = 0;

@@ -14,13 +14,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
-import { OpenAiServer } from '../openai/openai-server.ts';
-import type { ServedModels } from '../openai/served-models.ts';
-import { servedTeam } from '../openai/served-team.ts';
+import { startEndpoint, stopEndpoint } from '../../test/fixtures/tiny-endpoint.ts';
 import { parseExperimentConfig } from '../protocol/experiment-config.ts';
 import { modelListSchema } from '../protocol/openai-api.ts';
-import { sourceWeights } from '../runs/checkpoint-weights.ts';
-import { Engine } from '../runtime/engine.ts';
 import { openRunStore } from '../store/index.ts';
 import { resolveExperiment } from './resolve-experiment.ts';
 import { train } from './trainer.ts';
@@ -32,26 +28,6 @@ const config = {
   training: { steps: 2, validateEvery: 2, validationEpisodes: 2, testEpisodes: 0, checkpointEvery: 2 },
 };
 
-interface Endpoint {
-  engine: Engine;
-  models: ServedModels;
-  server: OpenAiServer;
-  base: string;
-}
-
-async function startEndpoint(): Promise<Endpoint> {
-  const exp = await resolveExperiment(parseExperimentConfig(config, 'tiny'), 'tiny');
-  const engine = await Engine.start({ executionProvider: 'cpu', threads: 1, log: () => {} });
-  const models = await servedTeam(engine, exp, new Map([['base', await sourceWeights(exp.models.get('base')!)]]), null);
-  const server = await OpenAiServer.start({ models, token: KEY });
-  return { engine, models, server, base: server.url.replace(/\/v1$/, '') };
-}
-
-async function stopEndpoint(e: Endpoint): Promise<void> {
-  await e.server.close();
-  await e.models.close();
-  await e.engine.close();
-}
 
 /** Every training sample of a run, in a fixed order: step, trajectory, turn, branch → tokens and log-probs. */
 type Dump = Array<{ key: string; tokens: number[]; logprobs: number[] }>;
@@ -112,7 +88,7 @@ after(async () => {
 });
 
 test('AT-GRPO over HTTP samples what in-process sampling does; server log-probs equal the trainer\'s; adapters are versioned per step', { timeout: 300_000 }, async () => {
-  const e = await startEndpoint();
+  const e = await startEndpoint(config, KEY);
   try {
     const r = await runTraining('one-server', { kind: 'vllm', urls: [e.base], apiKeyEnv: 'TROUPE_TEST_FLEET_KEY', timeoutMs: 60_000, retries: 2 });
     assert.equal(r.steps.length, trainSteps);
@@ -137,7 +113,7 @@ test('AT-GRPO over HTTP samples what in-process sampling does; server log-probs 
 });
 
 test('the SGLang protocol (/generate with per-row sampling seeds) samples the same trajectories', { timeout: 300_000 }, async () => {
-  const e = await startEndpoint();
+  const e = await startEndpoint(config, KEY);
   try {
     const r = await runTraining('sglang', { kind: 'sglang', urls: [e.base], apiKeyEnv: 'TROUPE_TEST_FLEET_KEY', timeoutMs: 60_000, retries: 0 });
     assert.equal(r.steps.length, trainSteps);
@@ -148,7 +124,7 @@ test('the SGLang protocol (/generate with per-row sampling seeds) samples the sa
 });
 
 test('two servers, one shut down while serving a request mid-step: the run finishes with every sample once', { timeout: 300_000 }, async () => {
-  const [a, b] = [await startEndpoint(), await startEndpoint()];
+  const [a, b] = [await startEndpoint(config, KEY), await startEndpoint(config, KEY)];
   // Server A goes away the third time it starts generating (step 1, after the adapters loaded):
   // every connection to it is destroyed with its request unanswered, and later ones are refused.
   let uses = 0;
