@@ -65,9 +65,7 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): D
     return db;
   } catch (error) {
     db.close();
-    const wrapped = withFileContext(error, file);
-    if (wrapped instanceof RunStoreError) throw wrapped;
-    throw new RunStoreError('open-failed', `cannot open run store ${file}: ${message(error)}`, { cause: error });
+    throw openError(error, file);
   }
 }
 
@@ -88,12 +86,16 @@ function openQueryOnly(file: string): Database.Database {
     return db;
   } catch (error) {
     db.close();
-    const wrapped = withFileContext(error, file);
-    if (wrapped instanceof RunStoreError) throw wrapped;
-    throw new RunStoreError('open-failed', `cannot open run store ${file}: ${message(error)}`, { cause: error });
+    throw openError(error, file);
   }
 }
 
 function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** An error raised while opening `file`, as a RunStoreError naming it (one raised as such passes through). */
+function openError(error: unknown, file: string): RunStoreError {
+  const wrapped = withFileContext(error, file);
+  return wrapped instanceof RunStoreError ? wrapped : new RunStoreError('open-failed', `cannot open run store ${file}: ${message(error)}`, { cause: error });
 }
