@@ -22,7 +22,7 @@ import { loraTargets, modelDims, projectionName, projectionSize } from './model-
 import type { LoraTarget, ModelConfig } from './model-config.ts';
 import { matchTensors, shapeParameters } from './checkpoint.ts';
 import type { ExpectedShapes } from './checkpoint.ts';
-import { loraConfigSchema } from '../protocol/experiment-config.ts';
+import { loraConfigSchema, type LoraConfig, type LoraConfigInput } from '../protocol/model-schemas.ts';
 import { hfProjectionModule, hfProjectionNames } from './hf-names.ts';
 import { parseWithSchema, readJsonFile, writeJsonFile } from './json-file.ts';
 import { createPrng, deriveSeed, fillUniform } from './prng.ts';
@@ -32,9 +32,7 @@ import type { SafetensorsReadOptions, SafetensorsTensor } from './safetensors.ts
 // The schema lives in protocol (the experiment config embeds it, and protocol may import only
 // zod); models uses the same object so the two cannot drift.
 export { loraConfigSchema };
-
-export type LoraConfigInput = z.input<typeof loraConfigSchema>;
-export type LoraConfig = z.output<typeof loraConfigSchema>;
+export type { LoraConfig, LoraConfigInput };
 
 /** Parses a LoRA config, throwing an error that names `source` and every bad field. */
 export function parseLoraConfig(input: unknown, source = 'LoRA config'): LoraConfig {

@@ -19,91 +19,13 @@
  *   lm_head.weight                  [V, C]        (absent when tieEmbeddings)
  * Linear weights are stored [out, in] as in PyTorch/Hugging Face, so checkpoints map 1:1.
  */
-import { z } from 'zod';
-// Ceilings shared with the experiment config (protocol), so a checkpoint's config.json is bounded too.
-import { sizeLimits } from '../protocol/experiment-config.ts';
+// The schema is declared once in protocol (the experiment config embeds it); the same object
+// validates a checkpoint's config.json, bounded by the same ceilings.
+import { modelConfigSchema, type LoraTarget, type ModelConfig } from '../protocol/model-schemas.ts';
+import { parseWithSchema } from './json-file.ts';
 
-/**
- * Llama 3.1's RoPE frequency rescaling (transformers `_compute_llama3_parameters`): wavelengths
- * longer than originalMaxPositionEmbeddings / lowFreqFactor are stretched by `factor`, shorter
- * than originalMaxPositionEmbeddings / highFreqFactor kept, and the band between interpolated.
- */
-export const llama3RopeScalingSchema = z
-  .object({
-    /** Scaling kind; only Llama 3's is supported. */
-    type: z.literal('llama3'),
-    /** Stretch factor of the low frequencies (8 in Llama 3.1, 32 in Llama 3.2). */
-    factor: z.number().positive(),
-    /** Wavelengths above originalMaxPositionEmbeddings / lowFreqFactor are divided by factor. */
-    lowFreqFactor: z.number().positive(),
-    /** Wavelengths below originalMaxPositionEmbeddings / highFreqFactor are kept. */
-    highFreqFactor: z.number().positive(),
-    /** The context length the model was pretrained with before scaling (8192). */
-    originalMaxPositionEmbeddings: z.number().int().positive().max(sizeLimits.maxSequenceLength),
-  })
-  .strict()
-  .refine((r) => r.highFreqFactor > r.lowFreqFactor, { message: 'highFreqFactor must be greater than lowFreqFactor', path: ['highFreqFactor'] });
-export type RopeScaling = z.output<typeof llama3RopeScalingSchema>;
-
-export const modelConfigSchema = z
-  .object({
-    /** Vocabulary size V (rows of the embedding matrix). */
-    vocabSize: z.number().int().positive().max(sizeLimits.vocabSize),
-    /** Model width C (hidden size). */
-    hiddenSize: z.number().int().positive().max(sizeLimits.hiddenSize),
-    /** Number of transformer blocks L. */
-    numLayers: z.number().int().positive().max(sizeLimits.numLayers),
-    /** Number of query heads H. Must divide hiddenSize unless headDim is given. */
-    numHeads: z.number().int().positive().max(sizeLimits.numHeads),
-    /** Number of key/value heads Hkv (grouped-query attention). Must divide numHeads. Defaults to numHeads. */
-    numKvHeads: z.number().int().positive().max(sizeLimits.numHeads).optional(),
-    /** Per-head dimension D. Defaults to hiddenSize / numHeads. Must be even (RoPE rotates pairs). */
-    headDim: z.number().int().positive().max(sizeLimits.headDim).optional(),
-    /** Hidden size F of the SwiGLU MLP. */
-    intermediateSize: z.number().int().positive().max(sizeLimits.intermediateSize),
-    /** RoPE base frequency θ. */
-    ropeTheta: z.number().positive().default(10000),
-    /** RMSNorm epsilon. */
-    rmsNormEps: z.number().positive().default(1e-6),
-    /** Whether the output head shares the embedding matrix. */
-    tieEmbeddings: z.boolean().default(true),
-    /** Whether q/k/v projections carry a bias (Qwen2 does, Llama does not). */
-    attentionBias: z.boolean().default(false),
-    /** Longest sequence (prompt + response) the model is used with; sizes KV caches. */
-    maxSequenceLength: z.number().int().positive().max(sizeLimits.maxSequenceLength).default(512),
-    /**
-     * Per-head RMSNorm of q and k before RoPE, weights [D] (Qwen3). Absent means false; optional
-     * rather than defaulted so configs written before it existed hash and serialise unchanged.
-     */
-    qkNorm: z.boolean().optional(),
-    /** RoPE frequency scaling (Llama 3.1+); absent: plain RoPE. */
-    ropeScaling: llama3RopeScalingSchema.optional(),
-  })
-  .strict()
-  .superRefine((c, ctx) => {
-    const kv = c.numKvHeads ?? c.numHeads;
-    if (c.headDim === undefined && c.hiddenSize % c.numHeads !== 0) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['numHeads'],
-        message: `numHeads (${c.numHeads}) must divide hiddenSize (${c.hiddenSize}), or headDim must be given`,
-      });
-    }
-    if (c.numHeads % kv !== 0) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['numKvHeads'],
-        message: `numKvHeads (${kv}) must divide numHeads (${c.numHeads})`,
-      });
-    }
-    const d = c.headDim ?? Math.floor(c.hiddenSize / c.numHeads);
-    if (d % 2 !== 0) {
-      ctx.addIssue({ code: 'custom', path: ['headDim'], message: `head dimension (${d}) must be even for RoPE` });
-    }
-  });
-
-export type ModelConfigInput = z.input<typeof modelConfigSchema>;
-export type ModelConfig = z.output<typeof modelConfigSchema>;
+export { loraTargets, modelConfigSchema } from '../protocol/model-schemas.ts';
+export type { LoraTarget, ModelConfig, ModelConfigInput, RopeScaling } from '../protocol/model-schemas.ts';
 
 /** Derived sizes used throughout the model code. */
 export interface ModelDims {
@@ -130,15 +52,8 @@ export function modelDims(c: ModelConfig): ModelDims {
 
 /** Parses a model config, throwing an error that names every offending field. */
 export function parseModelConfig(input: unknown, source = 'model config'): ModelConfig {
-  const r = modelConfigSchema.safeParse(input);
-  if (r.success) return r.data;
-  const lines = r.error.issues.map((i) => `  ${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`);
-  throw new Error(`invalid ${source}:\n${lines.join('\n')}`);
+  return parseWithSchema(modelConfigSchema, input, source);
 }
-
-/** The projections a LoRA adapter may target, named as in the parameter table above. */
-export const loraTargets = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
-export type LoraTarget = (typeof loraTargets)[number];
 
 /** Every parameter of the model with its shape, in a stable order (the checkpoint order). */
 export function parameterShapes(c: ModelConfig): Array<[name: string, shape: number[]]> {

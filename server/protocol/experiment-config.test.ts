@@ -1,27 +1,20 @@
 // The experiment config: every shipped config is valid against the schema, the cross-field rules and
 // its environment; configs/schema.json matches the zod schema; each rule fails with the exact path;
-// messages name the allowed values. The test reaches into envs/ and models/ (protocol itself may
-// not) to keep protocol's copies of their names and shapes honest.
+// messages name the allowed values. The test reaches into envs/ (protocol itself may not) to keep
+// protocol's copy of the environment names honest.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { z } from 'zod';
 import { createEnvironment, environmentNames as registryNames } from '../envs/environments.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
-import { loraConfigSchema as modelsLoraSchema } from '../models/lora.ts';
-import { modelConfigSchema as modelsModelConfigSchema } from '../models/model-config.ts';
-import { optimizerSchema as modelsOptimizerSchema } from '../models/optimizer.ts';
 import { ConfigError, formatConfigIssues, formatConfigPath, type ConfigIssue } from './config-errors.ts';
 import {
   checkAgainstAgents,
   checkExperimentConfig,
   environmentNames,
   experimentConfigJsonSchemaText,
-  loraConfigSchema,
-  modelConfigSchema,
-  optimizerSchema,
   parseExperimentConfig,
   safeParseExperimentConfig,
   type ExperimentConfig,
@@ -147,28 +140,9 @@ describe('configs/schema.json', () => {
   });
 });
 
-describe("protocol's copies of server names and shapes", () => {
+describe("protocol's copies of server names", () => {
   test('environment names equal the registry', () => {
     assert.deepEqual([...environmentNames], [...registryNames]);
-  });
-
-  // Descriptions are protocol's addition (hover text); everything else must match.
-  const shape = (s: z.ZodType): unknown =>
-    JSON.parse(JSON.stringify(z.toJSONSchema(s, { io: 'input' }), (k, v: unknown) => (k === 'description' ? undefined : v)));
-
-  test('model config and LoRA schemas equal those in server/models', () => {
-    assert.deepEqual(shape(modelConfigSchema), shape(modelsModelConfigSchema));
-    assert.deepEqual(shape(loraConfigSchema), shape(modelsLoraSchema));
-  });
-
-  test('the optimizer schema equals server/models, except that lr has a default', () => {
-    const ours = shape(optimizerSchema) as { properties: { lr: Record<string, unknown> }; required?: string[] };
-    const theirs = shape(modelsOptimizerSchema) as { required?: string[] };
-    assert.equal(ours.properties.lr['default'], 1e-3);
-    delete ours.properties.lr['default'];
-    assert.deepEqual(theirs.required, ['lr']);
-    delete theirs.required;
-    assert.deepEqual(ours, theirs);
   });
 });
 

@@ -13,14 +13,15 @@
  *     knows (protocol imports nothing but zod); the server also validates `env.options` with the
  *     environment's own options schema.
  *
- * The `.describe()` texts become the hover text in the editor (through the JSON Schema).
- *
- * The model, LoRA and optimizer schemas below have the same shape and defaults as those in
- * `server/models/` (model-config.ts, lora.ts, optimizer.ts), which protocol may not import; a
- * test compares them. The models package can import these instead of keeping its own copy.
+ * Each field is documented once, in its `.describe()`: the editor's hover text (through the JSON
+ * Schema) and the reference for readers of the code. The model, LoRA and optimizer schemas are
+ * declared in `model-schemas.ts`, which `server/models` uses too; the size ceilings in
+ * `size-limits.ts`.
  */
 import { z } from 'zod';
 import { ConfigError, didYouMean, issuesFromZod, quoteList, type ConfigIssue } from './config-errors.ts';
+import { loraConfigSchema, modelConfigSchema, optimizerSchema } from './model-schemas.ts';
+import { sizeLimits } from './size-limits.ts';
 
 /** Environment names (the keys of the server's environment registry, `envs/environments.ts`). */
 export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe', 'math', 'code'] as const;
@@ -43,41 +44,6 @@ export type ModelPreset = (typeof modelPresets)[number];
 export const executionProviders = ['cpu', 'cuda', 'webgpu', 'auto'] as const;
 export type ExecutionProvider = (typeof executionProviders)[number];
 
-/** The projections a LoRA adapter may target, named as in the model's parameter table. */
-export const loraTargets = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
-export type LoraTarget = (typeof loraTargets)[number];
-
-/**
- * Ceilings on every size a config can set. They sit far above what a researcher would ask for on a
- * big machine (Llama 3.1 405B has hiddenSize 16384, 126 layers, intermediateSize 53248; vocabularies
- * reach 256k) and exist to turn a slip or a hostile request (a LoRA rank of 1,000,000) into a
- * validation error instead of an allocation. Whether a model within them fits this machine is a
- * separate check, made when a run is resolved (`rl/memory-estimate.ts`). `server/models`'s model
- * config schema uses the same table.
- */
-export const sizeLimits = {
-  vocabSize: 1_048_576,
-  hiddenSize: 65_536,
-  numLayers: 1024,
-  numHeads: 1024,
-  headDim: 1024,
-  intermediateSize: 524_288,
-  maxSequenceLength: 1_048_576,
-  loraRank: 4096,
-  /** Entries of `models`, `policies`, `router` and keys of `env.options`. */
-  recordEntries: 64,
-  /** Training, warm-start and schedule steps. */
-  steps: 1_000_000,
-  optimizerSteps: 1_000_000_000,
-  demonstrations: 1_000_000,
-  batchSize: 65_536,
-  microBatch: 65_536,
-  microBatchTokens: 16_777_216,
-  /** Characters of a path (a checkpoint folder, `$schema`). */
-  pathLength: 4096,
-  descriptionLength: 10_000,
-} as const;
-
 /** A record of at most `sizeLimits.recordEntries` entries (zod's record has no size bound of its own). */
 function boundedRecord<T extends z.ZodType>(record: T): T {
   return record
@@ -89,134 +55,6 @@ function boundedRecord<T extends z.ZodType>(record: T): T {
 export const configIdSchema = z
   .string()
   .regex(/^[A-Za-z][A-Za-z0-9_-]{0,63}$/, 'must start with a letter and contain only letters, digits, "-" and "_" (at most 64 characters)');
-
-// ---------------------------------------------------------------------------------------------
-// Models, adapters, optimizer (shared with server/models)
-
-/** Decoder-only transformer of the Qwen2/Llama shape (RMSNorm, RoPE, GQA attention, SwiGLU). */
-export const modelConfigSchema = z
-  .object({
-    /** Vocabulary size V; must equal the tokenizer's. */
-    vocabSize: z.number().int().positive().max(sizeLimits.vocabSize).describe("Vocabulary size V; must equal the tokenizer's. At most 1048576."),
-    /** Model width C. */
-    hiddenSize: z.number().int().positive().max(sizeLimits.hiddenSize).describe('Model width C (hidden size). At most 65536.'),
-    /** Transformer blocks L. */
-    numLayers: z.number().int().positive().max(sizeLimits.numLayers).describe('Number of transformer blocks L. At most 1024.'),
-    /** Query heads H. */
-    numHeads: z.number().int().positive().max(sizeLimits.numHeads).describe('Number of query heads H. Must divide hiddenSize unless headDim is given. At most 1024.'),
-    /** Key/value heads Hkv (grouped-query attention); defaults to numHeads. */
-    numKvHeads: z.number().int().positive().max(sizeLimits.numHeads).optional().describe('Number of key/value heads (grouped-query attention). Must divide numHeads. Default: numHeads. At most 1024.'),
-    /** Per-head dimension D; defaults to hiddenSize / numHeads. */
-    headDim: z.number().int().positive().max(sizeLimits.headDim).optional().describe('Per-head dimension D, even (RoPE rotates pairs). Default: hiddenSize / numHeads. At most 1024.'),
-    /** Hidden size F of the SwiGLU MLP. */
-    intermediateSize: z.number().int().positive().max(sizeLimits.intermediateSize).describe('Hidden size F of the SwiGLU MLP. At most 524288.'),
-    /** RoPE base frequency. */
-    ropeTheta: z.number().positive().default(10000).describe('RoPE base frequency theta.'),
-    /** RMSNorm epsilon. */
-    rmsNormEps: z.number().positive().default(1e-6).describe('RMSNorm epsilon.'),
-    /** Whether the output head shares the embedding matrix. */
-    tieEmbeddings: z.boolean().default(true).describe('Whether the output head shares the embedding matrix.'),
-    /** Whether q/k/v projections carry a bias (Qwen2 does, Llama does not). */
-    attentionBias: z.boolean().default(false).describe('Whether the q/k/v projections carry a bias (Qwen2 does, Llama does not).'),
-    /** Longest sequence (prompt + response); sizes the KV caches. */
-    maxSequenceLength: z.number().int().positive().max(sizeLimits.maxSequenceLength).default(512).describe('Longest sequence (prompt + response) the model is used with; sizes the KV caches. At most 1048576.'),
-    /** Per-head RMSNorm of q and k before RoPE (Qwen3). */
-    qkNorm: z.boolean().optional().describe('Per-head RMSNorm of queries and keys before RoPE, weights [headDim] (Qwen3). Default: false.'),
-    /** RoPE frequency scaling (Llama 3.1+). */
-    ropeScaling: z
-      .object({
-        type: z.literal('llama3').describe("Scaling kind; only Llama 3's is supported."),
-        factor: z.number().positive().describe('Stretch factor of the low frequencies (8 in Llama 3.1, 32 in Llama 3.2).'),
-        lowFreqFactor: z.number().positive().describe('Wavelengths above originalMaxPositionEmbeddings / lowFreqFactor are divided by factor.'),
-        highFreqFactor: z.number().positive().describe('Wavelengths below originalMaxPositionEmbeddings / highFreqFactor are kept; the band between is interpolated.'),
-        originalMaxPositionEmbeddings: z.number().int().positive().max(sizeLimits.maxSequenceLength).describe('Context length the model was pretrained with before scaling (8192 for Llama 3). At most 1048576.'),
-      })
-      .strict()
-      .refine((r) => r.highFreqFactor > r.lowFreqFactor, { message: 'highFreqFactor must be greater than lowFreqFactor', path: ['highFreqFactor'] })
-      .optional()
-      .describe("Llama 3.1's RoPE frequency rescaling (rope_scaling with rope_type llama3). Absent: plain RoPE."),
-  })
-  .strict()
-  .superRefine((c, ctx) => {
-    const kv = c.numKvHeads ?? c.numHeads;
-    if (c.headDim === undefined && c.hiddenSize % c.numHeads !== 0) {
-      ctx.addIssue({ code: 'custom', path: ['numHeads'], message: 'numHeads must divide hiddenSize, or headDim must be given' });
-    }
-    if (c.numHeads % kv !== 0) {
-      ctx.addIssue({ code: 'custom', path: ['numKvHeads'], message: 'numKvHeads must divide numHeads' });
-    }
-    const d = c.headDim ?? Math.floor(c.hiddenSize / c.numHeads);
-    if (d % 2 !== 0) ctx.addIssue({ code: 'custom', path: ['headDim'], message: 'the head dimension (headDim, or hiddenSize / numHeads) must be even for RoPE' });
-  });
-export type ModelConfig = z.output<typeof modelConfigSchema>;
-
-/** A LoRA adapter (Hu et al. 2021): y = W·x + (alpha / rank)·B·(A·x) on each targeted projection. */
-export const loraConfigSchema = z
-  .object({
-    /** Rank r of the update B·A. */
-    rank: z.int().positive().max(sizeLimits.loraRank).describe('Rank r of the low-rank update B·A. At most 4096 (a rank near the model width is no longer low-rank: train the model itself).'),
-    /** Scale numerator (update × alpha / rank); defaults to rank, i.e. scale 1. */
-    alpha: z.number().positive().optional().describe('The update is scaled by alpha / rank. Default: rank (scale 1).'),
-    /** Projections adapted in every layer. */
-    targets: z
-      .array(z.enum(loraTargets))
-      .min(1)
-      .max(loraTargets.length)
-      .default(() => [...loraTargets])
-      .describe('Projections adapted in every layer: attention q, k, v, o and MLP gate, up, down, each at most once. Default: all.'),
-    /** Dropout on the adapter input; only 0 is supported. */
-    dropout: z.literal(0).default(0).describe('Dropout on the adapter input. Only 0 is supported.'),
-  })
-  .strict()
-  .superRefine((c, ctx) => {
-    const seen = new Set<string>();
-    c.targets.forEach((t, i) => {
-      if (seen.has(t)) ctx.addIssue({ code: 'custom', path: ['targets', i], message: `target '${t}' is listed twice` });
-      seen.add(t);
-    });
-  });
-export type LoraConfig = z.output<typeof loraConfigSchema>;
-
-export const scheduleSchema = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('constant').describe('The learning rate stays at lr.') }).strict(),
-  z
-    .object({
-      kind: z.literal('cosine').describe('Linear warm-up to lr, then cosine decay to minLrRatio × lr.'),
-      /** Steps of linear warm-up from 0 to the peak rate. */
-      warmupSteps: z.number().int().min(0).max(sizeLimits.optimizerSteps).describe('Optimizer steps of linear warm-up from 0 to lr. At most 1000000000.'),
-      /** Optimizer steps the schedule spans; afterwards the rate stays at its floor. */
-      totalSteps: z.number().int().positive().max(sizeLimits.optimizerSteps).describe('Optimizer steps the schedule spans (warm-up included); afterwards the rate stays at its floor. At most 1000000000.'),
-      /** Floor of the decay as a fraction of the peak rate. */
-      minLrRatio: z.number().min(0).max(1).default(0).describe('Floor of the cosine decay as a fraction of lr.'),
-    })
-    .strict(),
-]);
-export type Schedule = z.output<typeof scheduleSchema>;
-
-/** AdamW with global-norm gradient clipping, as `models/optimizer.ts` runs it. */
-export const optimizerSchema = z
-  .object({
-    /** Peak learning rate. */
-    lr: z
-      .number()
-      .positive()
-      .default(1e-3)
-      .describe('Peak learning rate. The default suits LoRA adapters of rank 8 on the embedded model; training all weights (no lora) wants about 1e-4.'),
-    /** AdamW β₁. */
-    beta1: z.number().min(0).lt(1).default(0.9).describe('AdamW beta1 (first-moment decay).'),
-    /** AdamW β₂. */
-    beta2: z.number().min(0).lt(1).default(0.999).describe('AdamW beta2 (second-moment decay).'),
-    /** AdamW ε. */
-    eps: z.number().positive().default(1e-8).describe('AdamW epsilon.'),
-    /** Decoupled weight decay (matrices only). */
-    weightDecay: z.number().min(0).default(0.01).describe('Decoupled weight decay, applied to matrices (not to norm gains or biases).'),
-    /** Global gradient-norm clip; 0 disables. */
-    maxGradNorm: z.number().min(0).default(1.0).describe('Clip of the global gradient norm of each update; 0 disables clipping.'),
-    /** Learning-rate schedule over optimizer steps. */
-    schedule: scheduleSchema.default({ kind: 'constant' }).describe('Learning-rate schedule over optimizer steps: constant, or cosine with linear warm-up.'),
-  })
-  .strict();
-export type OptimizerConfig = z.output<typeof optimizerSchema>;
 
 // ---------------------------------------------------------------------------------------------
 // The experiment

@@ -13,7 +13,7 @@
  * anything with a default (`z.input`).
  */
 import { z } from 'zod';
-import { sizeLimits } from './experiment-config.ts';
+import { sizeLimits } from './size-limits.ts';
 import {
   completionListSchema,
   completionParamsSchema,
