@@ -59,28 +59,22 @@ export const configIdSchema = z
 // ---------------------------------------------------------------------------------------------
 // The experiment
 
-/** Where a base model comes from: exactly one of preset, config, checkpoint. */
 export const modelSourceSchema = z
   .object({
-    /** A built-in size, initialised from scratch, with the character tokenizer. */
     preset: z.enum(modelPresets).optional().describe('Built-in architecture, initialised from scratch with the character tokenizer: default (~1M parameters) or medium (~10M).'),
-    /** An architecture to initialise from scratch, with the character tokenizer. */
     config: modelConfigSchema.optional().describe('An architecture to initialise from scratch, with the character tokenizer (vocabSize must match it).'),
-    /** A checkpoint folder; relative paths resolve against the config file's folder. */
     checkpoint: z
       .string()
       .min(1)
       .max(sizeLimits.pathLength)
       .optional()
       .describe('Checkpoint folder: a Troupe checkpoint (config.json + model.safetensors) or a Hugging Face Qwen2/Qwen3/Llama model (config.json, model.safetensors or a sharded index, tokenizer.json). A relative path is resolved against this file\'s folder. At most 4096 characters.'),
-    /** Context length to use a checkpoint with (caps a Hugging Face model's max_position_embeddings). */
     maxSequenceLength: z
       .int()
       .positive()
       .max(sizeLimits.maxSequenceLength)
       .optional()
       .describe("Only with checkpoint: the longest prompt + response the model is used with (sizes RoPE tables and KV caches). Default: a Hugging Face model's max_position_embeddings capped at 4096; a Troupe checkpoint's own value. At most 1048576."),
-    /** Qwen3's `enable_thinking` in every prompt the folder's chat template renders. */
     enableThinking: z
       .boolean()
       .optional()
@@ -107,9 +101,7 @@ export type ModelSource = z.output<typeof modelSourceSchema>;
 
 export const policySchema = z
   .object({
-    /** Id of the base model (a key of `models`). */
     model: configIdSchema.describe('Id of the base model (a key of "models").'),
-    /** LoRA adapter trained on the frozen base; absent: the model's own weights are trained. */
     lora: loraConfigSchema.optional().describe("LoRA adapter trained on top of the frozen base model (L2, optionally L0). Absent: the model's own weights are trained (L1, L3)."),
   })
   .strict()
@@ -118,57 +110,42 @@ export type PolicyConfig = z.output<typeof policySchema>;
 
 export const algorithmSchema = z
   .object({
-    /** at-grpo (tree sampling, per-(task, agent, turn) groups) or grpo (independent rollouts). */
     name: z
       .enum(algorithmNames)
       .default('at-grpo')
       .describe('at-grpo: at each (turn, agent) sample K branches, keep the best, group by (task, agent, turn) (arXiv 2510.11062). grpo: the baseline, K independent rollouts per task grouped by task, no tree.'),
-    /** K: branches per (turn, agent) node (at-grpo) or rollouts per task (grpo). */
     branches: z
       .int()
       .min(2)
       .max(64)
       .default(4)
       .describe('Group size K. at-grpo: responses sampled at each (turn, agent) node; grpo: independent rollouts per task. At least 2: advantages are normalised within a group, and a group of one has none.'),
-    /** α in r = α·r_team + r_local. */
     teamRewardWeight: z.number().min(0).default(1).describe("alpha in r = alpha * r_team + r_local: weight of the shared task reward against the acting agent's own reward."),
-    /** Environment instances (tasks) per training step. */
     envsPerStep: z.int().min(1).max(4096).default(8).describe('Environment instances (tasks) rolled out per training step.'),
-    /** Sampling temperature of training rollouts. */
     temperature: z.number().positive().max(10).default(1.0).describe('Sampling temperature of training rollouts. Old log-probs are recomputed at this temperature.'),
-    /** Nucleus sampling threshold; 1 disables. */
     topP: z.number().positive().max(1).default(1.0).describe('Nucleus sampling: sample from the smallest set of tokens whose probability reaches topP; 1 disables.'),
-    /** Top-k sampling; 0 disables. */
     topK: z.int().min(0).max(sizeLimits.vocabSize).default(0).describe('Sample only from the topK most likely tokens; 0 disables. At most 1048576.'),
-    /** Longest response in tokens. */
     maxNewTokens: z.int().min(1).max(4096).default(24).describe('Longest response, in tokens; a longer one is cut off and marked truncated.'),
-    /** Whether a tree node's K branches start with K different tokens. */
     distinctBranches: z
       .boolean()
       .default(false)
       .describe(
         "at-grpo only: the K branches of a (turn, agent) node draw their first tokens without replacement, so they start K different ways even where the policy is nearly certain (where greedy play fails, i.i.d. branches are often K copies of one answer and the group teaches nothing). Log-probs and the PPO ratio stay the policy's; the kept branch is still the best-scoring one. false: i.i.d. branches, as in the paper.",
       ),
-    /** Whether a group's advantages are divided by its reward spread. */
     advantageNorm: z
       .enum(['std', 'none'])
       .default('std')
       .describe(
         "std: A = (r - mean) / std within each group (GRPO as in the paper). none: A = r - mean (Dr. GRPO; verl's norm_adv_by_std_in_grpo=false): a group whose rewards barely differ then weighs little, one whose branches succeed and fail weighs a lot.",
       ),
-    /** PPO clip range ε. */
     clipEps: z.number().positive().lt(1).default(0.2).describe('PPO clip range epsilon: the probability ratio is clipped to [1 - eps, 1 + eps].'),
-    /** Weight of the KL penalty to the reference policy. */
     klCoef: z
       .number()
       .min(0)
       .default(0)
       .describe('Weight of the KL penalty to the reference policy (for a LoRA policy the base model with the adapter off; otherwise a frozen copy of the starting weights); 0 disables.'),
-    /** Weight of the entropy bonus. */
     entropyCoef: z.number().min(0).default(0).describe('Weight of the entropy bonus; 0 disables.'),
-    /** Update passes over each step's samples. */
     ppoEpochs: z.int().min(1).max(64).default(1).describe("Passes of policy updates over each step's samples."),
-    /** Optimizer steps per pass: each policy's samples are shuffled and split into this many mini-batches. */
     miniBatches: z
       .int()
       .min(1)
@@ -177,35 +154,28 @@ export const algorithmSchema = z
       .describe(
         "Mini-batches per pass: each policy's samples of a step are shuffled and split into this many, one AdamW step each, so a step takes ppoEpochs x miniBatches optimizer steps (fewer when a policy has fewer samples). Old log-probs are fixed before the first, so from the second mini-batch on the ratio leaves 1 and the PPO clip engages, as in the reference (verl's ppo_mini_batch_size). optimizer.schedule counts optimizer steps.",
       ),
-    /** Sequences per forward/backward pass (memory only). */
     microBatch: z
       .int()
       .min(1)
       .max(sizeLimits.microBatch)
       .default(64)
       .describe("Sequences per forward/backward pass. It bounds memory and does not change the update: a policy's gradients are accumulated over a mini-batch into one optimizer step. At most 65536."),
-    /** Which training tasks each step rolls out. */
     curriculum: z
       .object({
-        /** uniform: fresh seeds; greedy-failures: fresh candidates, those the greedy policy fails first. */
         kind: z
           .enum(['uniform', 'greedy-failures', 'failure-restarts'])
           .default('uniform')
           .describe(
             "uniform: each step rolls out envsPerStep fresh training tasks. greedy-failures: each step draws 'candidates' fresh training tasks, plays them once greedily (as validation does) and rolls out the ones the policy fails first, filling up with solved ones; RL then spends its samples where the policy is wrong. failure-restarts: as greedy-failures, but each failed task restarts mid-episode, at the start of a round of its greedy play (drawn per step), so RL sees the states greedy play gets stuck in.",
           ),
-        /** Candidate tasks screened per step (greedy-failures). */
         candidates: z.int().min(1).max(4096).default(64).describe("Candidate tasks played greedily per step to find failures (greedy-failures and failure-restarts; at least envsPerStep)."),
       })
       .strict()
       .prefault({})
       .describe('How each step picks its training tasks.'),
-    /** Group filters applied before the update. */
     filters: z
       .object({
-        /** Drop groups whose rewards are all equal. */
         dropZeroVariance: z.boolean().default(false).describe('Drop groups whose rewards are all equal: their advantages are 0 and only dilute the token mean.'),
-        /** Drop this fraction of groups with the lowest mean reward. */
         dropLowestMeanFraction: z.number().min(0).lt(1).default(0).describe('Drop this fraction of the groups with the lowest mean reward (after the zero-variance filter); 0 keeps all.'),
       })
       .strict()
@@ -218,22 +188,14 @@ export type AlgorithmConfig = z.output<typeof algorithmSchema>;
 
 export const warmStartSchema = z
   .object({
-    /** Whether to warm-start. */
     enabled: z.boolean().default(true).describe('Whether to warm-start before RL.'),
-    /** Solver episodes played to collect demonstrations. */
     demonstrations: z.int().min(1).max(sizeLimits.demonstrations).default(1500).describe('Solver episodes played to collect (prompt, response) demonstrations. At most 1000000.'),
-    /** Supervised optimizer steps. */
     steps: z.int().min(1).max(sizeLimits.steps).default(300).describe('Optimizer steps of supervised training. At most 1000000.'),
-    /** Demonstration pairs per step. */
     batchSize: z.int().min(1).max(sizeLimits.batchSize).default(32).describe('(prompt, response) pairs per optimizer step. At most 65536.'),
-    /** Learning rate of the supervised steps. */
     lr: z.number().positive().default(3e-3).describe('Learning rate of the warm start (AdamW, with the betas, eps, weight decay and gradient clip of "optimizer").'),
-    /** DAgger: states the model's own play reaches, labelled by the solver. */
     dagger: z
       .object({
-        /** Rounds of play-and-label; 0 disables. */
         rounds: z.int().min(0).max(16).default(0).describe('Rounds of DAgger: the supervised steps are split into rounds + 1 equal phases, and after each phase but the last the model plays "episodes" training episodes greedily. 0 disables.'),
-        /** Episodes the model plays per round. */
         episodes: z.int().min(1).max(100_000).default(500).describe('Training episodes the model plays greedily per DAgger round; every state one of its agents reaches is labelled with the solver\'s answer and added to the demonstrations.'),
       })
       .strict()
@@ -241,7 +203,6 @@ export const warmStartSchema = z
       .describe(
         "DAgger (Ross et al., 2011): solver demonstrations only show states on the solver's own path, so the model never learns what to do after its own mistakes (a proposal that hits a wall, a tool report that says the goal was not reached). Each round adds the states the model's own greedy play reaches, labelled by the solver.",
       ),
-    /** How a team's demonstrations vary the tool's proposal. */
     proposals: z
       .object({
         flawedEvery: z.int().min(0).max(1000).default(3).describe("One in this many team demonstration episodes (besides those that start with a botched round) starts with a flawed tool proposal (two moves swapped, one digit changed); the planner's label is the proposal when it is as good as the solver's answer and the solver's answer when not. 0: never."),
@@ -261,18 +222,14 @@ export type WarmStartConfig = z.output<typeof warmStartSchema>;
 
 export const trainingSchema = z
   .object({
-    /** RL training steps. */
     steps: z.int().min(1).max(sizeLimits.steps).default(100).describe('RL training steps; each one rolls out, computes advantages and updates every policy. At most 1000000.'),
-    /** Validation interval in steps. */
     validateEvery: z.int().min(1).max(sizeLimits.steps).default(10).describe('Validate every this many steps. Validation also runs before the first step (the warm-start policy) and after the last.'),
-    /** Held-out episodes per validation. */
     validationEpisodes: z
       .int()
       .min(1)
       .max(1_000_000)
       .default(64)
       .describe('Episodes per validation, on fixed held-out seeds (the same in every validation and every run) that training never draws.'),
-    /** Held-out test episodes before RL and after the last step; 0 skips the test. */
     testEpisodes: z
       .int()
       .min(0)
@@ -281,18 +238,14 @@ export const trainingSchema = z
       .describe(
         'Episodes of the test, played (like validation) on the warm-started policy before RL and on the final one, on held-out seeds apart from the validation seeds (validation index 500000 on): validation may guide choices during a run, the test reports its result. 0 skips it.',
       ),
-    /** Sampling temperature of validation; 0 is greedy. */
     validationTemperature: z.number().min(0).max(10).default(0).describe('Sampling temperature of validation episodes; 0 decodes greedily.'),
-    /** Which policy the run ends with: the last step's, or the best validated one. */
     select: z
       .enum(['last', 'best'])
       .default('last')
       .describe(
         "The policy the run's test reports. last: the last step's. best: the validated policy with the highest validation success (the warm-started one at step 0 included; a tie goes to the earlier step), chosen on the validation seeds only, never the test seeds. Either way checkpoints/best.json names the best validated step, every new best gets a checkpoint (checkpoints/step-<n>), and `troupe eval|export --checkpoint best` read it.",
       ),
-    /** Checkpoint interval in steps. */
     checkpointEvery: z.int().min(1).max(sizeLimits.steps).default(20).describe('Write a checkpoint every this many steps (the last step always gets one); a run resumes from its last checkpoint.'),
-    /** Most padded tokens per forward/backward pass (memory only). */
     microBatchTokens: z
       .int()
       .min(1)
@@ -308,12 +261,10 @@ export type TrainingConfig = z.output<typeof trainingSchema>;
 
 export const engineSchema = z
   .object({
-    /** ONNX Runtime execution provider. */
     executionProvider: z
       .enum(executionProviders)
       .default('cpu')
       .describe('Where ONNX Runtime runs the models: cpu, cuda (needs the CUDA libraries), webgpu, or auto (the best available). An unavailable provider falls back to cpu with a log line.'),
-    /** Intra-op threads of the CPU provider. */
     threads: z.int().min(1).max(1024).optional().describe("Threads of the CPU provider. Default: ONNX Runtime's choice (the physical cores)."),
   })
   .strict()
@@ -328,9 +279,7 @@ export const rolloutServerKinds = ['vllm', 'sglang'] as const;
 
 const engineServerSchema = z
   .object({
-    /** vllm: OpenAI routes (/v1/completions); sglang: native /generate. */
     kind: z.enum(rolloutServerKinds).describe('vllm: the OpenAI-compatible routes (/v1/completions, /v1/load_lora_adapter), which `troupe serve-openai` also serves. sglang: SGLang\'s native /generate and /load_lora_adapter.'),
-    /** Base URLs of the servers (http or https, without /v1). */
     urls: z
       .array(
         z
@@ -341,21 +290,17 @@ const engineServerSchema = z
       .min(1)
       .max(64)
       .describe('Base URLs of the servers, e.g. "http://127.0.0.1:8000" (at most 64). Requests are spread over them by load; a server that fails is skipped and its requests are sent to another.'),
-    /** The environment variable holding the API key (never the key itself). */
     apiKeyEnv: z
       .string()
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
       .max(128)
       .optional()
       .describe('Name of the environment variable holding the servers\' API key (sent as "Authorization: Bearer <key>"). The key itself never goes in a config.'),
-    /** Longest wait for one request, ms. */
     timeoutMs: z.int().min(1000).max(3_600_000).default(600_000).describe('Longest wait for one request in milliseconds before it is sent to another server (default 600000).'),
-    /** Further tries of a failed request, each on another live server when there is one. */
     retries: z.int().min(0).max(16).default(3).describe('Further tries of a failed request (a refused connection, a timeout, a 5xx answer), each on another live server when there is one (default 3). A 4xx answer is not retried.'),
   })
   .strict();
 
-/** In process (the trainer's engine), or a fleet of inference servers. */
 export const rolloutBackendSchema = z
   .union([z.object({ kind: z.literal('in-process').describe('Sample in the trainer\'s own engine.') }).strict(), engineServerSchema])
   .describe('Where training rollouts are sampled. in-process (default): the trainer\'s own engine. vllm / sglang: a fleet of inference servers, sent token ids and each agent\'s LoRA adapter (written in the PEFT layout after each update, loaded under a versioned name); old log-probs are still recomputed by the trainer, and the servers\' are reported as rollout/mismatch_kl. Validation and warm start stay in process. docs/inference-engines.md.');
@@ -363,26 +308,22 @@ export type RolloutBackendConfig = z.output<typeof rolloutBackendSchema>;
 
 export const rolloutSchema = z
   .object({
-    /** fp32; fp16 on GPU providers; or int8/int4 weight-only quantized rollouts. */
     weights: z
       .enum(rolloutWeightKinds)
       .default('fp32')
       .describe(
         'Weights training rollouts sample with. fp16 (GPU execution providers only: webgpu, cuda, or auto on a GPU): the fused decode graph in float16 with float16 copies of the fp32 weights (LoRA merged), remade after each update; training and the optimizer stay fp32. int8/int4: every projection and the LM head quantized block-wise (ONNX Runtime MatMulNBits, LoRA merged in first), re-quantized after each update; faster decoding of a slightly different policy. PPO old log-probs stay those of the fp32 policy; the gap is reported as rollout/mismatch_kl. Validation always decodes the fp32 policy.',
       ),
-    /** Fused decode graph for fp32 decoding. */
     fusedDecode: z
       .boolean()
       .default(false)
       .describe('Decode fp32 (validation, warm-start play, fp32 rollouts) with the fused graph: ONNX Runtime RotaryEmbedding and SkipSimplifiedLayerNormalization kernels and the weights (LoRA merged) baked in so ONNX Runtime prepacks them, rebuilt after each update; fewer kernels per token, the same numbers to ~1e-5. fp16, int8 and int4 rollouts always use it.'),
-    /** Values per quantization block. */
     blockSize: z
       .union([z.literal(16), z.literal(32), z.literal(64), z.literal(128)])
       .default(128)
       .describe(
         'Values of a weight row that share one quantization scale (int8/int4). Smaller blocks follow the weights more closely and decode more slowly: on the flagship int4 with blocks of 128 had 19% more weight error than blocks of 32 but sampled as close to the fp32 policy (rollout/mismatch_kl 1.8–5.4e-3 per token against 1.9–4.9e-3; bench/engine/rollout-mismatch.ts), and decoded faster at every model size measured.',
       ),
-    /** Where training rollouts are sampled: in process, or on a fleet of vLLM / SGLang servers. */
     backend: rolloutBackendSchema.prefault({ kind: 'in-process' }),
   })
   .strict()
@@ -392,7 +333,6 @@ export type RolloutConfig = z.output<typeof rolloutSchema>;
 /** The shapes of a code dataset's records (server/envs/code/code-dataset.ts reads them); auto tells them apart by their fields. */
 export const codeDatasetFormats = ['auto', 'apps', 'code-contests', 'livecodebench'] as const;
 
-/** A file of problems on disk that an environment draws its tasks from instead of generating them (the code environment). */
 export const envDatasetSchema = z
   .object({
     path: z
@@ -424,19 +364,12 @@ export const sandboxModes = ['bubblewrap', 'unsandboxed'] as const;
  */
 export const sandboxLimitsSchema = z
   .object({
-    /** Wall-clock limit, ms. */
     wallMs: z.int().min(100).max(120_000).default(5000).describe('Wall-clock limit of one run, in milliseconds; past it the whole process group is killed (status timeout). 100 to 120000.'),
-    /** CPU-seconds limit. */
     cpuSeconds: z.int().min(1).max(120).default(5).describe('CPU seconds one run may use (RLIMIT_CPU); past it the run is killed (status timeout). 1 to 120.'),
-    /** Address-space limit, MiB. */
     memoryMb: z.int().min(64).max(8192).default(512).describe('Address space of one run in MiB (RLIMIT_AS): allocations past it fail (Python raises MemoryError). 64 to 8192.'),
-    /** Process limit. */
     processes: z.int().min(1).max(256).default(16).describe('Processes and threads one run may have at once (RLIMIT_NPROC, counted for the sandbox user): a fork bomb stops there. 1 to 256.'),
-    /** File-size limit, bytes. */
     fileBytes: z.int().min(0).max(64 * 1024 * 1024).default(1024 * 1024).describe('Largest file one run may write, in bytes (RLIMIT_FSIZE), in its private temporary folder. 0 to 67108864.'),
-    /** Open-files limit. */
     openFiles: z.int().min(16).max(1024).default(64).describe('File descriptors one run may hold open (RLIMIT_NOFILE). 16 to 1024.'),
-    /** Output limit, bytes. */
     outputBytes: z.int().min(1024).max(4 * 1024 * 1024).default(64 * 1024).describe('Bytes of stdout plus stderr kept from one run; a run that writes more is killed (status output-limit) and its output cut there. 1024 to 4194304.'),
   })
   .strict()
@@ -445,14 +378,12 @@ export type SandboxLimits = z.output<typeof sandboxLimitsSchema>;
 
 export const sandboxSchema = z
   .object({
-    /** bubblewrap (default) or unsandboxed (explicit opt-out, warned on every run). */
     mode: z
       .enum(sandboxModes)
       .default('bubblewrap')
       .describe(
         'Where model-written code runs. bubblewrap (default): in a bubblewrap sandbox with no network, read-only system folders, a private temporary folder and nothing of the workspace or home folder, under the limits below; a machine where bubblewrap cannot start refuses the run and says why (troupe doctor checks it). unsandboxed: as a plain child process on this machine with the same limits but no isolation: the code can read and write your files and use the network. Only for machines that are themselves disposable; every run warns.',
       ),
-    /** Programs run at once. */
     concurrency: z.int().min(1).max(64).optional().describe('Programs run at once across all environments and branches of a step. Default: the number of CPU cores.'),
     limits: sandboxLimitsSchema.prefault({}),
   })
@@ -463,48 +394,35 @@ export type SandboxConfig = z.output<typeof sandboxSchema>;
 /** The config's structure; `experimentConfigSchema` adds the cross-field rules. */
 const experimentConfigShape = z
   .object({
-    /** The JSON Schema editors validate against; ignored by Troupe. */
     $schema: z.string().max(sizeLimits.pathLength).optional().describe('Path or URL of the JSON Schema editors validate this file against (configs/schema.json). Ignored by Troupe.'),
-    /** Experiment name. */
     name: z.string().min(1).max(200).describe('Name of the experiment, shown in the run list and on the dashboard. At most 200 characters.'),
-    /** Free text. */
     description: z.string().max(sizeLimits.descriptionLength).optional().describe('What this experiment is for (free text, at most 10000 characters).'),
-    /** Seed of everything random in the run. */
     seed: z
       .int()
       .min(0)
       .default(1)
       .describe('Seed of everything random in the run: initialisation, demonstrations, the training tasks drawn, sampling. Validation tasks do not depend on it.'),
-    /** The environment. */
     env: z
       .object({
-        /** Registry name of the environment. */
         name: z.enum(environmentNames).describe('The environment: plan-path (grid path finding), sudoku, sokoban, tic-tac-toe (self-play), math (a tool agent whose Python runs in the sandbox, and a reasoner), or code (a coder whose program and a tester whose test both run in the sandbox).'),
-        /** Options validated by the environment's own schema on the server. */
         options: boundedRecord(z.record(z.string().max(64), z.unknown()))
           .default({})
           .describe("The environment's options (size, maxTurns, variant, ...), checked by the environment when the run starts; unset options take its defaults. At most 64 keys."),
-        /** terse: the embedded model's short prompts and answers; chat: instructions, reasoning and a final '####' answer, for instruction-tuned models. */
         promptStyle: z
           .enum(promptStyles)
           .default('terse')
           .describe("How agents are prompted. terse (default): the short state and answer text the embedded character-level model is trained on. chat: for pretrained instruction-tuned models: each agent gets its role, the rules and the state in words, reasons freely and ends with a final line '#### <answer>' (e.g. #### [\"U\",\"R\"]), read tolerantly."),
-        /** Problems from a file instead of generated tasks. */
         dataset: envDatasetSchema.optional(),
       })
       .strict()
       .describe('The task generator and agent workflow to train on.'),
-    /** L0 single agent; L1 one shared policy; L2 one base + a LoRA adapter per agent; L3 a model per agent. */
     specialization: z
       .enum(specializationLevels)
       .describe('How agents map to weights. L0: a single agent. L1: one policy shared by all agents, roles differ only by prompt. L2: one base model with a LoRA adapter per agent. L3: a separate model per agent (sizes may differ).'),
-    /** Base models by id. */
     models: boundedRecord(z.record(configIdSchema, modelSourceSchema))
       .prefault({ base: { preset: 'default' } })
       .describe('Base models by id. Default: {"base": {"preset": "default"}}, the embedded ~1M-parameter model. At most 64.'),
-    /** Policies by id. */
     policies: boundedRecord(z.record(configIdSchema, policySchema)).describe('Trainable policies by id. Each trains only on the samples of the agents routed to it. At most 64.'),
-    /** Agent id → policy id. */
     router: boundedRecord(z.record(configIdSchema, configIdSchema))
       .describe("Which policy acts for each agent (agent id -> policy id), at most 64. The keys must be exactly the environment's agents: tool and plan for a puzzle's team variant, solo for a single variant, x and o for tic-tac-toe, tool and reasoner for math's team, coder and tester for code's team (coder alone for its single variant)."),
     algorithm: algorithmSchema.prefault({}),
