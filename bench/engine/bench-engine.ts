@@ -43,7 +43,7 @@ import { TorchServer } from './torch-server.ts';
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
 const THREADS = Number(process.env['BENCH_THREADS'] ?? 2);
 const MODELS = (process.env['BENCH_MODELS'] ?? `default,medium,${realVocabName}`).split(',');
-const decodeVariants = { fused: { weights: 'fp32', fused: true, blockSize: 32 }, int8: { weights: 'int8', fused: true, blockSize: 32 }, int4: { weights: 'int4', fused: true, blockSize: 32 }, 'int4-b128': { weights: 'int4', fused: true, blockSize: 128 } } as const satisfies Record<string, DecodeSettings>;
+const decodeVariants = { fused: { weights: 'fp32', fusedDecode: true, blockSize: 32 }, int8: { weights: 'int8', fusedDecode: true, blockSize: 32 }, int4: { weights: 'int4', fusedDecode: true, blockSize: 32 }, 'int4-b128': { weights: 'int4', fusedDecode: true, blockSize: 128 } } as const satisfies Record<string, DecodeSettings>;
 type DecodeVariant = keyof typeof decodeVariants;
 const VARIANTS = (process.env['BENCH_DECODE_VARIANTS'] ?? 'fused,int8,int4,int4-b128').split(',').filter((v): v is DecodeVariant => v in decodeVariants);
 

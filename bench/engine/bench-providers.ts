@@ -60,7 +60,7 @@ async function measure(provider: ExecutionProviderName): Promise<Row | null> {
     const p = await Policy.create(engine, { id: 'bench', config, weights: initParameters(config, 1), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false });
     // GPU providers: one more policy (same weights) whose validation decoder is the fused fp32
     // graph and whose rollouts use fp16 weights; the CPU refuses fp16.
-    const gpu = provider === 'cpu' ? null : await Policy.create(engine, { id: 'bench-fp16', config, weights: initParameters(config, 1), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false, decode: { weights: 'fp16', fused: true, blockSize: 32 } });
+    const gpu = provider === 'cpu' ? null : await Policy.create(engine, { id: 'bench-fp16', config, weights: initParameters(config, 1), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false, decode: { weights: 'fp16', fusedDecode: true, blockSize: 32 } });
     const tokensPerSecond = async (q: Policy, rollout: boolean) => {
       const t0 = performance.now();
       await q.generate(prompts, { ...decode, rollout });

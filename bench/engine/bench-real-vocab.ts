@@ -63,7 +63,7 @@ const DECODE = { batch: 16, promptLen: 32, newTokens: Number(process.env['BENCH_
 const MICRO_TOKENS = Number(process.env['BENCH_QWEN_MICRO_TOKENS'] ?? 256);
 const LORA = { rank: 8, alpha: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const };
 /** The int4 rollout decoder timed beside fp32: what `rollout: { weights: "int4", blockSize: 128 }` builds. */
-const INT4: DecodeSettings = { weights: 'int4', fused: true, blockSize: 128 };
+const INT4: DecodeSettings = { weights: 'int4', fusedDecode: true, blockSize: 128 };
 
 const mb = (kb: number) => kb / 1024;
 const rssMB = () => mb(process.resourceUsage().maxRSS);

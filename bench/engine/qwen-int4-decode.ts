@@ -35,7 +35,7 @@ async function main(): Promise<void> {
       optimizer: optimizerSchema.parse({ lr: 1e-4 }),
       kl: false,
       entropy: false,
-      decode: { weights: WEIGHTS, fused: true, blockSize: Number(process.env['QWEN_BLOCK'] ?? 128) },
+      decode: { weights: WEIGHTS, fusedDecode: true, blockSize: Number(process.env['QWEN_BLOCK'] ?? 128) },
     });
     await torch.call({ cmd: 'load', modelConfig: c, seed: 1 });
     const prompts = Array.from({ length: DECODE.batch }, (_, b) => Int32Array.from({ length: DECODE.promptLen }, (_, i) => (b * 7919 + i * 104729) % c.vocabSize));

@@ -48,11 +48,11 @@ const THREADS = Number(process.env['BENCH_THREADS'] ?? 2);
 const CONFIG = process.env['MISMATCH_CONFIG'] ?? 'configs/plan-path/L2-lora.json';
 
 const variants = {
-  'fp32-fused': { weights: 'fp32', fused: true, blockSize: 32 },
-  'int8-32': { weights: 'int8', fused: false, blockSize: 32 },
-  'int4-32': { weights: 'int4', fused: false, blockSize: 32 },
-  'int4-64': { weights: 'int4', fused: false, blockSize: 64 },
-  'int4-128': { weights: 'int4', fused: false, blockSize: 128 },
+  'fp32-fused': { weights: 'fp32', fusedDecode: true, blockSize: 32 },
+  'int8-32': { weights: 'int8', fusedDecode: false, blockSize: 32 },
+  'int4-32': { weights: 'int4', fusedDecode: false, blockSize: 32 },
+  'int4-64': { weights: 'int4', fusedDecode: false, blockSize: 64 },
+  'int4-128': { weights: 'int4', fusedDecode: false, blockSize: 128 },
 } as const satisfies Record<string, DecodeSettings>;
 type Variant = keyof typeof variants;
 const VARIANTS = (process.env['MISMATCH_VARIANTS'] ?? Object.keys(variants).join(',')).split(',').map((v) => {

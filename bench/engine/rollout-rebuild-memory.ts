@@ -75,7 +75,7 @@ try {
     resident,
     snapshot: async () => ({ weights: await download(parameterShapes(c)), adapter: lora ? await download(loraShapes(c, lora)) : null }),
   };
-  const decoder = new RolloutDecoder(src, { weights, fused: true, blockSize, spinning: false });
+  const decoder = new RolloutDecoder(src, { weights, fusedDecode: true, blockSize, spinning: false });
   await decoder.choose(true);
   const firstMs = decoder.lastRebuildMs;
   decoder.invalidate();

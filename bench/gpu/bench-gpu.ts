@@ -7,7 +7,7 @@
  *     backward in micro-batches of BENCH_GPU_MICRO_TOKENS tokens with gradients accumulated, global
  *     clip, AdamW. Old and reference log-probs are scored first, untimed.
  *   - Decode: B rows × N sampled tokens (temperature 1) after a P-token random prompt, KV cache.
- *     Troupe decodes with the fused graph (`decode: {fused: true}`, `rollout: true`; LoRA merged
+ *     Troupe decodes with the fused graph (`decode: {fusedDecode: true}`, `rollout: true`; LoRA merged
  *     or fed as an input when the weights are too large to bake) of the same LoRA policy; with
  *     BENCH_GPU_DECODE=fused,fp16 also the fp16 rollout weights. PyTorch decodes the base weights.
  *   - Peak device memory: PyTorch's allocator peak (allocated and reserved, per phase); for Troupe
@@ -261,7 +261,7 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
   let busy = false; // an engine call outlived its deadline: later phases would queue behind it
   try {
     if (engine.provider !== provider) throw new Error(`provider ${provider} did not start: ${engine.providerReason}`);
-    const decode: DecodeSettings = { weights: 'fp32', fused: true, blockSize: 32 };
+    const decode: DecodeSettings = { weights: 'fp32', fusedDecode: true, blockSize: 32 };
     const t0 = performance.now();
     const loraCfg = parseLoraConfig({ rank: LORA.rank, alpha: LORA.alpha, targets: [...LORA.targets] });
     const policy = await Policy.create(engine, {
@@ -343,7 +343,7 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
     save();
     if (!busy) await policy.dispose();
     if (DECODE_VARIANTS.includes('fp16') && !TINY && !busy) {
-      const p16 = await Policy.create(engine, { id: `${name}-fp16`, config: c, weights: benchWeights(c), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false, decode: { weights: 'fp16', fused: true, blockSize: 32 } });
+      const p16 = await Policy.create(engine, { id: `${name}-fp16`, config: c, weights: benchWeights(c), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false, decode: { weights: 'fp16', fusedDecode: true, blockSize: 32 } });
       decodes['fused-fp16'] = await decodeWith('fused fp16', p16, true);
       if (!busy) await p16.dispose();
       save();

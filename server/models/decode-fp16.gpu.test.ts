@@ -84,7 +84,7 @@ async function policy(id: string, maxBakedBytes?: number): Promise<Policy> {
   const adapter = initLoraParameters(config, loraConfig, 3);
   // A non-zero B, so the merged adapter changes the weights the fp16 graph bakes.
   for (const [n, t] of adapter) if (n.endsWith('lora_B')) t.forEach((_, i) => (t[i] = Math.sin(i + n.length) * 0.05));
-  return Policy.create(gpu, { id, config, weights: initParameters(config, 1, { std: 0.2 }), lora, adapter, optimizer, kl: false, entropy: false, decode: { weights: 'fp16', fused: true, blockSize: 32, ...(maxBakedBytes === undefined ? {} : { maxBakedBytes }) } });
+  return Policy.create(gpu, { id, config, weights: initParameters(config, 1, { std: 0.2 }), lora, adapter, optimizer, kl: false, entropy: false, decode: { weights: 'fp16', fusedDecode: true, blockSize: 32, ...(maxBakedBytes === undefined ? {} : { maxBakedBytes }) } });
 }
 
 const generate = (p: Policy, rollout: boolean, temperature: number, seed: number): Promise<GenerateResult> =>

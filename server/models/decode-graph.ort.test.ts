@@ -54,7 +54,7 @@ async function policy(c: ModelConfig, o: { weights?: Map<string, Float32Array>; 
     optimizer,
     kl: false,
     entropy: false,
-    decode: { weights: o.rollout ?? 'fp32', fused: o.fused ?? false, blockSize: 16, ...(o.maxBakedBytes === undefined ? {} : { maxBakedBytes: o.maxBakedBytes }) },
+    decode: { weights: o.rollout ?? 'fp32', fusedDecode: o.fused ?? false, blockSize: 16, ...(o.maxBakedBytes === undefined ? {} : { maxBakedBytes: o.maxBakedBytes }) },
   });
 }
 

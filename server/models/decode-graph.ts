@@ -21,8 +21,10 @@ import { emitOnnx } from '../compiler/onnx-emit.ts';
 import { type ModelConfig, modelDims, parameterShapes, ropeInverseFrequencies } from './model-config.ts';
 import type { QuantBits, QuantizedMatrix } from './quantize.ts';
 import { declareModelInputs, type LoraSpec } from './transformer-graph.ts';
+import type { RolloutConfig } from '../protocol/experiment-config.ts';
 
-export type RolloutWeights = 'fp32' | 'fp16' | 'int8' | 'int4';
+/** fp32, fp16, int8 or int4 (the config's `rollout.weights`). */
+export type RolloutWeights = RolloutConfig['weights'];
 
 export interface FusedDecodeOptions {
   /**

@@ -151,7 +151,7 @@ describe('fused decode on Hugging Face shapes equals the plain decoder', () => {
       for (const [n, d] of weights) if (n.endsWith('norm.weight')) d.forEach((_, i) => (d[i] = 1 + 0.3 * Math.sin(i + n.length)));
       const make = (fused: boolean, id: string) => Policy.create(engine, {
         id, config, weights: new Map([...weights].map(([n, d]) => [n, d.slice()])), lora: null,
-        optimizer: optimizerSchema.parse({ lr: 1e-3 }), kl: false, entropy: false, decode: { weights: 'fp32', fused, blockSize: 16 },
+        optimizer: optimizerSchema.parse({ lr: 1e-3 }), kl: false, entropy: false, decode: { weights: 'fp32', fusedDecode: fused, blockSize: 16 },
       });
       const plain = await make(false, `plain-${name}`);
       const fused = await make(true, `fused-${name}`);

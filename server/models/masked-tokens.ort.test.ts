@@ -47,10 +47,10 @@ test('a masked id is never generated, though it has the highest logit', async ()
 });
 
 test('training rollouts through the fused decode graph mask the same ids', async () => {
-  const free = await policy({ decode: { weights: 'fp32', fused: true, blockSize: 16 } });
+  const free = await policy({ decode: { weights: 'fp32', fusedDecode: true, blockSize: 16 } });
   const a = await free.generate(prompts, { maxNewTokens: 12, sampling: greedy, seed: 0, stopTokens: [], padToken: 0, rollout: true });
   const argmaxes = [...produced(a.tokens)];
-  const masked = await policy({ decode: { weights: 'fp32', fused: true, blockSize: 16 }, maskedTokens: argmaxes });
+  const masked = await policy({ decode: { weights: 'fp32', fusedDecode: true, blockSize: 16 }, maskedTokens: argmaxes });
   const b = await masked.generate(prompts, { maxNewTokens: 12, sampling: greedy, seed: 0, stopTokens: [], padToken: 0, rollout: true });
   for (const id of produced(b.tokens)) assert.ok(!argmaxes.includes(id), `fused decode produced masked id ${id}`);
 });

@@ -127,7 +127,7 @@ describe('WebGPU equals CPU', { skip }, () => {
     const weights = initParameters(config, 1);
     const a = adapter();
     const c = await Policy.create(cpu, { id: 'plain-ref', config, weights, lora, adapter: a, optimizer, kl: false, entropy: false });
-    const g = await Policy.create(gpu, { id: 'fused-device', config, weights, lora, adapter: a, optimizer, kl: false, entropy: false, decode: { weights: 'fp32', fused: true, blockSize: 32 } });
+    const g = await Policy.create(gpu, { id: 'fused-device', config, weights, lora, adapter: a, optimizer, kl: false, entropy: false, decode: { weights: 'fp32', fusedDecode: true, blockSize: 32 } });
     const shared = [0, 0, 1, 1, 2, 2, 3, 3].map((i) => prompts[i]!);
     const o = { maxNewTokens: 12, sampling: { temperature: 0.8, topP: 1, topK: 0 }, seed: 11, stopTokens: [3, 7, 11, 19, 23, 29, 31], padToken: 0 };
     const rc = await c.generate(shared, o);

@@ -18,13 +18,14 @@ import { buildFusedDecode, quantBits, quantizedWeightNames, type FusedDecode, ty
 import { type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize } from './model-config.ts';
 import { checkBlockSize, mergeLora, quantizeBlockwise, type QuantBits, type QuantizedMatrix } from './quantize.ts';
 import { deviceCacheOutputs, type LoraSpec } from './transformer-graph.ts';
+import type { RolloutConfig } from '../protocol/experiment-config.ts';
 
-/** How a policy decodes: what `rollout` in the experiment config sets. */
-export interface DecodeSettings {
-  /** Weights of training rollouts: fp32, or int8/int4 block-wise quantized (fused graph). */
-  readonly weights: RolloutWeights;
-  /** Use the fused decode graph for fp32 generation (validation, warm-start play, fp32 rollouts). */
-  readonly fused: boolean;
+/**
+ * How a policy decodes: the experiment config's `rollout` (its weights and fusedDecode, documented
+ * there) and two engine settings. blockSize is any size `checkBlockSize` takes; the config allows
+ * fewer.
+ */
+export interface DecodeSettings extends Readonly<Pick<RolloutConfig, 'weights' | 'fusedDecode'>> {
   /** Values per quantization block along each weight row. */
   readonly blockSize: number;
   /** Largest fp32 model (bytes) whose weights are baked in; default 1 GiB (protobuf's limit is 2). */
@@ -40,7 +41,7 @@ export interface DecodeSettings {
   readonly spinning?: boolean;
 }
 
-export const plainDecode: DecodeSettings = { weights: 'fp32', fused: false, blockSize: 32 };
+export const plainDecode: DecodeSettings = { weights: 'fp32', fusedDecode: false, blockSize: 32 };
 
 /** What the decoder needs from its policy. */
 export interface DecoderSource {
@@ -106,7 +107,7 @@ export class RolloutDecoder {
       // having fallen back to the CPU, whose ONNX Runtime kernels have few float16 forms on x86.
       throw new Error(`rollout.weights "fp16" needs a GPU execution provider, but the engine runs on cpu (${this.src.engine.providerReason}); use rollout.weights "fp32", "int8" or "int4" here`);
     }
-    if (kind === 'fp32' && !this.settings.fused) return null;
+    if (kind === 'fp32' && !this.settings.fusedDecode) return null;
     let b = this.built.get(kind);
     if (!b || !b.fresh) {
       let pending = this.rebuilding.get(kind);

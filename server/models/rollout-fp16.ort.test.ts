@@ -22,7 +22,7 @@ after(async () => {
 });
 
 test('a CPU engine refuses fp16 rollouts naming rollout.weights and the provider; fp32 decoding still works', async () => {
-  const p = await Policy.create(engine, { id: 'fp16-cpu', config, weights: initParameters(config, 1), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-3 }), kl: false, entropy: false, decode: { weights: 'fp16', fused: true, blockSize: 32 } });
+  const p = await Policy.create(engine, { id: 'fp16-cpu', config, weights: initParameters(config, 1), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-3 }), kl: false, entropy: false, decode: { weights: 'fp16', fusedDecode: true, blockSize: 32 } });
   const o = { maxNewTokens: 4, sampling: { temperature: 0, topP: 1, topK: 0 }, seed: 1, stopTokens: [], padToken: 0 };
   await assert.rejects(p.generate([Int32Array.from([1, 2, 3])], { ...o, rollout: true }), /^Error: rollout\.weights "fp16" needs a GPU execution provider, but the engine runs on cpu \(cpu as configured\)/);
   const g = await p.generate([Int32Array.from([1, 2, 3])], { ...o, rollout: false });

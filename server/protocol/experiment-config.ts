@@ -29,20 +29,16 @@ export type EnvironmentName = (typeof environmentNames)[number];
 
 /** How agents are prompted (`envs/chat-prompts/prompt-styles.ts`): the embedded model's terse text, or chat messages. */
 export const promptStyles = ['terse', 'chat'] as const;
-export type PromptStyle = (typeof promptStyles)[number];
 
 export const specializationLevels = ['L0', 'L1', 'L2', 'L3'] as const;
 export type SpecializationLevel = (typeof specializationLevels)[number];
 
 export const algorithmNames = ['at-grpo', 'grpo'] as const;
-export type AlgorithmName = (typeof algorithmNames)[number];
 
 /** Built-in model sizes (`models/default-model.ts`): default ~1M parameters, medium ~10M. */
 export const modelPresets = ['default', 'medium'] as const;
-export type ModelPreset = (typeof modelPresets)[number];
 
 export const executionProviders = ['cpu', 'cuda', 'webgpu', 'auto'] as const;
-export type ExecutionProvider = (typeof executionProviders)[number];
 
 /** A record of at most `sizeLimits.recordEntries` entries (zod's record has no size bound of its own). */
 function boundedRecord<T extends z.ZodType>(record: T): T {
@@ -97,7 +93,6 @@ export const modelSourceSchema = z
   // The same rule for editors; zod's check above gives the message.
   .meta({ oneOf: [{ required: ['preset'] }, { required: ['config'] }, { required: ['checkpoint'] }] })
   .describe('A base model: exactly one of preset, config (a fresh architecture) or checkpoint (a folder).');
-export type ModelSource = z.output<typeof modelSourceSchema>;
 
 export const policySchema = z
   .object({
@@ -106,7 +101,6 @@ export const policySchema = z
   })
   .strict()
   .describe('A trainable policy: a base model, plus a LoRA adapter when only the adapter is trained.');
-export type PolicyConfig = z.output<typeof policySchema>;
 
 export const algorithmSchema = z
   .object({
@@ -218,7 +212,6 @@ export const warmStartSchema = z
       'Each model learns (all its weights) from the demonstrations of the agents whose policies use it; LoRA adapters start afterwards. ' +
       'The result is cached under a hash of everything that determines it (models, environment, routing, seed, these settings).',
   );
-export type WarmStartConfig = z.output<typeof warmStartSchema>;
 
 export const trainingSchema = z
   .object({
@@ -257,7 +250,6 @@ export const trainingSchema = z
   })
   .strict()
   .describe('Length of the run, validation and checkpoints, and how big one training pass may be.');
-export type TrainingConfig = z.output<typeof trainingSchema>;
 
 export const engineSchema = z
   .object({
@@ -269,7 +261,6 @@ export const engineSchema = z
   })
   .strict()
   .describe('The inference and training engine.');
-export type EngineConfig = z.output<typeof engineSchema>;
 
 /** Weights training rollouts sample with. */
 export const rolloutWeightKinds = ['fp32', 'fp16', 'int8', 'int4'] as const;
@@ -436,7 +427,6 @@ const experimentConfigShape = z
   .strict();
 
 export type ExperimentConfig = z.output<typeof experimentConfigShape>;
-export type ExperimentConfigInput = z.input<typeof experimentConfigShape>;
 
 /** The whole config: structure, then (once the structure is valid) `checkExperimentConfig`. */
 export const experimentConfigSchema = experimentConfigShape

@@ -9,6 +9,8 @@
  * the unbiased std of one sample is undefined, and dividing a zero spread by 1e-6 would only
  * amplify float noise). A is broadcast to every response token of its sample.
  */
+import type { AlgorithmConfig } from '../protocol/experiment-config.ts';
+
 export const ADVANTAGE_EPS = 1e-6;
 
 /**
@@ -17,7 +19,7 @@ export const ADVANTAGE_EPS = 1e-6;
  * rewards differ by a step penalty the same weight as one whose branches succeed and fail; without
  * it a group's weight is its reward gap.
  */
-export type AdvantageNorm = 'std' | 'none';
+export type AdvantageNorm = AlgorithmConfig['advantageNorm'];
 
 export interface Scored {
   readonly groupId: string;
@@ -91,12 +93,8 @@ export function computeAdvantages(samples: readonly Scored[], norm: AdvantageNor
   return { advantages, groups };
 }
 
-export interface GroupFilter {
-  /** Drop groups whose rewards are all equal (their advantages are 0 and only dilute the token mean). */
-  readonly dropZeroVariance: boolean;
-  /** Drop this fraction of groups with the lowest mean reward (0 = keep all). */
-  readonly dropLowestMeanFraction: number;
-}
+/** The config's `algorithm.filters`. */
+export type GroupFilter = Readonly<AlgorithmConfig['filters']>;
 
 /** The group ids that survive the filters. */
 export function filterGroups(groups: ReadonlyMap<string, GroupStats>, f: GroupFilter): Set<string> {
@@ -166,11 +164,7 @@ export function scoreGroups(trajectories: readonly ScoredTrajectory[], unit: Gro
 }
 
 /** What a training step's advantages depend on: the algorithm (its grouping unit), the scale and the filters. */
-export interface AdvantageSettings {
-  readonly name: 'at-grpo' | 'grpo';
-  readonly advantageNorm: AdvantageNorm;
-  readonly filters: GroupFilter;
-}
+export type AdvantageSettings = Readonly<Pick<AlgorithmConfig, 'name' | 'advantageNorm' | 'filters'>>;
 
 /**
  * A training step's advantages, from its rollout's trajectories: grouped as the algorithm groups

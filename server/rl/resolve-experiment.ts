@@ -17,9 +17,9 @@ import { datasetEnvironment, loadCodeSplits, type CodeSplits } from '../envs/cod
 import { defaultModelConfig, mediumModelConfig } from '../models/default-model.ts';
 import { loraTargets, parseModelConfig, type ModelConfig } from '../models/model-config.ts';
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
+import type { LoraSpec } from '../models/transformer-graph.ts';
 import { HfTokenizer } from '../models/hf-tokenizer.ts';
 import { HF_TOKENIZER_FILES, readModelFolderConfig, type ModelFolderConfig } from '../models/model-folder.ts';
-import { optimizerSchema } from '../models/optimizer.ts';
 import { defaultTokenizer } from '../models/tokenizer.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
 import { checkAgainstAgents, parseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
@@ -125,7 +125,7 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
   );
   if (fitIssues.length) throw new ConfigError(source, fitIssues);
 
-  const policies = new Map<string, { model: string; lora: { rank: number; alpha: number; targets: Array<(typeof loraTargets)[number]> } | null }>();
+  const policies: Map<string, { model: string; lora: LoraSpec | null }> = new Map();
   for (const [id, p] of Object.entries(c.policies)) {
     const lora = p.lora ? { rank: p.lora.rank, alpha: p.lora.alpha ?? p.lora.rank, targets: loraTargets.filter((t) => p.lora!.targets.includes(t)) } : null;
     policies.set(id, { model: p.model, lora });
@@ -144,12 +144,12 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     policies,
     router: new Map(Object.entries(c.router)),
     algorithm: { ...c.algorithm, filters: { ...c.algorithm.filters }, curriculum: { ...c.algorithm.curriculum } },
-    optimizer: optimizerSchema.parse(c.optimizer),
-    rollout: { weights: c.rollout.weights, fused: c.rollout.fusedDecode, blockSize: c.rollout.blockSize },
+    optimizer: c.optimizer,
+    rollout: { weights: c.rollout.weights, fusedDecode: c.rollout.fusedDecode, blockSize: c.rollout.blockSize },
     rolloutBackend: c.rollout.backend,
     warmStart: c.warmStart,
     training: c.training,
-    engine: c.engine.threads === undefined ? { executionProvider: c.engine.executionProvider } : { executionProvider: c.engine.executionProvider, threads: c.engine.threads },
+    engine: c.engine,
     sandbox: c.sandbox,
   };
 }

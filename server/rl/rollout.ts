@@ -16,21 +16,19 @@
  */
 import type { Environment } from '../envs/environment.ts';
 import { actAllWithPrograms, type ProgramRunner } from '../envs/program-acts.ts';
+import type { AlgorithmConfig } from '../protocol/experiment-config.ts';
 import type { Execution } from '../protocol/trajectory.ts';
 import type { Policy } from '../models/policy.ts';
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import { taskGroupId, treeGroupId } from './advantages.ts';
 
-export interface RolloutOptions {
+/**
+ * Sampling and scoring as `algorithm` configures them (branches, teamRewardWeight, temperature,
+ * topP, topK, maxNewTokens: documented there); validation and the curriculum's screening play one
+ * branch at their own temperature.
+ */
+export interface RolloutOptions extends Readonly<Pick<AlgorithmConfig, 'branches' | 'teamRewardWeight' | 'temperature' | 'topP' | 'topK' | 'maxNewTokens'>> {
   readonly mode: 'tree' | 'independent';
-  /** K: branches per (turn, agent) in tree mode; rollouts per task in independent mode. */
-  readonly branches: number;
-  /** α in r = α·r_team + r_local. */
-  readonly teamRewardWeight: number;
-  readonly temperature: number;
-  readonly topP: number;
-  readonly topK: number;
-  readonly maxNewTokens: number;
   /** Seed of this rollout batch (sampling streams derive from it). */
   readonly seed: number;
   /** A training rollout: sample with the policies' rollout weights (int8/int4 when configured). */
