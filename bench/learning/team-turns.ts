@@ -20,7 +20,7 @@
  * not copy, in a round after which the episode was not solved.
  */
 import { acceptAnswer } from '../../server/envs/puzzle-environment.ts';
-import { evaluate, TEST_SEED_OFFSET } from '../../server/rl/evaluate.ts';
+import { evaluate, evaluationOptions, TEST_SEED_OFFSET } from '../../server/rl/evaluate.ts';
 import { createPolicies, routingContext } from '../../server/rl/policies.ts';
 import type { RolloutContext, RolloutPolicy } from '../../server/rl/rollout.ts';
 import { restorePolicies } from '../../server/rl/run-checkpoint.ts';
@@ -43,13 +43,7 @@ const engine = await Engine.start({ executionProvider: exp.engine.executionProvi
 const policies = await createPolicies(engine, exp, await runBaseWeights(folder.dir, exp));
 if (ck.dir) await restorePolicies(ck.dir, policies);
 const play = (ctx: RolloutContext) =>
-  evaluate(exp.env.make, ctx, {
-    episodes,
-    seedOffset: TEST_SEED_OFFSET,
-    temperature: exp.training.validationTemperature,
-    maxNewTokens: exp.algorithm.maxNewTokens,
-    teamRewardWeight: exp.algorithm.teamRewardWeight,
-  });
+  evaluate(exp.env.make, ctx, evaluationOptions(exp, episodes, TEST_SEED_OFFSET));
 const proposal = /^tool: ([A-Z]+)(?::.*goal (yes|no))?$/m;
 const ctx = routingContext(exp, policies);
 const ev = await play(ctx);

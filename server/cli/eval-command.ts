@@ -15,7 +15,7 @@ import { seedRanges } from '../envs/seed-ranges.ts';
 import { loadExperiment } from '../rl/resolve-experiment.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
 import { createPolicies, routingContext } from '../rl/policies.ts';
-import { evaluate, type Evaluation } from '../rl/evaluate.ts';
+import { evaluate, evaluationOptions, type Evaluation } from '../rl/evaluate.ts';
 import { restorePolicies } from '../rl/run-checkpoint.ts';
 import { openSandbox } from '../rl/trainer.ts';
 import { Engine } from '../runtime/engine.ts';
@@ -138,13 +138,7 @@ export const evalCommand: Command = {
     try {
       const policies = await createPolicies(engine, exp, bases);
       if (ck.dir) await restorePolicies(ck.dir, policies);
-      ev = await evaluate(exp.env.make, routingContext(exp, policies, sandbox?.runAll), {
-        episodes,
-        seedOffset,
-        temperature: exp.training.validationTemperature,
-        maxNewTokens: exp.algorithm.maxNewTokens,
-        teamRewardWeight: exp.algorithm.teamRewardWeight,
-      });
+      ev = await evaluate(exp.env.make, routingContext(exp, policies, sandbox?.runAll), evaluationOptions(exp, episodes, seedOffset));
     } finally {
       await engine.close();
       await sandbox?.close();

@@ -25,6 +25,7 @@ import type { Environment } from '../envs/environment.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
 import type { Metric } from '../protocol/trajectory.ts';
 import type { ResolvedExperiment } from './experiment.ts';
+import { playOptions } from './evaluate.ts';
 import { mixSeed, rollout, type RolloutContext, type Trajectory } from './rollout.ts';
 
 export interface TaskSelection {
@@ -63,16 +64,7 @@ export async function selectTasks(exp: ResolvedExperiment, ctx: RolloutContext, 
   if (a.curriculum.kind === 'uniform') return { tasks: stepSeeds(exp, step, a.envsPerStep).map(exp.env.make), metrics: [], ms: 0 };
   const t0 = performance.now();
   const seeds = stepSeeds(exp, step, a.curriculum.candidates);
-  const screen = await rollout(seeds.map(exp.env.make), ctx, {
-    mode: 'tree',
-    branches: 1,
-    teamRewardWeight: a.teamRewardWeight,
-    temperature: 0,
-    topP: 1,
-    topK: 0,
-    maxNewTokens: a.maxNewTokens,
-    seed: 0,
-  });
+  const screen = await rollout(seeds.map(exp.env.make), ctx, playOptions(a, 0, 0));
   const solved = new Set(screen.trajectories.filter((t) => t.success).map((t) => t.envSeed));
   const failed = seeds.filter((s) => !solved.has(s));
   const chosen = [...failed, ...seeds.filter((s) => solved.has(s))].slice(0, a.envsPerStep);

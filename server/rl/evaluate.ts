@@ -6,20 +6,38 @@
 import type { Environment } from '../envs/environment.ts';
 import { validationSeed } from '../envs/seed-ranges.ts';
 import { evaluateAgainst, minimaxPlayer, randomPlayer, type MatchResult, type TextPolicy } from '../envs/tic-tac-toe-players.ts';
-import { rollout, type RolloutContext, type Trajectory } from './rollout.ts';
+import type { AlgorithmConfig } from '../protocol/experiment-config.ts';
+import type { ResolvedExperiment } from './experiment.ts';
+import { rollout, type RolloutContext, type RolloutOptions, type Trajectory } from './rollout.ts';
 
 /** Validation index where the test seeds start (defined with the seed ranges). */
 export { TEST_SEED_OFFSET } from '../envs/seed-ranges.ts';
 
-export interface EvaluationOptions {
+export interface EvaluationOptions extends Readonly<Pick<AlgorithmConfig, 'maxNewTokens' | 'teamRewardWeight'>> {
   readonly episodes: number;
   /** First validation index (seed = validationSeed(offset + i)). */
   readonly seedOffset: number;
+  /** Sampling temperature; 0 is greedy. */
   readonly temperature: number;
-  readonly maxNewTokens: number;
-  readonly teamRewardWeight: number;
   /** Environments per generate batch (bounds memory for large evaluations). */
   readonly batch?: number;
+}
+
+/**
+ * How an experiment validates (and tests): `episodes` from validation index `seedOffset` (0 for
+ * validation, TEST_SEED_OFFSET for the test) at `training.validationTemperature`, with the
+ * algorithm's response length and reward weighting.
+ */
+export function evaluationOptions(exp: Pick<ResolvedExperiment, 'algorithm' | 'training'>, episodes: number, seedOffset: number): EvaluationOptions {
+  return { episodes, seedOffset, temperature: exp.training.validationTemperature, maxNewTokens: exp.algorithm.maxNewTokens, teamRewardWeight: exp.algorithm.teamRewardWeight };
+}
+
+/**
+ * One branch per act (no tree to choose from), full distribution at `temperature` (0: greedy):
+ * how validation plays, and the curriculum's screening of candidate tasks.
+ */
+export function playOptions(o: Pick<AlgorithmConfig, 'maxNewTokens' | 'teamRewardWeight'>, temperature: number, seed: number): RolloutOptions {
+  return { mode: 'tree', branches: 1, teamRewardWeight: o.teamRewardWeight, temperature, topP: 1, topK: 0, maxNewTokens: o.maxNewTokens, seed };
 }
 
 export interface AgentEvaluation {
@@ -72,16 +90,7 @@ export async function evaluate(make: (seed: number) => Environment, ctx: Rollout
   const trajectories: Trajectory[] = [];
   for (let start = 0; start < seeds.length; start += batch) {
     const envs = seeds.slice(start, start + batch).map(make);
-    const r = await rollout(envs, ctx, {
-      mode: 'tree',
-      branches: 1,
-      teamRewardWeight: o.teamRewardWeight,
-      temperature: o.temperature,
-      topP: 1,
-      topK: 0,
-      maxNewTokens: o.maxNewTokens,
-      seed: 0x5eed ^ start,
-    });
+    const r = await rollout(envs, ctx, playOptions(o, o.temperature, 0x5eed ^ start));
     r.trajectories.forEach((t) => trajectories.push({ ...t, envInstance: t.envInstance + start }));
   }
   const perAgent: Record<string, { reward: number; local: number; fails: number; acts: number }> = {};

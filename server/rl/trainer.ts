@@ -24,7 +24,7 @@ import { stepAdvantages, treeGroupId } from './advantages.ts';
 import { selectTasks } from './curriculum.ts';
 import type { ProgramRunner } from '../envs/program-acts.ts';
 import { Sandbox } from '../sandbox/sandbox.ts';
-import { evaluate, TEST_SEED_OFFSET, type Evaluation } from './evaluate.ts';
+import { evaluate, evaluationOptions, TEST_SEED_OFFSET, type Evaluation } from './evaluate.ts';
 import type { ResolvedExperiment } from './experiment.ts';
 import { EngineRollout } from './engine-rollout.ts';
 import { createPolicies, routingContext, stringSeed } from './policies.ts';
@@ -245,13 +245,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     const rolloutCtx = fleet ? fleet.context(ctx) : ctx;
     if (exp.training.validationEpisodes > TEST_SEED_OFFSET) throw new Error(`training.validationEpisodes (${exp.training.validationEpisodes}) would reach the test seeds at validation index ${TEST_SEED_OFFSET}`);
     const validate = (test = false) =>
-      evaluate(exp.env.make, ctx, {
-        episodes: test ? exp.training.testEpisodes : exp.training.validationEpisodes,
-        seedOffset: test ? TEST_SEED_OFFSET : 0,
-        temperature: exp.training.validationTemperature,
-        maxNewTokens: a.maxNewTokens,
-        teamRewardWeight: a.teamRewardWeight,
-      });
+      evaluate(exp.env.make, ctx, test ? evaluationOptions(exp, exp.training.testEpisodes, TEST_SEED_OFFSET) : evaluationOptions(exp, exp.training.validationEpisodes, 0));
 
     let startStep = 1;
     let initial: Evaluation | null = null;
