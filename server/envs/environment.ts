@@ -89,7 +89,7 @@ export interface AgentStats {
 }
 
 export interface Environment {
-  /** Registry name: 'plan-path' | 'sudoku' | 'sokoban' | 'tic-tac-toe' | 'math' | 'code'. */
+  /** Registry name: 'plan-path' | 'sudoku' | 'sokoban' | 'tic-tac-toe' | 'math' | 'code' | 'hanabi'. */
   readonly name: string;
   /** The seed this instance was generated from. */
   readonly seed: number;
@@ -105,6 +105,11 @@ export interface Environment {
   readonly success: boolean;
   /** Minimal number of moves that solves the task from its start, per the solver; null for games. */
   readonly optimalMoves: number | null;
+  /**
+   * A game's score in its own units, where the game keeps one beside its rewards (Hanabi: the
+   * fireworks' points); absent elsewhere. Evaluation reports its mean.
+   */
+  readonly score?: number | undefined;
   /** Per-agent counters (a snapshot copy). */
   readonly stats: Readonly<Record<string, Readonly<AgentStats>>>;
 

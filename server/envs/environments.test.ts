@@ -11,6 +11,7 @@ import { Rng } from './rng.ts';
 import { trainSeed, validationSeed } from './seed-ranges.ts';
 import { rolloutSolver } from './solver-rollout.ts';
 import { ticTacToeRewards } from './tic-tac-toe.ts';
+import { hanabiRewards } from './hanabi/hanabi-env.ts';
 
 interface Config {
   readonly label: string;
@@ -30,6 +31,7 @@ const ws = '[ \\t\\r\\n]*';
 const moves = new RegExp(`^${ws}[UDLR]+${ws}$`);
 const fills4 = new RegExp(`^${ws}[1-4],[1-4],[0-4]( [1-4],[1-4],[0-4])*${ws}$`);
 const digit = new RegExp(`^${ws}[1-9]${ws}$`);
+const hanabiMove = (players: number) => new RegExp(`^${ws}((play|discard) [1-9]|hint p[1-${players}] [RYGWB1-5])${ws}$`);
 
 /** Joins `count` parts from `part`, separated mostly by `sep`, sometimes by a slip. */
 function sequence(rng: Rng, count: number, part: () => string, sep: string, slips: string): string {
@@ -43,6 +45,10 @@ const nearFills4 = (rng: Rng): string =>
     const d = (lo: number, hi: number): number => (rng.chance(0.05) ? rng.int(10) : lo + rng.int(hi - lo + 1));
     return [d(1, 4), d(1, 4), d(0, 4)].join(rng.chance(0.05) ? ';' : ',');
   }, ' ', ',\n');
+const nearHanabi = (rng: Rng): string =>
+  rng.chance(0.5)
+    ? `${rng.pick(['play', 'discard', 'Play', 'discard '])} ${rng.int(11)}`
+    : `hint ${rng.pick(['p1', 'p2', 'p3', 'p0', 'p', '2'])} ${rng.pick(['R', 'Y', 'G', 'W', 'B', '1', '5', '6', 'r', 'RG'])}`;
 const nearDigit = (rng: Rng): string => sequence(rng, 1 + rng.int(2), () => '0123456789x'[rng.int(11)] as string, '', ' ,');
 
 const configs: readonly Config[] = [
@@ -55,6 +61,8 @@ const configs: readonly Config[] = [
   { label: 'sokoban 6x6 team', name: 'sokoban', options: {}, seeds: 300, wellFormed: moves, alphabet: 'UDLR lr\n', nearMiss: nearMoves },
   { label: 'sokoban 6x6 single', name: 'sokoban', options: { variant: 'single' }, seeds: 300, wellFormed: moves, alphabet: 'UDLR', nearMiss: nearMoves },
   { label: 'tic-tac-toe', name: 'tic-tac-toe', options: {}, seeds: 5, wellFormed: digit, alphabet: '0123456789 x\n', nearMiss: nearDigit },
+  { label: 'hanabi small', name: 'hanabi', options: {}, seeds: 60, wellFormed: hanabiMove(2), alphabet: 'playdiscrhnt 12p3RG\n', nearMiss: nearHanabi },
+  { label: 'hanabi full 3 players', name: 'hanabi', options: { colours: 5, players: 3 }, seeds: 30, wellFormed: hanabiMove(3), alphabet: 'playdiscrhnt 12p3RG', nearMiss: nearHanabi },
   { label: 'tic-tac-toe opening 3 minimax', name: 'tic-tac-toe', options: { openingMoves: 3, reward: 'minimax' }, seeds: 200, wellFormed: digit, alphabet: '19 ', nearMiss: nearDigit },
 ];
 
@@ -103,7 +111,7 @@ describe('environment registry', () => {
   });
 
   test('unknown names, bad seeds and bad options are errors that name the culprit', () => {
-    assert.throws(() => createEnvironment('chess', 1), /unknown environment 'chess' \(known: plan-path, sudoku, sokoban, tic-tac-toe, math, code\)/);
+    assert.throws(() => createEnvironment('chess', 1), /unknown environment 'chess' \(known: plan-path, sudoku, sokoban, tic-tac-toe, math, code, hanabi\)/);
     assert.throws(() => createEnvironment('plan-path', -1), /seed must be a non-negative safe integer/);
     assert.throws(() => createEnvironment('sokoban', 1.5), /seed/);
     assert.throws(() => createEnvironment('sudoku', Number.NaN), /seed/);
@@ -145,7 +153,8 @@ for (const c of configs) {
         const r = await rolloutSolver(env);
         assert.equal(r.success, true, `seed ${seed} not solved`);
         assert.equal(env.observe(env.currentAgent()), before, 'rolloutSolver must not touch its argument');
-        if (c.name === 'tic-tac-toe') continue;
+        // Games: the solver is a player, not a one-round solution.
+        if (c.name === 'tic-tac-toe' || c.name === 'hanabi') continue;
         assert.equal(r.turns, 1, `seed ${seed}: the solver solves in one round`);
         assert.ok(r.teamReturn > 0, `seed ${seed}: positive team return`);
         assert.equal(r.demonstrations.length, env.agents.length);
@@ -210,7 +219,7 @@ for (const c of configs) {
 
     test('fuzzed text never throws; malformed text is a parse error, penalised and counted', () => {
       const rng = new Rng(2, c.label);
-      const penalty = c.name === 'tic-tac-toe' ? ticTacToeRewards.forfeit : parsePenalty;
+      const penalty = c.name === 'tic-tac-toe' ? ticTacToeRewards.forfeit : c.name === 'hanabi' ? hanabiRewards.malformed : parsePenalty;
       let malformed = 0;
       let wellFormed = 0;
       for (const start of atEachAgent(make(c, trainSeed(11)))) {

@@ -16,6 +16,7 @@ import { sudoku } from './sudoku.ts';
 import { ticTacToe } from './tic-tac-toe.ts';
 import { math } from './math/math-env.ts';
 import { code } from './code/code-env.ts';
+import { hanabi } from './hanabi/hanabi-env.ts';
 
 export const environments = {
   'plan-path': planPath,
@@ -24,12 +25,13 @@ export const environments = {
   'tic-tac-toe': ticTacToe,
   math,
   code,
+  hanabi,
 } satisfies Record<string, EnvironmentFactory<unknown>>;
 
 export type EnvironmentName = keyof typeof environments;
 
 /** The registry's keys as a tuple, for `z.enum` and listings. */
-export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe', 'math', 'code'] as const satisfies readonly EnvironmentName[];
+export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe', 'math', 'code', 'hanabi'] as const satisfies readonly EnvironmentName[];
 
 // Compile-time check that `environmentNames` lists every registry key.
 type Unlisted = Exclude<EnvironmentName, (typeof environmentNames)[number]>;

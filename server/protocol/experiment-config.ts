@@ -24,7 +24,7 @@ import { loraConfigSchema, modelConfigSchema, optimizerSchema } from './model-sc
 import { sizeLimits } from './size-limits.ts';
 
 /** Environment names (the keys of the server's environment registry, `envs/environments.ts`). */
-export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe', 'math', 'code'] as const;
+export const environmentNames = ['plan-path', 'sudoku', 'sokoban', 'tic-tac-toe', 'math', 'code', 'hanabi'] as const;
 export type EnvironmentName = (typeof environmentNames)[number];
 
 /** How agents are prompted (`envs/chat-prompts/prompt-styles.ts`): the embedded model's terse text, or chat messages. */
@@ -395,7 +395,7 @@ const experimentConfigShape = z
       .describe('Seed of everything random in the run: initialisation, demonstrations, the training tasks drawn, sampling. Validation tasks do not depend on it.'),
     env: z
       .object({
-        name: z.enum(environmentNames).describe('The environment: plan-path (grid path finding), sudoku, sokoban, tic-tac-toe (self-play), math (a tool agent whose Python runs in the sandbox, and a reasoner), or code (a coder whose program and a tester whose test both run in the sandbox).'),
+        name: z.enum(environmentNames).describe('The environment: plan-path (grid path finding), sudoku, sokoban, tic-tac-toe (self-play), math (a tool agent whose Python runs in the sandbox, and a reasoner), code (a coder whose program and a tester whose test both run in the sandbox), or hanabi (the cooperative card game, players p1..pN).'),
         options: boundedRecord(z.record(z.string().max(64), z.unknown()))
           .default({})
           .describe("The environment's options (size, maxTurns, variant, ...), checked by the environment when the run starts; unset options take its defaults. At most 64 keys."),
@@ -415,7 +415,7 @@ const experimentConfigShape = z
       .describe('Base models by id. Default: {"base": {"preset": "default"}}, the embedded ~1M-parameter model. At most 64.'),
     policies: boundedRecord(z.record(configIdSchema, policySchema)).describe('Trainable policies by id. Each trains only on the samples of the agents routed to it. At most 64.'),
     router: boundedRecord(z.record(configIdSchema, configIdSchema))
-      .describe("Which policy acts for each agent (agent id -> policy id), at most 64. The keys must be exactly the environment's agents: tool and plan for a puzzle's team variant, solo for a single variant, x and o for tic-tac-toe, tool and reasoner for math's team, coder and tester for code's team (coder alone for its single variant)."),
+      .describe("Which policy acts for each agent (agent id -> policy id), at most 64. The keys must be exactly the environment's agents: tool and plan for a puzzle's team variant, solo for a single variant, x and o for tic-tac-toe, tool and reasoner for math's team, coder and tester for code's team (coder alone for its single variant), p1..pN for hanabi."),
     algorithm: algorithmSchema.prefault({}),
     optimizer: optimizerSchema.prefault({}).describe('AdamW for the RL updates; each policy has its own optimizer state.'),
     warmStart: warmStartSchema.prefault({}),

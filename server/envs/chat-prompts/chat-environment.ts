@@ -29,7 +29,8 @@
  */
 import type { Parsed } from '../action-text.ts';
 import type { Execution, ProgramRequest } from '../../protocol/trajectory.ts';
-import { checkAgent, type AgentStats, type AgentTurnResult, type Environment } from '../environment.ts';
+import { checkAgent, type AgentTurnResult, type Environment } from '../environment.ts';
+import { WrappedEnvironment } from '../wrapped-environment.ts';
 import { lastPythonBlock } from './chat-answer.ts';
 import { exceptionName } from '../program-acts.ts';
 
@@ -87,49 +88,14 @@ function runFailure(e: Execution): string | null {
   return 'the sandbox refused to run the program';
 }
 
-export class ChatEnvironment implements Environment {
+export class ChatEnvironment extends WrappedEnvironment implements Environment {
   readonly #env: Environment;
   readonly #prompter: ChatPrompter;
 
   constructor(env: Environment, prompter: ChatPrompter) {
+    super(env);
     this.#env = env;
     this.#prompter = prompter;
-  }
-
-  get name(): string {
-    return this.#env.name;
-  }
-  get seed(): number {
-    return this.#env.seed;
-  }
-  get agents(): readonly string[] {
-    return this.#env.agents;
-  }
-  get maxTurns(): number {
-    return this.#env.maxTurns;
-  }
-  get turn(): number {
-    return this.#env.turn;
-  }
-  get done(): boolean {
-    return this.#env.done;
-  }
-  get success(): boolean {
-    return this.#env.success;
-  }
-  get optimalMoves(): number | null {
-    return this.#env.optimalMoves;
-  }
-  get stats(): Readonly<Record<string, Readonly<AgentStats>>> {
-    return this.#env.stats;
-  }
-  /** The wrapped environment (e.g. to read its terse observation). */
-  get inner(): Environment {
-    return this.#env;
-  }
-
-  currentAgent(): string {
-    return this.#env.currentAgent();
   }
 
   /** The system and user messages as one prompt text. */

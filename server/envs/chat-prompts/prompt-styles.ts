@@ -13,6 +13,7 @@ import { sudokuChat } from './sudoku-chat.ts';
 import { ticTacToeChat } from './tic-tac-toe-chat.ts';
 import { mathChat } from './math-chat.ts';
 import { codeChat } from './code-chat.ts';
+import { hanabiChat } from './hanabi-chat.ts';
 
 export const promptStyles = ['terse', 'chat'] as const;
 export type PromptStyle = (typeof promptStyles)[number];
@@ -25,6 +26,7 @@ export const chatPrompters = {
   'tic-tac-toe': ticTacToeChat,
   math: mathChat,
   code: codeChat,
+  hanabi: hanabiChat,
 } satisfies Record<EnvironmentName, ChatPrompter>;
 
 const hasChatPrompter = (name: string): name is keyof typeof chatPrompters => Object.hasOwn(chatPrompters, name);

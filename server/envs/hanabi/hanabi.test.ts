@@ -1,0 +1,339 @@
+// Hanabi: the published rules (deal, tokens, plays, the three ends, scoring), illegal and
+// unreadable actions, rewards, privacy of each player's prompt, seeded deals, and the convention
+// bot against random play.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { isPrintableText } from '../action-text.ts';
+import { Rng } from '../rng.ts';
+import { trainSeed, validationSeed } from '../seed-ranges.ts';
+import { ScriptedSeats } from '../scripted-seats.ts';
+import { randomMove } from './hanabi-bot.ts';
+import { hanabi, hanabiRewards, HanabiEnvironment, moveText, parseMove, type HanabiOptions } from './hanabi-env.ts';
+import { cardText, colourLetters, fullDeck, handSizeFor, type Card, type GameState } from './hanabi-game.ts';
+
+const small: HanabiOptions = hanabiOptions({});
+
+function hanabiOptions(o: Partial<HanabiOptions>): HanabiOptions {
+  return hanabi.optionsSchema.parse(o);
+}
+
+/** Cards from text like 'R1 R2 Y5'. */
+function cards(text: string): Card[] {
+  return text.split(' ').map((t) => ({ colour: colourLetters.indexOf(t[0] as (typeof colourLetters)[number]), rank: Number(t[1]) }));
+}
+
+/**
+ * An environment dealt from `draws` in drawing order: the first `players x handSize` cards go
+ * round the table one at a time (p1's first card, p2's first card, ...), the rest are drawn later.
+ */
+function dealt(draws: string, options: Partial<HanabiOptions> = {}): HanabiEnvironment {
+  return new HanabiEnvironment(0, hanabiOptions(options), cards(draws).reverse());
+}
+
+/** Hands as text, seat by seat. */
+const hands = (s: GameState): string[] => s.hands.map((h) => h.map(cardText).join(' '));
+
+/** Plays `texts` in turn order, returning the results. */
+function play(env: HanabiEnvironment, ...texts: string[]) {
+  return texts.map((t) => env.act(env.currentAgent(), t));
+}
+
+test('the deck has 10 cards a colour (1 1 1 2 2 3 3 4 4 5) and hands of 5 with 2-3 players, 4 with 4-5', () => {
+  const counts = (deck: Card[]) => deck.map(cardText).sort().join(' ');
+  assert.equal(counts(fullDeck(1)), 'R1 R1 R1 R2 R2 R3 R3 R4 R4 R5');
+  assert.equal(fullDeck(3).length, 30);
+  assert.equal(fullDeck(5).length, 50);
+  for (const [players, size] of [[2, 5], [3, 5], [4, 4], [5, 4]] as const) {
+    assert.equal(handSizeFor(players), size);
+    const env = hanabi.create(7, { players, colours: 5 });
+    const s = env.state;
+    assert.deepEqual(s.hands.map((h) => h.length), Array(players).fill(size));
+    assert.equal(s.deck.length, 50 - players * size);
+    // The deal and the deck are the whole deck, each card once.
+    assert.equal(counts([...s.deck, ...s.hands.flat()]), counts(fullDeck(5)));
+    assert.deepEqual([s.hints, s.fuses, env.score], [8, 3, 0]);
+    assert.deepEqual(env.agents, Array.from({ length: players }, (_, i) => `p${i + 1}`));
+  }
+  assert.throws(() => hanabi.create(1, { colours: 1 }), /colours: too few colours/);
+  assert.throws(() => hanabi.create(1, { players: 6 }), /players/);
+});
+
+test('a seed is one deal: the same seed deals the same game, different seeds different ones', () => {
+  const deals = new Set<string>();
+  for (let i = 0; i < 50; i++) {
+    const seed = i % 2 ? trainSeed(i) : validationSeed(i);
+    const a = hanabi.create(seed);
+    const b = hanabi.create(seed);
+    assert.deepEqual(a.state, b.state);
+    // The whole bot game replays identically.
+    while (!a.done) {
+      const agent = a.currentAgent();
+      assert.equal(a.observe(agent), b.observe(agent));
+      assert.deepEqual(a.act(agent, a.solution(agent)), b.act(agent, b.solution(agent)));
+    }
+    assert.equal(a.score, b.score);
+    deals.add(JSON.stringify(hanabi.create(seed).state.deck));
+  }
+  assert.equal(deals.size, 50);
+});
+
+test('a successful play scores 1; a misplay is discarded, costs a fuse and fusePenalty', () => {
+  // p1 holds R1 R3 Y1 Y2 G1, p2 R2 R4 Y3 Y4 G2; R5 is the next card drawn.
+  const env = dealt('R1 R2 R3 R4 Y1 Y3 Y2 Y4 G1 G2 R5 Y5 G5 G4', { fusePenalty: 0.5 });
+  assert.deepEqual(hands(env.state), ['R1 R3 Y1 Y2 G1', 'R2 R4 Y3 Y4 G2']);
+  const [good, bad] = play(env, 'play 1', 'play 2');
+  assert.deepEqual([good!.teamReward, good!.localReward, good!.parseError], [1, 0, null]);
+  assert.match(good!.info, /p1 played R1/);
+  assert.deepEqual([bad!.teamReward, bad!.localReward], [-0.5, 0]);
+  assert.match(bad!.info, /p2 misplayed R4, fuse lost/);
+  const s = env.state;
+  assert.deepEqual(s.fireworks, [1, 0, 0]);
+  assert.deepEqual([s.fuses, s.hints, env.score], [2, 8, 1]);
+  assert.deepEqual(s.discards.map(cardText), ['R4']);
+  // Each played card was replaced by the next card of the deck, in the last slot.
+  assert.deepEqual(hands(s), ['R3 Y1 Y2 G1 R5', 'R2 Y3 Y4 G2 Y5']);
+});
+
+test('hints spend a token, discards regain one, a completed colour regains one; at 8 a discard is illegal, at 0 a hint', () => {
+  const env = dealt('R1 Y1 R2 Y2 R3 Y3 R4 Y4 R5 G1 G1 G2 G2 G3 G3 G4 G4 G5 G1 R1');
+  assert.equal(env.state.hints, 8);
+  const [discard] = play(env, 'discard 1');
+  assert.equal(discard!.parseError, null);
+  assert.equal(env.stats['p1']!.invalidMoves, 1, 'discarding with all 8 tokens is refused');
+  assert.equal(env.state.hints, 8);
+  play(env, 'hint p1 R'); // p2 hints: 7
+  assert.equal(env.state.hints, 7);
+  play(env, 'discard 5'); // p1 discards R5: back to 8
+  assert.equal(env.state.hints, 8);
+  play(env, 'discard 1'); // never above 8: refused
+  assert.equal(env.state.hints, 8);
+  assert.equal(env.stats['p2']!.invalidMoves, 1);
+  assert.deepEqual(env.state.discards.map(cardText), ['R5']);
+  // Spend every token, then a hint is refused and a discard works again.
+  for (let i = 0; i < 8; i++) play(env, i % 2 === 0 ? 'hint p2 G' : 'hint p1 R');
+  assert.equal(env.state.hints, 0);
+  const before = env.state;
+  const [refused] = play(env, 'hint p2 G');
+  assert.equal(refused!.localReward, hanabiRewards.illegal);
+  assert.match(refused!.info, /no hint tokens left/);
+  assert.deepEqual({ ...env.state, current: before.current }, before, 'an illegal act changes nothing but the turn');
+  play(env, 'discard 1');
+  assert.equal(env.state.hints, 1);
+
+  // Playing a 5 regains a token below 8 (and only then).
+  const five = dealt('R1 Y1 R2 Y2 R3 Y3 R4 Y4 R5 Y5 G1 G1 G1 G2 G2 G3 G3 G4 G4 G5');
+  play(five, 'hint p2 Y', 'hint p1 R');
+  assert.equal(five.state.hints, 6);
+  for (let i = 0; i < 8; i++) play(five, 'play 1');
+  assert.deepEqual(five.state.fireworks, [4, 4, 0]);
+  play(five, 'play 1');
+  assert.deepEqual([five.state.fireworks[0], five.state.hints], [5, 7]);
+});
+
+test('the third fuse ends the game at once with score 0 (bombOut zero) or the fireworks (keep)', () => {
+  for (const bombOut of ['zero', 'keep'] as const) {
+    const env = dealt('R1 R1 Y2 Y2 Y3 Y3 Y4 Y4 G2 G2 R2 R3 R4 R5 G1 G1 G1', { bombOut });
+    const [first] = play(env, 'play 1');
+    assert.equal(first!.teamReward, 1);
+    const rs = play(env, 'play 1', 'play 1', 'play 1');
+    assert.deepEqual(rs.map((r) => r.done), [false, false, true]);
+    assert.equal(env.state.fuses, 0);
+    assert.ok(env.done && !env.success, 'losing the fuses is not a success');
+    assert.ok(env.state.deck.length > 0, 'the game ended with cards left');
+    assert.equal(env.score, bombOut === 'zero' ? 0 : 1);
+    // The last misplay also took back the points: the team return is the score less the penalties.
+    assert.equal(rs[2]!.teamReward, bombOut === 'zero' ? -2 : -1);
+    assert.equal(first!.teamReward + rs.reduce((a, r) => a + r.teamReward, 0), env.score - 3);
+    assert.throws(() => env.act(env.currentAgent(), 'play 1'), /after the episode ended/);
+  }
+});
+
+test('completing every firework ends the game at once with the perfect score', () => {
+  // Two colours, two players: p1 holds R1-R5, p2 Y1-Y5; the 10th play draws the last card, which
+  // would otherwise start a final round of two more acts.
+  const env = dealt('R1 Y1 R2 Y2 R3 Y3 R4 Y4 R5 Y5 R1 R1 R2 R3 R4 Y1 Y1 Y2 Y3 Y4', { colours: 2 });
+  for (let i = 0; i < 9; i++) assert.equal(play(env, 'play 1')[0]!.done, false);
+  const last = play(env, 'play 1')[0]!;
+  assert.ok(last.done && last.success);
+  assert.equal(env.state.ended, 'perfect');
+  assert.equal(env.score, 10);
+});
+
+test('after the act that draws the last card every player acts once more, the drawer included', () => {
+  for (const players of [2, 3, 4]) {
+    const env = hanabi.create(trainSeed(players), { players, colours: 3 });
+    let after: number | null = null;
+    while (!env.done) {
+      const agent = env.currentAgent();
+      const hadCards = env.state.deck.length > 0;
+      // Mostly the bot, sometimes an act that passes: passes count toward the final round too.
+      env.act(agent, after !== null && after % 2 === 1 ? 'pass' : env.solution(agent));
+      if (after !== null) after++;
+      else if (hadCards && env.state.deck.length === 0) after = 0;
+    }
+    assert.equal(after, players, `${players} players`);
+    assert.equal(env.state.ended, 'deck');
+    assert.ok(env.success);
+  }
+});
+
+test('unreadable and illegal actions pass the turn, change nothing else, and are penalised and counted', () => {
+  const env = hanabi.create(5);
+  const start = env.state;
+  const cases: [string, RegExp | null, RegExp][] = [
+    ['', /empty action/, /p1 passes \(unreadable action\)/],
+    ['play', /expected play N/, /unreadable/],
+    ['play 0', /expected play N/, /unreadable/],
+    ['Play 1', /unknown action starting with 'P'/, /unreadable/],
+    ['hint p3 R', /no player p3: players are p1-p2/, /unreadable/],
+    ['hint p2 red', /expected hint pK C/, /unreadable/],
+    ['discard 1 2', /expected discard N/, /unreadable/],
+    ['\u0000play 1', /code 0/, /unreadable/],
+    ['play 6', null, /there is no card 6 \(your hand has 5\)/],
+    ['discard 2', null, /discarding is not allowed/],
+    ['hint p1 3', null, /you cannot hint yourself/],
+    ['hint p2 W', null, /no such colour in this game/],
+  ];
+  for (const [text, parseError, info] of cases) {
+    const e = env.clone();
+    const r = e.act('p1', text);
+    if (parseError) {
+      assert.match(r.parseError ?? '', parseError, JSON.stringify(text));
+      assert.equal(r.localReward, hanabiRewards.malformed);
+      assert.deepEqual(e.stats['p1'], { acts: 1, parseErrors: 1, invalidMoves: 0 });
+    } else {
+      assert.equal(r.parseError, null, text);
+      assert.equal(r.localReward, hanabiRewards.illegal);
+      assert.deepEqual(e.stats['p1'], { acts: 1, parseErrors: 0, invalidMoves: 1 });
+    }
+    assert.match(r.info, info, JSON.stringify(text));
+    assert.ok(isPrintableText(r.info) && isPrintableText(r.parseError ?? ''));
+    assert.equal(r.teamReward, 0);
+    assert.equal(e.currentAgent(), 'p2');
+    assert.deepEqual({ ...e.state, current: 0 }, start);
+    assert.match(e.observe('p2'), /^p1 passed \(invalid action\)$/m);
+  }
+  // A hint naming a colour or rank the player does not hold touches nothing: illegal.
+  const s = env.state;
+  const missing = [1, 2, 3, 4, 5].find((r) => !s.hands[1]!.some((c) => c.rank === r));
+  if (missing !== undefined) assert.match(env.clone().act('p1', `hint p2 ${missing}`).info, /must name at least one of their cards/);
+});
+
+test('a hint that tells something new earns the hinter informativeHint; repeating it earns 0', () => {
+  const env = dealt('R1 R2 R3 Y2 Y1 G3 Y4 Y4 G1 G2 R5 Y5 G5 G4');
+  // p2 holds R2 Y2 G3 Y4 G2.
+  const [first] = play(env, 'hint p2 2');
+  assert.deepEqual([first!.localReward, first!.teamReward], [hanabiRewards.informativeHint, 0]);
+  assert.match(first!.info, /p1 hinted p2 2: 1 2 5/);
+  assert.match(env.observe('p1'), /^p2 knows \?2 \?2 \?\? \?\? \?2$/m);
+  assert.match(env.observe('p2'), /^you have \?2 \?2 \?\? \?\? \?2$/m);
+  play(env, 'hint p1 R');
+  const [again] = play(env, 'hint p2 2');
+  assert.equal(again!.localReward, 0);
+  // Knowing a colour by elimination counts: three colours, not R and not Y leaves G.
+  const elim = dealt('G1 R1 R2 R2 G3 Y3 Y1 Y4 G2 G2 R5 Y5 G5 G4');
+  play(elim, 'hint p2 1', 'hint p1 R', 'hint p2 2');
+  assert.match(elim.observe('p1'), /^you have \?\? R\? \?\? \?\? \?\?$/m);
+  play(elim, 'hint p1 Y');
+  assert.match(elim.observe('p1'), /^you have G\? R\? G\? Y\? G\?$/m);
+});
+
+test("a player's prompt and the bot's move never depend on its own cards or the deck order", () => {
+  const rng = new Rng(4, 'privacy');
+  let checked = 0;
+  for (const options of [small, hanabiOptions({ colours: 5, players: 4 })]) {
+    for (let g = 0; g < 20; g++) {
+      const env = hanabi.create(trainSeed(100 + g), options);
+      while (!env.done) {
+        for (const agent of env.agents) {
+          const seat = env.agents.indexOf(agent);
+          const state = env.state;
+          // Every own card replaced by another identity, and the deck reshuffled.
+          const other = { ...state, hands: state.hands.map((h, i) => (i === seat ? h.map((c) => ({ colour: (c.colour + 1 + rng.int(options.colours - 1)) % options.colours, rank: 1 + ((c.rank + rng.int(4)) % 5) })) : h)), deck: rng.shuffle([...state.deck]) };
+          const swapped = env.withState(other);
+          assert.equal(swapped.observe(agent), env.observe(agent), `${agent}'s prompt shows its own cards`);
+          if (agent === env.currentAgent()) assert.equal(swapped.solution(agent), env.solution(agent), "the bot reads its own cards");
+          // The others do see the change (so the test can fail).
+          const watcher = env.agents[(seat + 1) % env.agents.length]!;
+          if (state.hands[seat]!.length > 0) assert.notEqual(swapped.observe(watcher), env.observe(watcher));
+          checked++;
+        }
+        const agent = env.currentAgent();
+        env.act(agent, rng.chance(0.5) ? env.solution(agent) : moveText(randomMove(env.state, rng)));
+      }
+    }
+  }
+  assert.ok(checked > 1000, `${checked} views checked`);
+});
+
+test('prompts are printable and short: the small variant stays well inside the default model context (512)', () => {
+  let longest = 0;
+  for (let g = 0; g < 100; g++) {
+    const env = hanabi.create(validationSeed(g));
+    while (!env.done) {
+      const agent = env.currentAgent();
+      const prompt = env.observe(agent);
+      assert.ok(isPrintableText(prompt) && prompt.endsWith('\n'));
+      longest = Math.max(longest, prompt.length);
+      env.act(agent, env.solution(agent));
+    }
+  }
+  assert.ok(longest <= 400, `longest small-variant prompt ${longest} characters`);
+});
+
+test('the parser reads exactly the documented grammar', () => {
+  assert.deepEqual(parseMove(' play 3\n', 2), { ok: true, action: { kind: 'play', slot: 2 } });
+  assert.deepEqual(parseMove('discard 1', 2), { ok: true, action: { kind: 'discard', slot: 0 } });
+  assert.deepEqual(parseMove('hint p2 G', 2), { ok: true, action: { kind: 'hint', target: 1, colour: 2, rank: null } });
+  assert.deepEqual(parseMove('hint p4 5', 4), { ok: true, action: { kind: 'hint', target: 3, colour: null, rank: 5 } });
+  for (const bad of ['play  1', 'play one', 'hint 2 G', 'hint p2 g', 'hint p2 6', 'hint p2 RG', 'discard', 'hint p5 R']) {
+    assert.equal(parseMove(bad, 4).ok, false, bad);
+  }
+  for (const m of [{ kind: 'play', slot: 0 }, { kind: 'hint', target: 2, colour: 4, rank: null }, { kind: 'hint', target: 0, colour: null, rank: 3 }] as const) {
+    assert.deepEqual(parseMove(moveText(m), 5), { ok: true, action: m });
+  }
+});
+
+test('the convention bot scores well above random play and never loses a fuse (small variant)', () => {
+  const games = 200;
+  let bot = 0;
+  let random = 0;
+  const rng = new Rng(9, 'random-player');
+  for (let g = 0; g < games; g++) {
+    const env = hanabi.create(validationSeed(1000 + g));
+    let teamReturn = 0;
+    while (!env.done) teamReturn += env.act(env.currentAgent(), env.solution(env.currentAgent())).teamReward;
+    assert.equal(env.state.fuses, 3);
+    assert.ok(env.success);
+    assert.ok(Math.abs(teamReturn - env.score) < 1e-9, 'without misplays the team return is the score');
+    bot += env.score;
+    const r = hanabi.create(validationSeed(1000 + g));
+    while (!r.done) r.act(r.currentAgent(), moveText(randomMove(r.state, rng)));
+    random += r.score;
+  }
+  bot /= games;
+  random /= games;
+  assert.ok(bot >= 10, `bot mean score ${bot} of 15`);
+  assert.ok(random <= 1, `random mean score ${random}`);
+});
+
+test('with scripted seats the bot plays its seats and the policy the rest; team rewards include the bot acts', () => {
+  for (const scripted of [['p2'], ['p1']]) {
+    const env = new ScriptedSeats(hanabi.create(validationSeed(3)), scripted);
+    assert.deepEqual(env.agents, scripted[0] === 'p2' ? ['p1'] : ['p2']);
+    const me = env.agents[0]!;
+    assert.equal(env.currentAgent(), me, 'the bot acted first where it sits first');
+    let team = 0;
+    while (!env.done) {
+      assert.equal(env.currentAgent(), me);
+      team += env.act(me, env.solution(me)).teamReward;
+    }
+    // Bot and bot-as-policy together play exactly the bot's self-play game.
+    const self = hanabi.create(validationSeed(3));
+    while (!self.done) self.act(self.currentAgent(), self.solution(self.currentAgent()));
+    assert.equal(env.score, self.score);
+    if (scripted[0] === 'p2') assert.equal(team, self.score);
+    assert.deepEqual(Object.keys(env.stats), [me]);
+  }
+  assert.throws(() => new ScriptedSeats(hanabi.create(1), ['p1', 'p2']), /every agent is scripted/);
+});
