@@ -192,7 +192,10 @@ async function trainSession(s: Session): Promise<number> {
     const write = (line: string) => process.stdout.write(`${line}\n`);
     if (summary.stopped) {
       store.setRunState(runId, 'paused');
-      write(`paused after step ${summary.lastStep} of ${folder.steps}; resume with: ${resumeHint}`);
+      const where = summary.stoppedInWarmUp
+        ? `in the warm-up of '${summary.stoppedInWarmUp.modelId}' at step ${summary.stoppedInWarmUp.step} of ${summary.stoppedInWarmUp.steps} (checkpointed)`
+        : `after step ${summary.lastStep} of ${folder.steps}`;
+      write(`paused ${where}; resume with: ${resumeHint}`);
     } else {
       store.setRunState(runId, 'done');
       write(`done: run ${runId} trained to step ${summary.lastStep} (${formatDuration(performance.now() - t0)})`);

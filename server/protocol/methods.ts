@@ -154,6 +154,39 @@ export const runDidProgressSchema = z.object({
   metrics: z.array(metricSchema),
 });
 
+/** One point of a warm-up's loss curve: the smoothed (EMA) supervised loss after a step. */
+export const warmUpPointSchema = z.object({ step: z.int().positive(), loss: z.number() });
+export type WarmUpPoint = z.infer<typeof warmUpPointSchema>;
+
+/**
+ * Where a run's warm-up stands: the warm start (`warmStart` in the config), supervised training
+ * of each base model on solver demonstrations before step 0. One model at a time.
+ */
+export const warmUpProgressSchema = z.object({
+  /** The base model being warmed up. */
+  modelId: z.string(),
+  /** Its place among the run's models (1-based), and how many there are. */
+  model: z.int().positive(),
+  models: z.int().positive(),
+  /** What it is doing: collecting solver demonstrations, training on them, or playing a DAgger round. */
+  stage: z.enum(['demonstrations', 'training', 'dagger']),
+  /** Supervised steps done, of `steps`. */
+  step: z.int().nonnegative(),
+  steps: z.int().positive(),
+  /** The smoothed loss at `step`; null before the first step. */
+  loss: z.number().nullable(),
+  /** Time left to this model's last step at the recent steps' pace; null before a step was timed. */
+  etaMs: z.number().nonnegative().nullable(),
+  /** The step of its last warm-up checkpoint (a killed server resumes from there); null when none. */
+  checkpointStep: z.int().nonnegative().nullable(),
+  /** Loss points since the previous report (in `run/get`: the curve so far, thinned to at most 1000 points). */
+  points: z.array(warmUpPointSchema),
+});
+export type WarmUpProgress = z.infer<typeof warmUpProgressSchema>;
+
+/** A run's warm-up moved on (at most every 250 ms while it trains, and at every checkpoint and stage). */
+export const runDidWarmUpSchema = warmUpProgressSchema.extend({ runId: idSchema });
+
 /** A log line of a run (warm start, engine provider choice, resume notes). */
 export const runDidLogSchema = z.object({ runId: idSchema, line: z.string() });
 
@@ -246,7 +279,11 @@ export const clientRequests = {
   'run/pause': request('Pauses a run at its next step boundary (a checkpoint is written); `run/resume` continues it.', runIdParams, runResult),
   'run/resume': request('Continues a paused, failed or interrupted run from its last checkpoint, losing nothing committed.', runResumeParamsSchema, runResult),
   'run/stop': request('Stops a run at its next step boundary; it ends done.', runIdParams, runResult),
-  'run/get': request('One run with its experiment config.', runIdParams, z.object({ run: runRecordSchema })),
+  'run/get': request(
+    'One run with its experiment config, and while its warm-up trains where that stands.',
+    runIdParams,
+    z.object({ run: runRecordSchema, /** Present while the run is warming up in this server: the latest progress, with the loss curve so far. */ warmUp: warmUpProgressSchema.optional() }),
+  ),
   'runs/list': request('Every run of the workspace, newest first.', empty, z.object({ runs: z.array(runSummarySchema) })),
   'steps/list': request("A run's committed steps with their counts and timings.", stepsListParamsSchema, z.object({ steps: z.array(stepSummarySchema) })),
   'metrics/query': request("A run's metric series (all, or the ones named), optionally from a step on.", metricsQueryParamsSchema, z.object({ series: z.array(metricSeriesSchema) })),
@@ -273,6 +310,7 @@ export const clientNotifications = {
 export const serverNotifications = {
   'run/didChangeState': notification("A run's lifecycle state changed.", runDidChangeStateSchema),
   'run/didProgress': notification("A run's step was committed, with its metrics.", runDidProgressSchema),
+  'run/didWarmUp': notification("A run's warm-up (the supervised warm start before step 0) moved on: step, loss, ETA, checkpoint.", runDidWarmUpSchema),
   'run/didLog': notification('A log line of a run.', runDidLogSchema),
   'textDocument/publishDiagnostics': notification("A config document's problems (replaces the previous set).", publishDiagnosticsParamsSchema),
   '$/progress': notification('Work-done progress of a request that passed a workDoneToken.', progressParamsSchema),

@@ -19,7 +19,7 @@ import { ConfigError } from '../protocol/config-errors.ts';
 import { parseExperimentConfig } from '../protocol/experiment-config.ts';
 import { QWEN3_IM_END, writeQwen3VocabModel } from '../../test/fixtures/qwen3-vocab-model.ts';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
-import { resolveExperiment } from './resolve-experiment.ts';
+import { loadExperiment, resolveExperiment } from './resolve-experiment.ts';
 
 let dir = '';
 before(async () => {
@@ -27,6 +27,18 @@ before(async () => {
 });
 after(async () => {
   await rm(dir, { recursive: true, force: true });
+});
+
+test('a config file that is not JSON is a ConfigError naming the file, the line and the column, never quoting the text', async () => {
+  const path = join(dir, 'broken.json');
+  await writeFile(path, '{\n  "name": "x",\n  "seed": 1\n  "token": "s3cr3t"\n}\n');
+  await assert.rejects(loadExperiment(path), (e: unknown) => {
+    assert.ok(e instanceof ConfigError, String(e));
+    assert.equal(e.source, path);
+    assert.ok(e.message.includes(`${path}: (root): not valid JSON: expected ',' or '}' after property value at line 4, column 3`), e.message);
+    assert.doesNotMatch(e.message, /s3cr3t|token/);
+    return true;
+  });
 });
 
 /** The tiny experiment with its one model replaced by `source`. */

@@ -19,6 +19,7 @@ import { loraTargets, parseModelConfig, type ModelConfig } from '../models/model
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import type { LoraSpec } from '../models/transformer-graph.ts';
 import { HfTokenizer } from '../models/hf-tokenizer.ts';
+import { jsonSyntaxProblem } from '../models/json-file.ts';
 import { HF_TOKENIZER_FILES, readModelFolderConfig, type ModelFolderConfig } from '../models/model-folder.ts';
 import { defaultTokenizer } from '../models/tokenizer.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
@@ -27,21 +28,34 @@ import type { ModelSource, ResolvedExperiment } from './experiment.ts';
 import { chatPromptFitIssues } from './prompt-fit.ts';
 import { checkTrainingMemory } from './memory-estimate.ts';
 
-/** Reads, parses and resolves a config file. */
-export async function loadExperiment(path: string): Promise<{ config: ExperimentConfig; experiment: ResolvedExperiment }> {
-  let text: string;
+/** A config file's text; a file that cannot be read is an Error naming it. */
+export async function readConfigText(path: string): Promise<string> {
   try {
-    text = await readFile(path, 'utf8');
+    return await readFile(path, 'utf8');
   } catch (e) {
     throw new Error(`cannot read experiment config ${path}: ${e instanceof Error ? e.message : String(e)}`);
   }
+}
+
+/**
+ * Parses and validates a config file's text. Text that is not JSON is a ConfigError naming
+ * `source` with the line and column of the problem, never quoting the text (`jsonSyntaxProblem`:
+ * the file may hold a secret and the message may reach a client); invalid fields are one
+ * ConfigError naming each. The CLI and the server's runs both load configs through this.
+ */
+export function parseConfigText(text: string, source: string): { config: ExperimentConfig; json: unknown } {
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw new Error(`${path}: not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+    throw new ConfigError(source, [{ path: [], message: jsonSyntaxProblem(text, e) }]);
   }
-  const config = parseExperimentConfig(json, path);
+  return { config: parseExperimentConfig(json, source), json };
+}
+
+/** Reads, parses and resolves a config file; errors name `path` as given. */
+export async function loadExperiment(path: string): Promise<{ config: ExperimentConfig; experiment: ResolvedExperiment }> {
+  const { config } = parseConfigText(await readConfigText(path), path);
   return { config, experiment: await resolveExperiment(config, path) };
 }
 

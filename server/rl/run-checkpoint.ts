@@ -5,6 +5,9 @@
  *   checkpoints/resume/                the state after the last finished step, replaced every step
  *   checkpoints/best.json              which validated step scored best on the validation seeds
  *                                      (every new best also gets a step-<n> checkpoint)
+ *   checkpoints/warmup-<modelId>/      a warm start in progress (the model being trained as policy
+ *                                      `warm-start`, and warmup.json: its step, loss curve and DAgger
+ *                                      states), removed once the warm start is done
  * A policy's state is `<policyId>.safetensors` (its trainable tensors: the adapter with LoRA, all
  * weights otherwise), `<policyId>.optim.safetensors` (AdamW moments) and `state.json`.
  * Every folder is written under a temporary name and renamed into place, so a crash leaves
@@ -30,6 +33,25 @@ export const resumeDir = (runDir: string) => join(checkpointsDir(runDir), 'resum
 export const stepDir = (runDir: string, step: number) => join(checkpointsDir(runDir), `step-${step}`);
 export const warmStartDir = (runDir: string, modelId: string) => join(checkpointsDir(runDir), 'warmstart', modelId);
 export const bestFile = (runDir: string) => join(checkpointsDir(runDir), 'best.json');
+export const warmUpDir = (runDir: string, modelId: string) => join(checkpointsDir(runDir), `warmup-${modelId}`);
+const WARM_UP_FILE = 'warmup.json';
+
+/** warmup.json: where a warm start stood when its checkpoint was written. */
+const warmUpStateSchema = z.object({
+  /** The warm-start cache key of the settings it trains (a checkpoint of other settings is not continued). */
+  key: z.string().min(1),
+  /** Supervised steps done. */
+  step: z.int().nonnegative(),
+  steps: z.int().positive(),
+  /** The first step's loss and the smoothed loss at `step`; null when not finite. */
+  firstLoss: z.number().nullable(),
+  loss: z.number().nullable(),
+  /** The smoothed loss curve so far (thinned to a bounded number of points). */
+  points: z.array(z.object({ step: z.int().positive(), loss: z.number() })),
+  /** The states DAgger rounds so far added to the demonstrations, as token ids. */
+  dagger: z.array(z.object({ tokens: z.array(z.int().nonnegative()), promptLength: z.int().nonnegative() })),
+});
+export type WarmUpState = z.infer<typeof warmUpStateSchema>;
 
 const bestSchema = z.object({
   /** The validated step (0: the warm-started policy) whose checkpoint is the best so far. */
@@ -65,10 +87,12 @@ async function readJsonFile<T>(file: string, schema: z.ZodType<T>): Promise<T | 
   return r.data;
 }
 
-async function writePolicies(dir: string, step: number, policies: ReadonlyMap<string, Policy>): Promise<void> {
+/** Writes the policies' state (and `extra` text files) into `<dir>.tmp-<pid>`, then renames it to `dir`. */
+async function writePolicies(dir: string, step: number, policies: ReadonlyMap<string, Policy>, extra: Readonly<Record<string, string>> = {}): Promise<void> {
   const tmp = `${dir}.tmp-${process.pid}`;
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
+  for (const [name, text] of Object.entries(extra)) await writeTextFileAtomic(join(tmp, name), text);
   const state: CheckpointState = { step, policies: {} };
   for (const [id, p] of policies) {
     const shapes = new Map(p.trainableShapes.map(([n, s]) => [n, s]));
@@ -99,6 +123,40 @@ export async function saveStepCheckpoint(runDir: string, step: number, policies:
   return dir;
 }
 
+/**
+ * Writes a warm start's checkpoint (the model it trains as policy `policyId`, its optimizer state
+ * and `state`) into `dir`, through a temporary folder and a rename, as every checkpoint here.
+ */
+export async function saveWarmUpCheckpoint(dir: string, step: number, policyId: string, policy: Policy, state: WarmUpState): Promise<void> {
+  await mkdir(dirname(dir), { recursive: true });
+  await writePolicies(dir, step, new Map([[policyId, policy]]), { [WARM_UP_FILE]: `${JSON.stringify(warmUpStateSchema.parse(state))}\n` });
+}
+
+/** A warm start's checkpoint: its state, and a restore of its weights and optimizer into a policy. Null when there is none. Errors name the file. */
+export async function readWarmUpCheckpoint(dir: string, policyId: string): Promise<{ state: WarmUpState; restore: (p: Policy) => Promise<void> } | null> {
+  if ((await readCheckpointState(dir)) === null) return null;
+  const state = await readJsonFile(join(dir, WARM_UP_FILE), warmUpStateSchema);
+  if (!state) throw new Error(`${join(dir, WARM_UP_FILE)}: missing from the warm-up checkpoint`);
+  return { state, restore: async (p) => void (await restorePolicies(dir, new Map([[policyId, p]]))) };
+}
+
+/** Removes a warm start's checkpoint (its warm start is done). */
+export async function removeWarmUpCheckpoint(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** The warm-up checkpoints in a run's folder, by model: the step each reached and of how many. */
+export async function warmUpProgressIn(runDir: string): Promise<Array<{ modelId: string; step: number; steps: number }>> {
+  const out: Array<{ modelId: string; step: number; steps: number }> = [];
+  for (const n of (await readdir(checkpointsDir(runDir)).catch(() => [] as string[])).sort()) {
+    const m = /^warmup-([A-Za-z][A-Za-z0-9_-]*)$/.exec(n);
+    if (!m) continue;
+    const state = await readJsonFile(join(checkpointsDir(runDir), n, WARM_UP_FILE), warmUpStateSchema).catch(() => null);
+    if (state) out.push({ modelId: m[1]!, step: state.step, steps: state.steps });
+  }
+  return out;
+}
+
 /** A crash between writePolicies' two renames leaves the previous checkpoint under `<dir>.old-<pid>` and no `<dir>`: put it back. */
 async function recoverSetAside(dir: string): Promise<void> {
   if (existsSync(dir)) return;
@@ -115,13 +173,18 @@ const temporaryName = /^(?:(.+)\.(tmp|old)-\d+|\..+\.\d+\.[0-9a-f]+\.tmp)$/;
 
 /**
  * Removes what writers that died left in a run's checkpoints folder (`step-<n>.tmp-<pid>/`,
- * `resume.tmp-<pid>/`, best.json's temporary file, and a set-aside `<dir>.old-<pid>/` whose
+ * `resume.tmp-<pid>/`, `warmup-<modelId>.tmp-<pid>/`, `warmstart/<modelId>.tmp-<pid>/`, best.json's temporary file, and a set-aside `<dir>.old-<pid>/` whose
  * replacement is in place; one whose replacement is missing is put back first). Only for a caller
  * that holds the run's lock: then no live process writes there, so every temporary name is an
  * orphan, whatever its pid. Returns the paths removed.
  */
 export async function removeOrphanTemporaries(runDir: string): Promise<string[]> {
-  const root = checkpointsDir(runDir);
+  // The warm-started models' copies (warmstart/<modelId>) are written under a temporary name too.
+  const removed = await removeOrphansIn(checkpointsDir(runDir));
+  return [...removed, ...(await removeOrphansIn(join(checkpointsDir(runDir), 'warmstart')))];
+}
+
+async function removeOrphansIn(root: string): Promise<string[]> {
   const names = await readdir(root).catch(() => [] as string[]);
   for (const n of names) {
     const m = temporaryName.exec(n);

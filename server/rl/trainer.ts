@@ -11,7 +11,7 @@
  * is lost and nothing is applied twice.
  */
 import { existsSync } from 'node:fs';
-import { cp, mkdir, rm } from 'node:fs/promises';
+import { cp, mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadCheckpoint } from '../models/checkpoint.ts';
 import { initParameters } from '../models/init.ts';
@@ -30,9 +30,10 @@ import { EngineRollout } from './engine-rollout.ts';
 import { createPolicies, routingContext, stringSeed } from './policies.ts';
 import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
 import { rollout, type RolloutOptions, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
-import { readBest, readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, stepDir, warmStartDir, writeBest, type BestValidation } from './run-checkpoint.ts';
+import { readBest, readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, stepDir, warmStartDir, warmUpDir, writeBest, type BestValidation } from './run-checkpoint.ts';
 import { bestMetric, mismatchMetrics, rolloutMetrics, testMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
-import { warmStart, warmStartKey, weightsContentKey, type WarmStartJob } from './warm-start.ts';
+import { warmStart, warmStartKey, weightsContentKey, type WarmStartHooks, type WarmStartJob, type WarmStartReport } from './warm-start.ts';
+import type { WarmUpProgress } from '../protocol/methods.ts';
 
 export interface TrainOptions {
   readonly experiment: ResolvedExperiment;
@@ -47,8 +48,10 @@ export interface TrainOptions {
   readonly steps?: number;
   /** The engine to train on, started with `startEngine` (the caller closes it); default: one started and closed here. */
   readonly engine?: Engine;
-  /** Polled at step boundaries: true stops the run after the current step (Ctrl-C). */
+  /** Polled at step boundaries and before every warm-up step: true stops the run there (Ctrl-C, pause, stop). */
   readonly shouldStop?: () => boolean;
+  /** While a model warms up (not when its warm start comes from the cache): stage, step, loss, ETA, checkpoint. */
+  readonly onWarmUp?: (p: WarmUpProgress) => void;
   readonly log: (line: string) => void;
   /** After every committed step, step 0 (the initial validation) included, once its resume checkpoint is written. */
   readonly onCommit?: (c: StepCommit) => void;
@@ -86,8 +89,17 @@ export interface TrainSummary {
   readonly testedStep: number | null;
   /** The best validated step so far (checkpoints/best.json). */
   readonly best: BestValidation | null;
-  readonly lastStep: number;
+  /** The last step committed; null when stopped in the warm-up before step 0. */
+  readonly lastStep: number | null;
   readonly stopped: boolean;
+  /** Where the warm-up stood when a stop ended it (its checkpoint is there); null otherwise. */
+  readonly stoppedInWarmUp: WarmUpStop | null;
+}
+
+export interface WarmUpStop {
+  readonly modelId: string;
+  readonly step: number;
+  readonly steps: number;
 }
 
 /** The warm start of one base model: its initial weights and the agents whose policies it serves. */
@@ -125,9 +137,10 @@ export async function openSandbox(exp: ResolvedExperiment, log: (line: string) =
 }
 
 /** Initial weights of every base model: from the warm start (cached), else init or checkpoint. */
-async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOptions, run: ProgramRunner | undefined): Promise<Map<string, Map<string, Float32Array>>> {
+async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOptions, run: ProgramRunner | undefined): Promise<Map<string, Map<string, Float32Array>> | WarmUpStop> {
   const out = new Map<string, Map<string, Float32Array>>();
-  for (const [modelId, m] of exp.models) {
+  const models = [...exp.models];
+  for (const [index, [modelId, m]] of models.entries()) {
     const saved = warmStartDir(o.runDir, modelId);
     if (o.resume && existsSync(join(saved, 'model.safetensors'))) {
       out.set(modelId, (await loadCheckpoint(saved)).params);
@@ -138,10 +151,21 @@ async function baseWeights(engine: Engine, exp: ResolvedExperiment, o: TrainOpti
       out.set(modelId, initial);
       continue;
     }
-    const ws = await warmStart(engine, warmStartJob(exp, modelId, initial), exp.env, exp.warmStart, exp.tokenizer, o.cacheRoot, o.log, run);
-    await rm(saved, { recursive: true, force: true });
+    const onWarmUp = o.onWarmUp;
+    const hooks: WarmStartHooks = {
+      checkpointDir: warmUpDir(o.runDir, modelId),
+      ...(o.shouldStop ? { shouldStop: o.shouldStop } : {}),
+      ...(onWarmUp ? { onProgress: (p: WarmStartReport) => onWarmUp({ modelId, model: index + 1, models: models.length, ...p }) } : {}),
+    };
+    const ws = await warmStart(engine, warmStartJob(exp, modelId, initial), exp.env, exp.warmStart, exp.tokenizer, o.cacheRoot, o.log, run, hooks);
+    if ('stopped' in ws) return { modelId, ...ws.stopped };
+    // Copied under a temporary name and renamed, so a kill mid-copy never leaves a torn warm start that a resume would load.
+    const tmp = `${saved}.tmp-${process.pid}`;
+    await rm(tmp, { recursive: true, force: true });
     await mkdir(join(saved, '..'), { recursive: true });
-    await cp(ws.cacheDir, saved, { recursive: true });
+    await cp(ws.cacheDir, tmp, { recursive: true });
+    await rm(saved, { recursive: true, force: true });
+    await rename(tmp, saved);
     out.set(modelId, ws.weights);
   }
   return out;
@@ -237,7 +261,12 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     const run = sandbox?.runAll;
     // The base weights are not kept in a variable: once uploaded the engine holds them, and a
     // host copy alive for the whole run would cost as much again (2 GB for a 0.5B model).
-    const policies = await createPolicies(engine, exp, await baseWeights(engine, exp, o, run));
+    const weights = await baseWeights(engine, exp, o, run);
+    if (!(weights instanceof Map)) {
+      const last = o.store.lastCommittedStep(o.runId);
+      return { initial: null, final: null, initialTest: null, finalTest: null, testedStep: null, best: null, lastStep: last, stopped: true, stoppedInWarmUp: weights };
+    }
+    const policies = await createPolicies(engine, exp, weights);
     const ctx = routingContext(exp, policies, run);
     // Training rollouts on an engine fleet (rollout.backend); validation and curriculum stay here.
     const backend = exp.rolloutBackend;
@@ -291,7 +320,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     let testedStep: number | null = null;
     let lastStep = startStep - 1;
     let stopped = false;
-    // A stop asked for during the warm start or step 0 takes effect before the first RL step.
+    // A stop asked for during step 0 takes effect before the first RL step (one during the warm-up ended it there).
     if (o.shouldStop?.() && startStep <= totalSteps) stopped = true;
     for (let step = startStep; !stopped && step <= totalSteps; step++) {
       const tStep = performance.now();
@@ -376,7 +405,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       }
       if (o.shouldStop?.() && step < totalSteps) stopped = true;
     }
-    return { initial, final, initialTest, finalTest, testedStep, best, lastStep, stopped };
+    return { initial, final, initialTest, finalTest, testedStep, best, lastStep, stopped, stoppedInWarmUp: null };
   } finally {
     await sandbox?.close();
     if (!o.engine) await engine.close();

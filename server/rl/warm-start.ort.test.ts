@@ -4,6 +4,7 @@
  * DAgger rounds trains, is cached under its own key, and is reused.
  */
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +22,8 @@ import { parseExperimentConfig } from '../protocol/experiment-config.ts';
 import { openRunStore } from '../store/index.ts';
 import { resolveExperiment } from './resolve-experiment.ts';
 import { train } from './trainer.ts';
-import { batchOrderSeed, learnerDemonstrations, solverDemonstrations, warmStart, warmStartKey, weightsContentKey, type WarmStartJob } from './warm-start.ts';
+import { warmUpProgressIn } from './run-checkpoint.ts';
+import { batchOrderSeed, learnerDemonstrations, solverDemonstrations, warmStart, warmStartKey, weightsContentKey, type WarmStartJob, type WarmStartReport } from './warm-start.ts';
 
 const model = parseModelConfig({ vocabSize: 112, hiddenSize: 64, numLayers: 2, numHeads: 4, intermediateSize: 128, maxSequenceLength: 160 });
 const options = { size: 4, maxTurns: 3, wallRatio: 0.2 };
@@ -155,5 +157,74 @@ test('settings that leave the demonstrations as they are train the same weights 
   } finally {
     await engine.close();
     await rm(cache, { recursive: true, force: true });
+  }
+});
+
+test('a warm start stopped or crashed mid-way continues from its checkpoint to the weights of an uninterrupted one (DAgger states included)', { timeout: 240_000 }, async () => {
+  const engine = await Engine.start({ log: () => {} });
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-ws-resume-'));
+  try {
+    const job: WarmStartJob = { modelId: 'base', config: model, weights: initParameters(model, 3), weightsKey: 'init:3', agents: ['tool', 'plan'], maxNewTokens: 12 };
+    // 12 steps in 3 phases of 4 (DAgger rounds at steps 4 and 8); checkpoints every 2 steps (a tenth, rounded up).
+    const budget = { demonstrations: 40, steps: 12, batchSize: 8, lr: 5e-3, dagger: { rounds: 2, episodes: 8 } };
+    const whole = await warmStart(engine, job, env, budget, tok, join(dir, 'cache-whole'), () => {});
+
+    // Stopped before step 6 (after the first DAgger round): the checkpoint holds step 6.
+    const ckDir = join(dir, 'run', 'checkpoints', 'warmup-base');
+    const reports: WarmStartReport[] = [];
+    let polls = 0;
+    const stopped = await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, { checkpointDir: ckDir, shouldStop: () => ++polls > 6, onProgress: (p) => reports.push(p) });
+    assert.deepEqual(stopped, { stopped: { step: 6, steps: 12 } });
+    assert.equal(reports[0]!.stage, 'demonstrations');
+    assert.ok(reports.some((r) => r.stage === 'dagger' && r.step === 4), 'the DAgger round is reported');
+    assert.equal(reports.at(-1)!.checkpointStep, 6);
+    assert.deepEqual(reports.flatMap((r) => r.points).map((p) => p.step), [1, 2, 3, 4, 5, 6], 'every step\'s loss is reported once');
+    assert.deepEqual(await warmUpProgressIn(join(dir, 'run')), [{ modelId: 'base', step: 6, steps: 12 }]);
+
+    // A crash (here: the progress listener throws) right after the checkpoint at step 10 leaves that checkpoint.
+    const lines: string[] = [];
+    await assert.rejects(
+      warmStart(engine, job, env, budget, tok, join(dir, 'cache'), (l) => lines.push(l), undefined, {
+        checkpointDir: ckDir,
+        onProgress: (p) => {
+          if (p.checkpointStep === 10) throw new Error('crash');
+        },
+      }),
+      /crash/,
+    );
+    assert.ok(lines.some((l) => l.includes('continuing from its checkpoint at step 6/12')), lines.join('\n'));
+    assert.deepEqual(await warmUpProgressIn(join(dir, 'run')), [{ modelId: 'base', step: 10, steps: 12 }]);
+
+    const resumed: WarmStartReport[] = [];
+    const done = await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, { checkpointDir: ckDir, onProgress: (p) => resumed.push(p) });
+    assert.ok(!('stopped' in done));
+    assert.equal(done.cached, false);
+    // The first report after the resume carries the curve so far; the last step is reported.
+    assert.deepEqual(resumed.find((r) => r.stage === 'training')!.points.map((p) => p.step), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert.equal(resumed.at(-1)!.step, 12);
+    for (const [name, w] of whole.weights) assert.deepEqual(done.weights.get(name), w, `${name}: the resumed warm start trains the same weights`);
+    assert.equal(existsSync(ckDir), false, 'the checkpoint goes once the warm start is cached');
+  } finally {
+    await engine.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('a warm-up checkpoint of other settings is not continued', { timeout: 120_000 }, async () => {
+  const engine = await Engine.start({ log: () => {} });
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-ws-other-'));
+  try {
+    const job: WarmStartJob = { modelId: 'base', config: model, weights: initParameters(model, 3), weightsKey: 'init:3', agents: ['tool', 'plan'], maxNewTokens: 12 };
+    const budget = { demonstrations: 40, steps: 4, batchSize: 8, lr: 5e-3 };
+    const ckDir = join(dir, 'warmup-base');
+    let polls = 0;
+    assert.deepEqual(await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, { checkpointDir: ckDir, shouldStop: () => ++polls > 2 }), { stopped: { step: 2, steps: 4 } });
+    const lines: string[] = [];
+    const other = await warmStart(engine, job, env, { ...budget, lr: 1e-3 }, tok, join(dir, 'cache'), (l) => lines.push(l), undefined, { checkpointDir: ckDir });
+    assert.ok(!('stopped' in other));
+    assert.ok(lines.some((l) => /belongs to other settings .*; starting over/.test(l)), lines.join('\n'));
+  } finally {
+    await engine.close();
+    await rm(dir, { recursive: true, force: true });
   }
 });

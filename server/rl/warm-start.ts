@@ -22,6 +22,8 @@ import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import { CharTokenizer } from '../models/tokenizer.ts';
 import type { TrainSequence } from '../models/train-batch.ts';
 import type { Engine } from '../runtime/engine.ts';
+import type { WarmUpPoint, WarmUpProgress } from '../protocol/methods.ts';
+import { readWarmUpCheckpoint, removeWarmUpCheckpoint, saveWarmUpCheckpoint } from './run-checkpoint.ts';
 
 /**
  * Bump when the warm-start procedure or the training numerics change (3: RMSNorm became a fused
@@ -95,6 +97,53 @@ export interface WarmStartResult {
   readonly firstLoss: number;
   readonly lastLoss: number;
   readonly demonstrations: number;
+}
+
+/** A warm start that `shouldStop` ended before its last step, its progress checkpointed. */
+export interface WarmStartStopped {
+  readonly stopped: { readonly step: number; readonly steps: number };
+}
+
+/** Where a warm start stands, as `WarmStartHooks.onProgress` reports it (the protocol's warm-up progress less the model's place). */
+export type WarmStartReport = Omit<WarmUpProgress, 'modelId' | 'model' | 'models'>;
+
+/** What a run adds to a warm start: progress, stopping at a step boundary, checkpoints a resume continues from. */
+export interface WarmStartHooks {
+  /** Polled before every supervised step: true ends the warm start there (its progress checkpointed first). */
+  readonly shouldStop?: () => boolean;
+  /**
+   * Progress: when demonstrations are being collected, when a DAgger round starts, and while
+   * training at most every `REPORT_MS` (and at the last step and at every checkpoint), with the
+   * loss points since the previous report (after a resume, first the checkpoint's).
+   */
+  readonly onProgress?: (p: WarmStartReport) => void;
+  /**
+   * The folder of this model's warm-up checkpoint in the run (`warmUpDir`): written at least every
+   * tenth of the steps, every `CHECKPOINT_MS` and when stopped; a warm start that finds one of
+   * its own key continues from it, and removes it once its cache entry is written.
+   */
+  readonly checkpointDir?: string;
+}
+
+/** Progress reports while training come at most this often (and at the last step and every checkpoint). */
+const REPORT_MS = 250;
+/** A warm-up checkpoint is written at least this often (besides every tenth of the steps). */
+const CHECKPOINT_MS = 5 * 60_000;
+/** The loss curve a checkpoint and a report's receiver keep: at most this many points (`thinPoints`). */
+export const MAX_WARM_UP_POINTS = 1000;
+/** The policy id of the model being warm-started, in its checkpoint. */
+const WARM_START_POLICY = 'warm-start';
+
+/**
+ * A loss curve kept within `max` points: past it every other point goes (the last one always
+ * stays), so a long warm-up keeps its shape at half the resolution rather than only its tail.
+ */
+export function thinPoints(points: WarmUpPoint[], max = MAX_WARM_UP_POINTS): WarmUpPoint[] {
+  if (points.length <= max) return points;
+  const last = points.at(-1)!;
+  const kept = points.filter((_, i) => i % 2 === 1);
+  if (kept.at(-1) !== last) kept.push(last);
+  return kept.length <= max ? kept : thinPoints(kept, max);
 }
 
 /**
@@ -295,15 +344,42 @@ export async function warmStart(
   tok: TextTokenizer,
   cacheRoot: string,
   log: (line: string) => void,
+  run: ProgramRunner | undefined,
+  hooks: WarmStartHooks,
+): Promise<WarmStartResult | WarmStartStopped>;
+export async function warmStart(
+  engine: Engine,
+  job: WarmStartJob,
+  env: { name: string; options: unknown; make: (seed: number) => Environment },
+  budget: WarmStartBudget,
+  tok: TextTokenizer,
+  cacheRoot: string,
+  log: (line: string) => void,
   run?: ProgramRunner,
-): Promise<WarmStartResult> {
+  hooks?: Omit<WarmStartHooks, 'shouldStop'>,
+): Promise<WarmStartResult>;
+export async function warmStart(
+  engine: Engine,
+  job: WarmStartJob,
+  env: { name: string; options: unknown; make: (seed: number) => Environment },
+  budget: WarmStartBudget,
+  tok: TextTokenizer,
+  cacheRoot: string,
+  log: (line: string) => void,
+  run?: ProgramRunner,
+  hooks: WarmStartHooks = {},
+): Promise<WarmStartResult | WarmStartStopped> {
   const key = await warmStartKey(job, env, budget, tok, run);
   const dir = join(cacheRoot, key, job.modelId);
+  const ckDir = hooks.checkpointDir;
   if (existsSync(join(dir, 'done.json'))) {
     const ck = await loadCheckpoint(dir);
     log(`warm start of '${job.modelId}': reusing cache ${key}`);
+    if (ckDir) await removeWarmUpCheckpoint(ckDir);
     return { weights: ck.params, cached: true, cacheDir: dir, firstLoss: Number.NaN, lastLoss: Number.NaN, demonstrations: 0 };
   }
+  const report = (p: WarmStartReport) => hooks.onProgress?.(p);
+  report({ stage: 'demonstrations', step: 0, steps: budget.steps, loss: null, etaMs: null, checkpointStep: null, points: [] });
   const demos = await solverDemonstrations(env.make, budget.demonstrations, job.agents, tok, budget.proposals, run);
   if (demos.length === 0) throw new Error(`warm start of '${job.modelId}': the solver produced no demonstrations for agents ${job.agents.join(', ')}`);
   log(`warm start of '${job.modelId}': ${demos.length} demonstrations from ${budget.demonstrations} solver episodes, ${budget.steps} steps of ${budget.batchSize}`);
@@ -331,21 +407,92 @@ export async function warmStart(
   let ema = Number.NaN;
   const rounds = budget.dagger?.rounds ?? 0;
   const phase = Math.ceil(budget.steps / (rounds + 1));
+  /** The states DAgger rounds added (kept in checkpoints: they came from the model's play at the time). */
+  const daggerDemos: TrainSequence[] = [];
+  let start = 0;
+  let points: WarmUpPoint[] = [];
+  let checkpointStep: number | null = null;
   try {
-    for (let step = 0; step < budget.steps; step++) {
+    const saved = ckDir ? await readWarmUpCheckpoint(ckDir, WARM_START_POLICY) : null;
+    if (saved && saved.state.key !== key) {
+      log(`warm start of '${job.modelId}': its checkpoint in ${ckDir} belongs to other settings (warm-start key ${saved.state.key}, now ${key}); starting over`);
+    } else if (saved && ckDir) {
+      // The same key draws the same demonstrations; the batches already trained are drawn again
+      // (and dropped) so the next batch is the one an uninterrupted warm start would draw.
+      await saved.restore(policy);
+      start = saved.state.step;
+      for (let i = 0; i < start * budget.batchSize; i++) rng.nextUint32();
+      for (const d of saved.state.dagger) daggerDemos.push({ tokens: Int32Array.from(d.tokens), promptLength: d.promptLength });
+      demos.push(...daggerDemos);
+      firstLoss = saved.state.firstLoss ?? Number.NaN;
+      lastLoss = ema = saved.state.loss ?? Number.NaN;
+      points = saved.state.points;
+      checkpointStep = start;
+      log(`warm start of '${job.modelId}': continuing from its checkpoint at step ${start}/${budget.steps} (${ckDir})`);
+    }
+    const checkpointEvery = Math.max(1, Math.ceil(budget.steps / 10));
+    let lastCheckpointAt = performance.now();
+    const checkpoint = async (step: number) => {
+      if (!ckDir || checkpointStep === step) return;
+      await saveWarmUpCheckpoint(ckDir, step, WARM_START_POLICY, policy, {
+        key,
+        step,
+        steps: budget.steps,
+        firstLoss: Number.isFinite(firstLoss) ? firstLoss : null,
+        loss: Number.isFinite(ema) ? ema : null,
+        points,
+        dagger: daggerDemos.map((d) => ({ tokens: Array.from(d.tokens), promptLength: d.promptLength })),
+      });
+      checkpointStep = step;
+      lastCheckpointAt = performance.now();
+      log(`  warm start ${step}/${budget.steps}: checkpoint written (${ckDir})`);
+    };
+    /** Points not yet reported: after a resume, the whole curve so far. */
+    let unreported = [...points];
+    let reportedAt = -Infinity;
+    const recentMs: number[] = [];
+    const progress = (step: number, stage: WarmStartReport['stage']) => {
+      const mean = recentMs.length === 0 ? null : recentMs.reduce((a, b) => a + b, 0) / recentMs.length;
+      report({ stage, step, steps: budget.steps, loss: Number.isFinite(ema) ? ema : null, etaMs: mean === null ? null : mean * (budget.steps - step), checkpointStep, points: unreported });
+      unreported = [];
+      reportedAt = performance.now();
+    };
+    const logEvery = Math.max(1, Math.round(budget.steps / 20));
+    progress(start, 'training');
+    for (let step = start; step < budget.steps; step++) {
+      if (hooks.shouldStop?.()) {
+        await checkpoint(step);
+        progress(step, 'training');
+        log(`warm start of '${job.modelId}': stopped at step ${step}/${budget.steps}${ckDir ? '; a resume continues from its checkpoint' : ''}`);
+        return { stopped: { step, steps: budget.steps } };
+      }
       if (rounds > 0 && step > 0 && step % phase === 0) {
+        progress(step, 'dagger');
         const round = step / phase;
         const seeds = Array.from({ length: budget.dagger!.episodes }, (_, i) => trainSeed(DAGGER_SEED_OFFSET + round * 1_000_000 + i));
         const visited = await learnerDemonstrations(policy, env.make, seeds, job.agents, tok, job.maxNewTokens, run);
         demos.push(...visited.sequences);
+        daggerDemos.push(...visited.sequences);
         log(`  warm start ${step}: DAgger round ${round}: the model solved ${visited.solved}/${seeds.length} episodes; ${visited.sequences.length} states it reached labelled by the solver (${demos.length} demonstrations now)`);
       }
+      const t0 = performance.now();
       const batch = Array.from({ length: budget.batchSize }, () => demos[rng.nextUint32() % demos.length]!);
       const s = await policy.update('ce', batch, null);
+      recentMs.push(performance.now() - t0);
+      if (recentMs.length > 20) recentMs.shift();
       if (step === 0) firstLoss = s.loss;
       lastLoss = s.loss;
-      ema = Number.isNaN(ema) ? s.loss : 0.9 * ema + 0.1 * s.loss;
-      if (step % 50 === 0 || step === budget.steps - 1) log(`  warm start ${step + 1}/${budget.steps}  loss ${ema.toFixed(4)}`);
+      if (Number.isFinite(s.loss)) ema = Number.isNaN(ema) ? s.loss : 0.9 * ema + 0.1 * s.loss;
+      if (Number.isFinite(ema)) {
+        const point = { step: step + 1, loss: ema };
+        points = thinPoints([...points, point]);
+        unreported.push(point);
+      }
+      const done = step + 1;
+      if (done % logEvery === 0 || step === 0 || done === budget.steps) log(`  warm start ${done}/${budget.steps}  loss ${ema.toFixed(4)}`);
+      const due = done < budget.steps && (done % checkpointEvery === 0 || performance.now() - lastCheckpointAt >= CHECKPOINT_MS);
+      if (due) await checkpoint(done);
+      if (due || done === budget.steps || performance.now() - reportedAt >= REPORT_MS) progress(done, 'training');
     }
     const weights = await policy.weights();
     // Write into a temporary folder and rename, so a crash never leaves a half-written cache entry.
@@ -357,6 +504,7 @@ export async function warmStart(
     await rm(dir, { recursive: true, force: true });
     await mkdir(join(dir, '..'), { recursive: true });
     await rename(tmp, dir);
+    if (ckDir) await removeWarmUpCheckpoint(ckDir);
     return { weights, cached: false, cacheDir: dir, firstLoss, lastLoss, demonstrations: demos.length };
   } finally {
     await policy.dispose();

@@ -71,7 +71,8 @@ export function runHandlers(manager: RunManager, queries: QueryThread): Pick<Req
     'run/get': (p) => {
       const r = manager.store.getRun(p.runId);
       if (!r) throw new RpcError(ErrorCodes.UnknownRun, `unknown run '${p.runId}'`);
-      return { run: r };
+      const warmUp = manager.warmUp(p.runId);
+      return warmUp ? { run: r, warmUp } : { run: r };
     },
     'runs/list': () => ({ runs: manager.list() }),
     // The store queries run in the query thread, fairly between clients (query-thread.ts).

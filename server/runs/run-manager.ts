@@ -26,7 +26,9 @@ import { resolve } from 'node:path';
 import { Worker, type ResourceLimits } from 'node:worker_threads';
 import { readRunFolder, type RunFolder } from './run-folder.ts';
 import { RunLock, runLockHolder } from './run-lock.ts';
-import { removeOrphanTemporaries } from '../rl/run-checkpoint.ts';
+import { removeOrphanTemporaries, warmUpProgressIn } from '../rl/run-checkpoint.ts';
+import { thinPoints } from '../rl/warm-start.ts';
+import type { WarmUpProgress } from '../protocol/methods.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
 import type { Metric, RunState, RunSummary } from '../protocol/trajectory.ts';
 import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index.ts';
@@ -103,6 +105,11 @@ export interface RunProgress {
   readonly timingsMs: Readonly<Record<string, number>>;
 }
 
+/** A run's warm-up moved on (`RunManager.onDidWarmUp`): the points are the ones since the previous event. */
+export interface RunWarmUp extends WarmUpProgress {
+  readonly runId: string;
+}
+
 export interface RunStateChange {
   readonly runId: string;
   readonly state: RunState;
@@ -139,6 +146,8 @@ interface LiveRun {
   terminating: boolean;
   /** Durations of this worker's RL steps, for the ETA. */
   readonly stepMs: number[];
+  /** The warm-up's latest progress with its whole loss curve, until step 0 is committed; null outside the warm-up. */
+  warmUp: WarmUpProgress | null;
   readonly exited: Promise<void>;
   markExited(): void;
 }
@@ -180,6 +189,7 @@ export class RunManager {
   private readonly stateEmitter: Emitter<RunStateChange>;
   private readonly progressEmitter: Emitter<RunProgress>;
   private readonly logEmitter: Emitter<RunLog>;
+  private readonly warmUpEmitter: Emitter<RunWarmUp>;
   private memoryTimer: NodeJS.Timeout | null = null;
 
   private constructor(
@@ -198,6 +208,7 @@ export class RunManager {
     this.stateEmitter = new Emitter(onListenerError);
     this.progressEmitter = new Emitter(onListenerError);
     this.logEmitter = new Emitter(onListenerError);
+    this.warmUpEmitter = new Emitter(onListenerError);
   }
 
   /**
@@ -231,7 +242,13 @@ export class RunManager {
       if (r.state !== 'running' && r.state !== 'stopping' && r.state !== 'queued') continue;
       const holder = existsSync(r.runDir) ? runLockHolder(r.runDir) : null;
       if (holder) continue; // another live process (a terminal's troupe train) is training it
-      const where = r.lastCommittedStep === null ? 'before step 0' : `after step ${r.lastCommittedStep}`;
+      const warmUp = r.lastCommittedStep === null && existsSync(r.runDir) ? await warmUpProgressIn(r.runDir) : [];
+      const where =
+        warmUp.length > 0
+          ? `during the warm-up (checkpointed at ${warmUp.map((w) => `step ${w.step} of ${w.steps}${warmUp.length > 1 || w.modelId !== 'base' ? ` of '${w.modelId}'` : ''}`).join(', ')})`
+          : r.lastCommittedStep === null
+            ? 'before step 0'
+            : `after step ${r.lastCommittedStep}`;
       const what = r.state === 'queued' ? 'it was queued in a server that ended' : `the process training it ended ${where}`;
       this.store.setRunState(r.id, 'failed', `interrupted: ${what}; resume it to continue from its last checkpoint (run/resume, or troupe train --resume ${r.id})`);
       this.log(`run ${r.id}: marked interrupted (was '${r.state}', no live process holds it)`);
@@ -272,6 +289,16 @@ export class RunManager {
 
   onDidLog(l: (e: RunLog) => void): Disposable {
     return this.logEmitter.event(l);
+  }
+
+  /** The warm-up's progress, while a run warms up (not when its warm start comes from the cache). */
+  onDidWarmUp(l: (e: RunWarmUp) => void): Disposable {
+    return this.warmUpEmitter.event(l);
+  }
+
+  /** Where a run's warm-up stands, with its loss curve so far; undefined when the run is not warming up here. */
+  warmUp(runId: string): WarmUpProgress | undefined {
+    return this.live.get(runId)?.warmUp ?? undefined;
   }
 
   /** All runs of the workspace, newest first. */
@@ -427,6 +454,7 @@ export class RunManager {
     this.stateEmitter.clear();
     this.progressEmitter.clear();
     this.logEmitter.clear();
+    this.warmUpEmitter.clear();
     this.store.close();
     openWorkspaces.delete(this.store.path);
   }
@@ -500,7 +528,7 @@ export class RunManager {
   private addLive(runId: string, folder: RunFolder, lock: RunLock, resume: boolean): LiveRun {
     let markExited = () => {};
     const exited = new Promise<void>((r) => (markExited = r));
-    const live: LiveRun = { runId, folder, lock, resume, worker: null, calls: null, request: null, outcome: null, crash: null, failure: null, terminated: false, terminating: false, stepMs: [], exited, markExited };
+    const live: LiveRun = { runId, folder, lock, resume, worker: null, calls: null, request: null, outcome: null, crash: null, failure: null, terminated: false, terminating: false, stepMs: [], warmUp: null, exited, markExited };
     this.live.set(runId, live);
     return live;
   }
@@ -552,7 +580,16 @@ export class RunManager {
         this.log(`run ${live.runId}: ${m.line}`);
         this.logEmitter.fire({ runId: live.runId, line: m.line });
         return;
+      case 'warmUp': {
+        const { kind: _, ...p } = m;
+        // Another model's warm-up starts a new curve.
+        const before = live.warmUp?.modelId === p.modelId ? live.warmUp.points : [];
+        live.warmUp = { ...p, points: thinPoints([...before, ...p.points]) };
+        this.warmUpEmitter.fire({ runId: live.runId, ...p });
+        return;
+      }
       case 'progress': {
+        live.warmUp = null;
         if (m.step > 0) live.stepMs.push(m.stepMs);
         const recent = live.stepMs.slice(-ETA_WINDOW);
         const etaMs = recent.length === 0 ? null : (recent.reduce((a, b) => a + b, 0) / recent.length) * Math.max(0, m.steps - m.step);

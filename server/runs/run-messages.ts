@@ -6,10 +6,11 @@
  *
  * The worker's start parameters travel as `workerData` (so nothing has to keep the worker alive
  * while it waits for them); afterwards the main thread only asks it to stop, at the next step
- * boundary or (shutdown) at once, and the worker reports log lines, one progress message per
- * committed step, and how training ended.
+ * boundary or (shutdown) at once, and the worker reports log lines, the warm-up's progress, one
+ * progress message per committed step, and how training ended.
  */
 import { z } from 'zod';
+import { warmUpProgressSchema } from '../protocol/methods.ts';
 import { idSchema, metricSchema, stepTimingsSchema } from '../protocol/trajectory.ts';
 
 /** `workerData` of a run worker (beside `entry`, which the TypeScript boot file consumes). */
@@ -46,8 +47,10 @@ export const fromRunWorkerSchema = z.discriminatedUnion('kind', [
     metrics: z.array(metricSchema),
     timingsMs: stepTimingsSchema,
   }),
-  /** Training returned: every step trained, or stopped at a boundary as asked. The worker exits next. */
-  z.object({ kind: z.literal('finished'), lastStep: z.int().nonnegative(), stopped: z.boolean() }),
+  /** The warm-up before step 0 moved on (the protocol's `run/didWarmUp`, less the run id). */
+  warmUpProgressSchema.extend({ kind: z.literal('warmUp') }),
+  /** Training returned: every step trained, or stopped at a boundary as asked (lastStep null: in the warm-up). The worker exits next. */
+  z.object({ kind: z.literal('finished'), lastStep: z.int().nonnegative().nullable(), stopped: z.boolean() }),
   /** Aborted as asked: the step in flight is abandoned, the engine closed; the worker exits next. */
   z.object({ kind: z.literal('aborted') }),
   /** Training threw; the worker exits next. */

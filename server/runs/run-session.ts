@@ -4,16 +4,14 @@
  * continue, and the trainer call itself. Each caller decides the states around these steps and
  * how to report progress; the rules live here once.
  */
-import { readFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { RunLock } from './run-lock.ts';
 import { createRunFolder, loadRunExperiment, setRunFolderSteps, type RunFolder } from './run-folder.ts';
-import { jsonSyntaxProblem } from '../models/json-file.ts';
 import { ConfigError, type ConfigIssue } from '../protocol/config-errors.ts';
 import { parseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
 import type { RunSummary } from '../protocol/trajectory.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
-import { resolveExperiment } from '../rl/resolve-experiment.ts';
+import { parseConfigText, readConfigText, resolveExperiment } from '../rl/resolve-experiment.ts';
 import { readCheckpointState, removeOrphanTemporaries, resumeDir } from '../rl/run-checkpoint.ts';
 import { train, type TrainOptions, type TrainSummary } from '../rl/trainer.ts';
 import type { Engine } from '../runtime/engine.ts';
@@ -51,22 +49,9 @@ export interface LoadConfigOptions {
 export async function loadConfigFile(path: string, o: LoadConfigOptions = {}): Promise<LoadedConfig> {
   let source = resolve(path);
   let text: string;
-  if (o.paths) {
-    ({ path: source, text } = await o.paths.readTextFile(path, 'configPath'));
-  } else {
-    try {
-      text = await readFile(source, 'utf8');
-    } catch (e) {
-      throw new Error(`cannot read experiment config ${source}: ${e instanceof Error ? e.message : String(e)}`);
-    }
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new ConfigError(source, [{ path: [], message: jsonSyntaxProblem(text, e) }]);
-  }
-  const config = parseExperimentConfig(json, source);
+  if (o.paths) ({ path: source, text } = await o.paths.readTextFile(path, 'configPath'));
+  else text = await readConfigText(source);
+  const { config, json } = parseConfigText(text, source);
   if (o.paths) await confineConfigPaths(config, source, source, o.paths);
   return { config, experiment: await resolveExperiment(config, source), text, json, source };
 }

@@ -87,6 +87,7 @@ async function main(): Promise<void> {
     {
       shouldStop: () => stopRequested,
       log,
+      onWarmUp: (p) => post({ kind: 'warmUp', ...p }),
       onCommit: (c) => post({ kind: 'progress', step: c.step, steps: c.steps, stepMs: c.ms, metrics: [...c.metrics], timingsMs: { ...c.timingsMs } }),
     },
   );

@@ -26,7 +26,7 @@ export interface TestClient {
   close(): Promise<void>;
 }
 
-const watched: ServerNotificationMethod[] = ['run/didChangeState', 'run/didProgress', 'run/didLog', 'textDocument/publishDiagnostics', '$/progress'];
+const watched: ServerNotificationMethod[] = ['run/didChangeState', 'run/didProgress', 'run/didWarmUp', 'run/didLog', 'textDocument/publishDiagnostics', '$/progress'];
 
 /** Opens a socket with the given headers; resolves once open (rejects with the HTTP status on refusal). */
 export function openSocket(url: string, headers: Record<string, string>): Promise<WebSocket> {
