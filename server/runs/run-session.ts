@@ -213,7 +213,7 @@ export function recordFailure(store: RunStore, runId: string, e: unknown, warn: 
  */
 export function trainRun(
   s: { readonly store: RunStore; readonly folder: RunFolder; readonly experiment: ResolvedExperiment; readonly resume: boolean; readonly engine?: Engine },
-  hooks: Pick<TrainOptions, 'shouldStop' | 'log' | 'onStep' | 'onCommit'>,
+  hooks: Pick<TrainOptions, 'shouldStop' | 'log' | 'onStep' | 'onCommit' | 'onWarmUp'>,
 ): Promise<TrainSummary> {
   return train({
     experiment: s.experiment,
