@@ -105,7 +105,7 @@ describe('diagnostics: schema and cross-field rules', () => {
     const text = edit(team, '"name": "plan-path",', '');
     const d = only(text);
     assert.deepEqual(at(text, d), { line: lineOf(text, '"env"'), covered: '"env"' });
-    assert.equal(d.message, 'missing required property "name" in env: expected one of "plan-path", "sudoku", "sokoban", "tic-tac-toe", "math", "code"');
+    assert.equal(d.message, 'missing required property "name" in env: expected one of "plan-path", "sudoku", "sokoban", "tic-tac-toe", "math", "code", "hanabi"');
   });
 
   test('a missing top-level field, on the opening brace', () => {
