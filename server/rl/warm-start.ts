@@ -23,6 +23,7 @@ import { CharTokenizer } from '../models/tokenizer.ts';
 import type { TrainSequence } from '../models/train-batch.ts';
 import type { Engine } from '../runtime/engine.ts';
 import type { WarmUpPoint, WarmUpProgress } from '../protocol/methods.ts';
+import { warmStartSchema, type ExperimentConfig } from '../protocol/experiment-config.ts';
 import { readWarmUpCheckpoint, removeWarmUpCheckpoint, saveWarmUpCheckpoint } from './run-checkpoint.ts';
 
 /**
@@ -42,20 +43,14 @@ const DEMO_SEED_OFFSET = 500_000_000;
 /** DAgger episodes' seeds: apart from the demonstrations' and from the RL steps'. */
 const DAGGER_SEED_OFFSET = 700_000_000;
 
-export interface WarmStartBudget {
-  readonly demonstrations: number;
-  readonly steps: number;
-  readonly batchSize: number;
-  readonly lr: number;
-  /**
-   * DAgger rounds: the supervised steps are split into `rounds + 1` equal phases, and after each
-   * phase but the last the current model plays `episodes` training episodes greedily; every state
-   * it reaches is labelled with the solver's answer and joins the demonstrations. 0 disables.
-   */
-  readonly dagger?: { readonly rounds: number; readonly episodes: number };
-  /** How a team's demonstrations vary the tool's proposal; `defaultProposalNoise` when absent. */
+/**
+ * What a warm start takes of the config's `warmStart` (fields documented there); callers outside
+ * a run (tests, benches) may leave out DAgger (none) and the proposal noise (`defaultProposalNoise`).
+ */
+export type WarmStartBudget = Readonly<Pick<WarmStartConfig, 'demonstrations' | 'steps' | 'batchSize' | 'lr'>> & {
+  readonly dagger?: Readonly<WarmStartConfig['dagger']>;
   readonly proposals?: ProposalNoise;
-}
+};
 
 /**
  * In a team, one in `flawedEvery` demonstration episodes (offset from the botched ones) starts
@@ -70,12 +65,12 @@ export interface WarmStartBudget {
  * nothing readable instead ("tool: no valid proposal"), so the planner also learns to solve from
  * the state alone. 0 turns either off.
  */
-export interface ProposalNoise {
-  readonly flawedEvery: number;
-  readonly missingEvery: number;
-}
+export type ProposalNoise = Readonly<WarmStartConfig['proposals']>;
 
-export const defaultProposalNoise: ProposalNoise = { flawedEvery: 3, missingEvery: 0 };
+/** The config's defaults (`warmStart.proposals` left out). */
+export const defaultProposalNoise: ProposalNoise = warmStartSchema.parse({}).proposals;
+
+type WarmStartConfig = ExperimentConfig['warmStart'];
 
 export interface WarmStartJob {
   readonly modelId: string;
