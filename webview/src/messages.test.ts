@@ -29,6 +29,8 @@ test('host → dashboard messages parse', () => {
     { type: 'init', runId: 'r1', run: null, steps: null, series: [] },
     { type: 'series', series: [{ name: 'kl/approx', policyId: 'p', points: [] }] },
     { type: 'progress', step: 4, steps: 200, stepMs: 812, etaMs: null, metrics: [{ name: 'entropy', value: 1.2, policyId: 'p' }] },
+    { type: 'warmUp', modelId: 'base', model: 1, models: 1, stage: 'training', step: 12, steps: 300, loss: 1.5, etaMs: 40_000, checkpointStep: null, points: [{ step: 12, loss: 1.5 }] },
+    { type: 'init', runId: 'r1', run, steps: 2, series: [], warmUp: { modelId: 'base', model: 1, models: 1, stage: 'demonstrations', step: 0, steps: 300, loss: null, etaMs: null, checkpointStep: null, points: [] } },
     { type: 'state', run: { ...run, state: 'failed', error: 'out of memory' } },
     { type: 'connection', connected: false },
     { type: 'error', message: 'run not found' },
@@ -44,6 +46,8 @@ test('bad host → dashboard messages are refused with what was wrong', () => {
   assert.ok(!nan.ok);
   assert.match(nan.error, /message "progress"/);
   assert.match(nan.error, /metrics\[0\]\.value|metrics.*value/);
+  const badStage = parseMessage(hostToDashboardSchema, { type: 'warmUp', modelId: 'base', model: 1, models: 1, stage: 'cooling', step: 1, steps: 3, loss: 1, etaMs: null, checkpointStep: null, points: [] }, 'host → dashboard');
+  assert.ok(!badStage.ok && /message "warmUp"/.test(badStage.error) && /stage/.test(badStage.error));
   const unknown = parseMessage(hostToDashboardSchema, { type: 'explode' }, 'host → dashboard');
   assert.ok(!unknown.ok && /message "explode"/.test(unknown.error));
   const noType = parseMessage(hostToDashboardSchema, 'hello', 'host → dashboard');

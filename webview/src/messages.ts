@@ -11,7 +11,7 @@
  * here too: the host parses them when it restores a panel.
  */
 import { z } from 'zod';
-import { metricSeriesSchema, runDidProgressSchema } from '../../server/protocol/methods.ts';
+import { metricSeriesSchema, runDidProgressSchema, warmUpProgressSchema } from '../../server/protocol/methods.ts';
 import { idSchema, runSummarySchema, trajectoryDetailSchema, trajectoryPhaseSchema, trajectorySummarySchema } from '../../server/protocol/trajectory.ts';
 
 const message = <T extends string, S extends z.ZodRawShape>(type: T, shape: S) => z.object({ type: z.literal(type), ...shape }).strict();
@@ -46,7 +46,11 @@ export const hostToDashboardSchema = z.discriminatedUnion('type', [
     /** The step the run trains to, when known before the first progress. */
     steps: z.int().positive().nullable(),
     series: z.array(metricSeriesSchema),
+    /** Where the warm-up stands, with its loss curve so far, while the run warms up (`run/get`); null otherwise. */
+    warmUp: warmUpProgressSchema.nullable().default(null),
   }),
+  /** The warm-up moved on (the server's `run/didWarmUp`, minus the run id): its points are the new ones. */
+  warmUpProgressSchema.extend({ type: z.literal('warmUp') }).strict(),
   /** More points (a gap filled after a reconnect, or the answer to `requestSeries`); merged by step. */
   message('series', { series: z.array(metricSeriesSchema) }),
   /** One committed step with every metric of it (the server's `run/didProgress`, minus the run id). */

@@ -1,6 +1,7 @@
 /**
- * The dashboard panel of one run: loads the run's metric history (`metrics/query`) when the
- * webview says `ready`, then forwards the run's `run/didProgress` and `run/didChangeState`. One
+ * The dashboard panel of one run: loads the run's metric history (`metrics/query`) and, while it
+ * warms up, its warm-up so far (`run/get`) when the webview says `ready`, then forwards the run's
+ * `run/didWarmUp`, `run/didProgress` and `run/didChangeState`. One
  * panel per run (showing it again reveals it). After a reconnection the notifications are
  * subscribed on the new client and the steps committed meanwhile are fetched; a webview that
  * notices a step gap asks for it (`requestSeries`). Panels come back after a reload through the
@@ -17,7 +18,7 @@ import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, webv
 /** The webview panel type; `contributes`/activation (`onWebviewPanel:troupe.dashboard`) must name it. */
 export const DASHBOARD_VIEW_TYPE = 'troupe.dashboard';
 
-type Progress = Extract<HostToDashboard, { type: 'progress' }>;
+type Progress = Extract<HostToDashboard, { type: 'progress' | 'warmUp' }>;
 
 export class DashboardPanel {
   static readonly #open = new Map<string, DashboardPanel>();
@@ -49,7 +50,7 @@ export class DashboardPanel {
   #notifications: RpcDisposable[] = [];
   /** Highest step sent to the webview; -1 before any. */
   #lastStep = -1;
-  /** Progress that arrived while the history was loading: sent after it. */
+  /** Progress (steps and warm-up) that arrived while the history was loading: sent after it. */
   #pending: Progress[] | null = null;
   /** Increases with every history load, so a slow one cannot overwrite a newer one. */
   #loadGeneration = 0;
@@ -101,6 +102,12 @@ export class DashboardPanel {
         const { runId: _, ...rest } = p;
         this.#onProgress({ type: 'progress', ...rest });
       }),
+      client.onNotification('run/didWarmUp', (w) => {
+        if (w.runId !== this.runId) return;
+        const { runId: _, ...rest } = w;
+        // Points both run/get and a report hold are merged by step.
+        this.#onProgress({ type: 'warmUp', ...rest });
+      }),
       client.onNotification('run/didChangeState', (s) => {
         if (s.runId !== this.runId) return;
         this.#setTitle(s.run);
@@ -119,7 +126,7 @@ export class DashboardPanel {
       this.#pending.push(p);
       return;
     }
-    this.#lastStep = Math.max(this.#lastStep, p.step);
+    if (p.type === 'progress') this.#lastStep = Math.max(this.#lastStep, p.step);
     this.#post(p);
   }
 
@@ -131,6 +138,7 @@ export class DashboardPanel {
     let run: RunSummary | null = null;
     let steps: number | null = null;
     let series: RequestResult<'metrics/query'>['series'] = [];
+    let warmUp: RequestResult<'run/get'>['warmUp'] | null = null;
     let failure: string | null = null;
     if (client) {
       const [got, metrics] = await Promise.allSettled([client.request('run/get', { runId: this.runId }), client.request('metrics/query', { runId: this.runId })]);
@@ -138,6 +146,7 @@ export class DashboardPanel {
         // The summary only: the config stays on this side.
         run = runSummarySchema.parse(got.value.run);
         steps = run.targetSteps ?? targetSteps(got.value.run.config);
+        warmUp = got.value.warmUp ?? null;
       } else failure = errorText(got.reason);
       if (metrics.status === 'fulfilled') series = metrics.value.series;
       else failure = errorText(metrics.reason);
@@ -147,7 +156,7 @@ export class DashboardPanel {
     this.#pending = null;
     this.#lastStep = series.reduce((m, s) => Math.max(m, s.points.at(-1)?.step ?? -1), -1);
     if (run) this.#setTitle(run);
-    this.#post({ type: 'init', runId: this.runId, run, steps, series });
+    this.#post({ type: 'init', runId: this.runId, run, steps, series, warmUp });
     this.#post({ type: 'connection', connected: client !== undefined });
     if (failure !== null) this.#post({ type: 'error', message: `Could not load run ${this.runId}: ${failure}` });
     for (const p of pending) this.#onProgress(p);

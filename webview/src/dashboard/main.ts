@@ -1,6 +1,7 @@
 /**
  * The dashboard webview: live charts of one run. The host sends the run's history (`init`), then
- * every committed step (`progress`); points go into the SeriesStore at once and the charts redraw
+ * the warm-up's progress (`warmUp`: a progress bar, a status line and its loss curve, until step 0
+ * is committed) and every committed step (`progress`); points go into the SeriesStore at once and the charts redraw
  * at most once per animation frame, whatever the message rate. The webview state keeps the run id
  * and the hidden charts (not the data: the host resends it on `ready`), so the panel survives being
  * hidden and VS Code reloading.
@@ -10,10 +11,12 @@ import './dashboard.css';
 import type { RunSummary } from '../../../server/protocol/trajectory.ts';
 import { h, openHostChannel } from '../host-channel.ts';
 import { dashboardStateSchema, hostToDashboardSchema, type DashboardState, type DashboardToHost, type HostToDashboard } from '../messages.ts';
+import type { WarmUpProgress } from '../../../server/protocol/methods.ts';
 import { describeBest, describeTest, OutcomeSeries, runEnding, secondsPerStep } from '../run-outcome.ts';
 import { ChartView } from './chart-view.ts';
 import { SeriesStore } from './series-store.ts';
 import { readTheme, watchTheme } from './theme.ts';
+import { describeWarmUp, warmUpChartSpecs, warmUpDone, warmUpSeries } from './warm-up.ts';
 
 const title = h('h1', { text: 'Troupe dashboard' });
 const badge = h('span', { class: 'badge', attrs: { 'aria-label': 'run state' } });
@@ -25,9 +28,17 @@ banner.hidden = true;
 const toggles = h('div', { class: 'toggles', attrs: { role: 'group', 'aria-label': 'Hidden charts' } });
 const grid = h('main', { class: 'grid' });
 const empty = h('p', { class: 'muted empty', text: 'Waiting for the first committed step…' });
-document.body.append(h('header', { class: 'bar' }, title, badge, progressText, outcomeText), banner, toggles, empty, grid);
+/** The warm-up before step 0: how far it is and what it does (its loss curve is a chart card in the grid). */
+const warmUpBar = h('progress', { attrs: { max: '1', value: '0', 'aria-label': 'warm-up progress' } });
+const warmUpStatus = h('span', { class: 'muted' });
+const warmUpBox = h('section', { class: 'warmup', attrs: { 'aria-label': 'Warm-up' } }, h('strong', { text: 'Warm-up' }), warmUpBar, warmUpStatus);
+warmUpBox.hidden = true;
+document.body.append(h('header', { class: 'bar' }, title, badge, progressText, outcomeText), banner, toggles, warmUpBox, empty, grid);
 
 let store = new SeriesStore();
+/** The warm-up's latest progress until step 0 is committed, and its loss curve. */
+let warmUp: WarmUpProgress | null = null;
+let warmUpStore = new SeriesStore(warmUpChartSpecs);
 let outcome = new OutcomeSeries();
 let theme = readTheme();
 const views = new Map<string, ChartView>();
@@ -71,6 +82,9 @@ function onMessage(m: HostToDashboard): void {
       stale.clear();
       offscreen.clear();
       store = new SeriesStore();
+      warmUpStore = new SeriesStore(warmUpChartSpecs);
+      warmUp = m.warmUp;
+      if (warmUp) warmUpStore.addSeries([warmUpSeries(warmUp)]);
       outcome = new OutcomeSeries().addSeries(m.series);
       requestedFrom = -1;
       lastProgress = null;
@@ -85,7 +99,15 @@ function onMessage(m: HostToDashboard): void {
       store.addSeries(m.series);
       outcome.addSeries(m.series);
       break;
+    case 'warmUp': {
+      const { type: _, ...p } = m;
+      warmUp = p;
+      warmUpStore.addSeries([warmUpSeries(p)]);
+      break;
+    }
     case 'progress': {
+      // Step 0 is committed: the warm-up is over, and its curve (kept in no store) goes with it.
+      if (warmUp) endWarmUp();
       steps = m.steps;
       lastProgress = { step: m.step, stepMs: m.stepMs, etaMs: m.etaMs };
       const gap = store.addProgress(m.step, m.metrics);
@@ -128,6 +150,7 @@ function render(): void {
   lastRender = performance.now();
   renderHeader();
   const hidden = new Set(state?.hiddenCharts ?? []);
+  renderWarmUp(hidden);
   const dirty = new Set(store.takeDirty());
   let previous: Element | null = null;
   for (const chart of store.charts()) {
@@ -151,8 +174,46 @@ function render(): void {
     if (!isHidden && !offscreen.has(chart.spec.id)) view.update();
     else stale.add(chart.spec.id);
   }
-  empty.hidden = views.size > 0;
+  // While the warm-up trains its box says what happens; once it is done, step 0's validation runs.
+  const done = warmUp !== null && warmUpDone(warmUp);
+  empty.textContent = done ? 'Warm-up done: validating the warm-started team (step 0)…' : 'Waiting for the first committed step…';
+  empty.hidden = store.charts().length > 0 || (warmUp !== null && !done);
   renderToggles(hidden);
+}
+
+/** The warm-up's box (progress bar and status line) and its loss chart, first in the grid. */
+function renderWarmUp(hidden: ReadonlySet<string>): void {
+  warmUpBox.hidden = warmUp === null;
+  if (warmUp) {
+    warmUpBar.max = warmUp.steps;
+    warmUpBar.value = warmUp.step;
+    const training = run === null || run.state === 'running' || run.state === 'stopping';
+    warmUpStatus.textContent = describeWarmUp(warmUp, { training, duration: formatDuration });
+  }
+  const dirty = new Set(warmUpStore.takeDirty());
+  for (const chart of warmUpStore.charts()) {
+    let view = views.get(chart.spec.id);
+    if (!view) {
+      view = new ChartView(chart, theme, hideChart);
+      views.set(chart.spec.id, view);
+      grid.prepend(view.card);
+      dirty.add(chart);
+    }
+    view.card.hidden = hidden.has(chart.spec.id);
+    if (!dirty.has(chart)) continue;
+    if (!view.card.hidden) view.update();
+    else stale.add(chart.spec.id);
+  }
+}
+
+function endWarmUp(): void {
+  warmUp = null;
+  for (const chart of warmUpStore.charts()) {
+    views.get(chart.spec.id)?.destroy();
+    views.delete(chart.spec.id);
+    stale.delete(chart.spec.id);
+  }
+  warmUpStore = new SeriesStore(warmUpChartSpecs);
 }
 
 function renderHeader(): void {
