@@ -78,6 +78,22 @@ test('the status bar shows the active run like the issue describes it', () => {
   assert.equal(statusBarText(view({ step: null, success: null })), '$(sync~spin) Troupe: flagship warming up');
 });
 
+test('a run in its warm-up says how far it is, in the view, the status bar, the tooltip and when it ends there', () => {
+  const warmUp = { modelId: 'base', model: 1, models: 1, stage: 'training' as const, step: 45, steps: 300, loss: 1.23456, etaMs: 90_000, checkpointStep: 30 };
+  const warming = view({ step: null, success: null, warmUp }, { lastCommittedStep: null });
+  assert.equal(describeRun(warming), 'running · warm-up 45/300');
+  assert.equal(statusBarText(warming), '$(sync~spin) Troupe: flagship warm-up 45/300');
+  assert.match(runTooltip(warming), /\nWarm-up: step 45 of 300 · loss 1\.2346 · about 1 min 30 s left · checkpointed at step 30\n/);
+  assert.equal(describeRun(view({ step: null, success: null, warmUp: { ...warmUp, modelId: 'tool', model: 2, models: 2 } })), "running · warm-up of 'tool' (2/2) 45/300");
+  // Paused in the warm-up: where it stands, no time left.
+  const paused = view({ step: null, success: null, warmUp }, { state: 'paused', lastCommittedStep: null });
+  assert.equal(describeRun(paused), 'paused · warm-up 45/300');
+  assert.doesNotMatch(runTooltip(paused), /left/);
+  assert.equal(runEndedMessage(view({ step: null, success: null, warmUp }, { state: 'done', lastCommittedStep: null })), 'Troupe: "flagship" stopped in the warm-up (step 45 of 300).');
+  // Once step 0 is committed the steps speak.
+  assert.equal(describeRun(view({ step: 0, success: null, warmUp })), 'running · step 0/60');
+});
+
 test('the tooltip has the facts, one per line, with the start as a clock time', () => {
   const start = new Date(2026, 10, 27, 15, 52, 7).getTime();
   const t = runTooltip(view({}, { error: 'boom', createdAt: start }), start + 61_000);

@@ -55,6 +55,13 @@ export function formatStep(step: number | null, steps: number | null): string | 
   return steps === null ? `step ${step}` : `step ${step}/${steps}`;
 }
 
+/** `warm-up 45/300` (of several models: `warm-up of 'tool' (2/2) 45/300`), or null when no warm-up is known or step 0 is committed. */
+export function formatWarmUp(v: Pick<RunView, 'step' | 'warmUp'>): string | null {
+  const w = v.warmUp;
+  if (!w || v.step !== null) return null;
+  return `warm-up${w.models > 1 ? ` of '${w.modelId}' (${w.model}/${w.models})` : ''} ${w.step}/${w.steps}`;
+}
+
 /** How a run ended (finished, stopped before its last step, failed), or null while it may still train. */
 export function runEnding(v: Pick<RunView, 'summary' | 'step' | 'steps'>): RunEnding | null {
   return endingOf(v.summary.state, v.step, v.steps);
@@ -78,6 +85,7 @@ export function describeRun(v: RunView): string {
   const parts: string[] = [stateWord(v)];
   const step = formatStep(v.step, v.steps);
   if (step !== null) parts.push(step);
+  else if (formatWarmUp(v) !== null) parts.push(formatWarmUp(v)!);
   else if (v.summary.state === 'running') parts.push('warming up');
   const outcome = runEnding(v) === null ? null : shortOutcome(v.outcome);
   if (outcome !== null) parts.push(outcome);
@@ -92,7 +100,7 @@ export function describeRun(v: RunView): string {
  */
 export function runEndedMessage(v: RunView): string {
   const ending = runEnding(v) ?? v.summary.state;
-  const at = v.step === null ? 'before step 0' : ending === 'stopped' && v.steps !== null ? `at step ${v.step} of ${v.steps}` : `at step ${v.step}`;
+  const at = v.step === null ? (v.warmUp ? `in the warm-up (step ${v.warmUp.step} of ${v.warmUp.steps})` : 'before step 0') : ending === 'stopped' && v.steps !== null ? `at step ${v.step} of ${v.steps}` : `at step ${v.step}`;
   const outcome = describeOutcome(v.outcome);
   const detail = ending === 'failed' ? (v.summary.error ?? '') : outcome;
   return `Troupe: "${v.summary.name}" ${ending} ${at}${detail === '' ? '.' : `: ${detail}`}`;
@@ -100,7 +108,7 @@ export function runEndedMessage(v: RunView): string {
 
 /** The status bar text for the active run: `$(sync~spin) Troupe: flagship step 12/60 · val 78%`. */
 export function statusBarText(v: RunView): string {
-  const parts = [formatStep(v.step, v.steps) ?? (v.summary.state === 'running' ? 'warming up' : v.summary.state)];
+  const parts = [formatStep(v.step, v.steps) ?? formatWarmUp(v) ?? (v.summary.state === 'running' ? 'warming up' : v.summary.state)];
   if (v.success) parts.push(formatSuccess(v.success));
   const paused = v.summary.state === 'paused' || v.summary.state === 'queued' ? ` (${v.summary.state})` : '';
   return `$(${runStateIcons[v.summary.state]}) Troupe: ${v.summary.name} ${parts.join(' · ')}${paused}`;
@@ -115,6 +123,17 @@ export function runTooltip(v: RunView, now = Date.now()): string {
   const lines = [`${v.summary.name} (${v.summary.id})`, `State: ${stateWord(v)}`];
   const step = formatStep(v.step, v.steps);
   if (step !== null) lines.push(`Progress: ${step}`);
+  const w = v.step === null ? v.warmUp : undefined;
+  if (w) {
+    const live = v.summary.state === 'running' || v.summary.state === 'stopping';
+    const facts = [
+      `step ${w.step} of ${w.steps}${w.models > 1 ? ` of model '${w.modelId}' (${w.model} of ${w.models})` : ''}`,
+      ...(w.loss !== null ? [`loss ${w.loss.toFixed(4)}`] : []),
+      ...(live && w.etaMs !== null && w.step < w.steps ? [`about ${formatDuration(w.etaMs)} left`] : []),
+      ...(w.checkpointStep !== null ? [`checkpointed at step ${w.checkpointStep}`] : []),
+    ];
+    lines.push(`Warm-up: ${facts.join(' · ')}`);
+  }
   if (v.success) lines.push(`Success: ${formatSuccess(v.success)} at step ${v.success.step}`);
   const outcome = describeOutcome(v.outcome);
   if (outcome !== '') lines.push(`Result: ${outcome}`);

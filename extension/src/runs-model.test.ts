@@ -174,3 +174,20 @@ test('a run that ends while followed is announced once, with its outcome; runs l
   await model.refresh();
   assert.equal(ended.length, 1);
 });
+
+test("a run's warm-up: read with the run, kept live by run/didWarmUp, gone once step 0 is committed", async () => {
+  const warmUp = { modelId: 'base', model: 1, models: 1, stage: 'training', step: 12, steps: 300, loss: 2.5, etaMs: 60_000, checkpointStep: null };
+  const server = fakeServer({
+    'runs/list': () => ({ runs: [run('r1', { state: 'running' })] }),
+    'run/get': (p) => ({ run: { ...run(String(p['runId']), { state: 'running' }), config }, warmUp: { ...warmUp, points: [{ step: 12, loss: 2.5 }] } }),
+    'metrics/query': () => ({ series: [] }),
+  });
+  const model = new RunsModel();
+  await model.setClient(server.client);
+  assert.deepEqual(model.get('r1')!.warmUp, warmUp, 'a window opened mid-warm-up reads it with the run (without its curve)');
+  server.notify('run/didWarmUp', { runId: 'r1', ...warmUp, step: 30, checkpointStep: 30, points: [{ step: 30, loss: 2 }] });
+  assert.deepEqual(model.get('r1')!.warmUp, { ...warmUp, step: 30, checkpointStep: 30 });
+  server.notify('run/didProgress', { runId: 'r1', step: 0, steps: 40, stepMs: 900, etaMs: null, metrics: [] });
+  assert.equal(model.get('r1')!.warmUp, undefined);
+  assert.equal(model.get('r1')!.step, 0);
+});

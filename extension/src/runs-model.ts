@@ -5,6 +5,7 @@
  * against a real RpcClient fed by a fake server.
  */
 import { safeParseExperimentConfig } from '../../server/protocol/experiment-config.ts';
+import type { WarmUpProgress } from '../../server/protocol/methods.ts';
 import type { Disposable, RpcClient } from '../../server/protocol/rpc-client.ts';
 import type { Metric, RunState, RunSummary } from '../../server/protocol/trajectory.ts';
 import { OutcomeSeries, outcomeMetricNames, type RunOutcome } from '../../webview/src/run-outcome.ts';
@@ -34,7 +35,12 @@ export interface RunView {
   readonly agents: readonly string[];
   /** What the run came to so far (test before → after, best validated step, mean step time). */
   readonly outcome: RunOutcome;
+  /** Where its warm-up stands (`run/didWarmUp`, `run/get`), until step 0 is committed; absent when not known. */
+  readonly warmUp?: RunWarmUp | undefined;
 }
+
+/** A run's warm-up as the Runs view tells it: the protocol's progress less its loss points. */
+export type RunWarmUp = Omit<WarmUpProgress, 'points'>;
 
 /** Metric names the success rate is read from, validation first. */
 export const successMetricNames = { val: 'val/success', train: 'train/success' } as const;
@@ -73,6 +79,11 @@ export function pickActiveRun(runs: Iterable<RunView>): RunView | undefined {
 }
 
 const emptyOutcome: RunOutcome = new OutcomeSeries().outcome();
+
+function withoutPoints(p: WarmUpProgress): RunWarmUp {
+  const { points: _, ...rest } = p;
+  return rest;
+}
 
 function newView(summary: RunSummary): RunView {
   return { summary, step: summary.lastCommittedStep, steps: summary.targetSteps, success: null, etaMs: null, agents: [], outcome: emptyOutcome };
@@ -122,6 +133,13 @@ export class RunsModel {
     }
     this.subscriptions.push(
       client.onNotification('run/didChangeState', (p) => this.upsert(p.run)),
+      client.onNotification('run/didWarmUp', (p) => {
+        const v = this.views.get(p.runId);
+        if (!v) return;
+        const { runId: _, points: __, ...warmUp } = p;
+        this.views.set(p.runId, { ...v, warmUp });
+        this.fire(p.runId);
+      }),
       client.onNotification('run/didProgress', (p) => {
         const v = this.views.get(p.runId);
         if (!v) return;
@@ -134,6 +152,7 @@ export class RunsModel {
           etaMs: p.etaMs,
           success: mergeSuccess(v.success, p.metrics, p.step),
           outcome,
+          warmUp: undefined,
         });
         this.fire(p.runId);
       }),
@@ -273,6 +292,7 @@ export class RunsModel {
         agents: config.success ? Object.keys(config.config.router) : v.agents,
         success,
         outcome,
+        ...(record.warmUp ? { warmUp: withoutPoints(record.warmUp) } : {}),
       });
       this.fire(runId);
     } catch (e) {
