@@ -8,6 +8,7 @@ import { validationSeed } from '../envs/seed-ranges.ts';
 import { evaluateAgainst, minimaxPlayer, randomPlayer, type MatchResult, type TextPolicy } from '../envs/tic-tac-toe-players.ts';
 import type { AlgorithmConfig } from '../protocol/experiment-config.ts';
 import type { ResolvedExperiment } from './experiment.ts';
+import { evaluateWithPartners, type PartnerEvaluation } from './partner-evaluation.ts';
 import { rollout, type RolloutContext, type RolloutOptions, type Trajectory } from './rollout.ts';
 
 /** Validation index where the test seeds start (defined with the seed ranges). */
@@ -65,6 +66,10 @@ export interface Evaluation {
    * side in turn, `episodes` games per opponent, greedy.
    */
   readonly opponents?: { readonly random: MatchResult; readonly minimax: MatchResult };
+  /** Scored games (Hanabi): the mean final score in self-play. */
+  readonly score?: number;
+  /** Scored games: the policy with the scripted partner, and the scripted team alone (`partner-evaluation.ts`). */
+  readonly partners?: PartnerEvaluation;
 }
 
 /** A text policy that answers with the routed policy's greedy response. */
@@ -116,8 +121,11 @@ export async function evaluate(make: (seed: number) => Environment, ctx: Rollout
     const match = { games: o.episodes, side: 'both' as const, seed: seeds[0]! };
     opponents = { random: await evaluateAgainst(policy, randomPlayer, match), minimax: await evaluateAgainst(policy, minimaxPlayer, match) };
   }
+  const scores = trajectories.flatMap((t) => (t.score === undefined ? [] : [t.score]));
+  const scored = scores.length > 0 ? { score: scores.reduce((a, b) => a + b, 0) / scores.length, partners: await evaluateWithPartners(make, seeds, ctx, o) } : {};
   return {
     ...(opponents ? { opponents } : {}),
+    ...scored,
     success: success / n,
     meanReward: reward / n,
     meanTeamReturn: team / n,

@@ -81,6 +81,8 @@ export interface Trajectory {
   readonly teamReturn: number;
   /** Sum of local rewards of the kept acts, per agent. */
   readonly localReturns: Record<string, number>;
+  /** The game's final score, for environments that keep one (`Environment.score`: Hanabi). */
+  readonly score?: number;
   /** All samples of this trajectory (every branch), in acting order. */
   readonly samples: Sample[];
 }
@@ -294,7 +296,8 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
       const ret = kept.reduce((a, s) => a + s.reward, 0);
       for (const s of l.traj.samples) s.score = ret;
     }
-    return { ...l.traj, success: l.env.success, turns: l.env.turn, teamReturn, localReturns };
+    const score = l.env.score;
+    return { ...l.traj, success: l.env.success, turns: l.env.turn, teamReturn, localReturns, ...(score === undefined ? {} : { score }) };
   });
   return { trajectories, samples: trajectories.flatMap((t) => t.samples), inferenceMs, envMs, programMs, programs: programCount, generatedTokens };
 }

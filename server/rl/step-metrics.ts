@@ -19,6 +19,8 @@ export function rolloutMetrics(r: RolloutResult): Metric[] {
   const n = r.trajectories.length;
   out.push({ name: 'train/success', value: n ? r.trajectories.filter((t) => t.success).length / n : 0 });
   out.push({ name: 'train/team_return', value: mean(r.trajectories.map((t) => t.teamReturn)) });
+  const scores = r.trajectories.flatMap((t) => (t.score === undefined ? [] : [t.score]));
+  if (scores.length > 0) out.push({ name: 'train/score', value: mean(scores) });
   const agents = [...new Set(r.samples.map((s) => s.agent))].sort();
   for (const agentId of agents) {
     const all = r.samples.filter((s) => s.agent === agentId);
@@ -90,7 +92,7 @@ export function validationMetrics(v: Evaluation): Metric[] {
     { name: 'val/reward', value: v.meanReward },
     { name: 'val/team_return', value: v.meanTeamReturn },
   ];
-  out.push(...opponentMetrics('val', v));
+  out.push(...opponentMetrics('val', v), ...scoreMetrics('val', v));
   for (const [agentId, a] of Object.entries(v.perAgent)) {
     out.push({ name: 'val/reward', value: a.meanReward, agentId }, { name: 'val/parse_fail_rate', value: a.parseFailureRate, agentId });
   }
@@ -108,7 +110,7 @@ export function bestMetric(best: { readonly validationSuccess: number }): Metric
 
 /** The test (held-out seeds apart from validation's), at step 0 and after the last step. */
 export function testMetrics(v: Evaluation): Metric[] {
-  return [{ name: 'test/success', value: v.success }, { name: 'test/reward', value: v.meanReward }, ...opponentMetrics('test', v)];
+  return [{ name: 'test/success', value: v.success }, { name: 'test/reward', value: v.meanReward }, ...opponentMetrics('test', v), ...scoreMetrics('test', v)];
 }
 
 /**
@@ -121,4 +123,17 @@ function opponentMetrics(phase: 'val' | 'test', v: Evaluation): Metric[] {
     { name: `${phase}/vs_${name}/win_rate`, value: m.winRate },
     { name: `${phase}/vs_${name}/non_loss_rate`, value: m.nonLossRate },
   ]);
+}
+
+/**
+ * A scored game's results (Hanabi): `<phase>/score` in self-play, `<phase>/with_bot/score` with
+ * the scripted partner in the other seats, `<phase>/bot_team/score` for the scripted team alone on
+ * the same seeds (the bar to reach).
+ */
+function scoreMetrics(phase: 'val' | 'test', v: Evaluation): Metric[] {
+  if (v.score === undefined) return [];
+  return [
+    { name: `${phase}/score`, value: v.score },
+    ...(v.partners ? [{ name: `${phase}/with_bot/score`, value: v.partners.withBot }, { name: `${phase}/bot_team/score`, value: v.partners.botTeam }] : []),
+  ];
 }

@@ -37,8 +37,8 @@
  *    rules refuse (`illegal`), +0.1 for a hint that lets its receiver know a colour or rank of a
  *    card it did not know (`informativeHint`), 0 for every other legal act.
  * `success`: the game ended by the rules (the deck ran out, or every firework is complete) with
- * fuses left; `score` is the game's score. The episode also ends after `maxTurns` rounds, which
- * legal play never reaches (only acts that pass can).
+ * fuses left; `score` is the game's score. The episode also ends after `maxTurns` rounds (option;
+ * by default the longest legal game, which only acts that pass can reach), with the score reached.
  */
 import { z } from 'zod';
 import { describeChar, trimAscii, type Parsed } from '../action-text.ts';
@@ -77,6 +77,8 @@ export const hanabiOptionsSchema = z
     fusePenalty: z.number().min(0).max(100).default(1).describe('Team reward lost for each misplayed card (a lost fuse), on top of the points.'),
     /** Score when the last fuse is lost: 'zero' (the Hanabi Learning Environment) or 'keep' the fireworks. */
     bombOut: z.enum(['zero', 'keep']).default('zero').describe("The score when the last fuse is lost: 'zero' (as the Hanabi Learning Environment scores it) or 'keep' the fireworks played."),
+    /** Rounds after which an episode ends with the score it has; default: the longest legal game. */
+    maxTurns: z.number().int().min(1).max(1000).optional().describe('Rounds (one act per player) after which the episode ends with the score reached, not a success. Default: the longest legal game, which only acts that pass (unreadable or illegal) can reach; set it lower to bound the cost of a policy that passes.'),
   })
   .strict()
   .refine((o) => fullDeck(o.colours).length > o.players * handSizeFor(o.players), {
@@ -148,7 +150,7 @@ export class HanabiEnvironment implements Environment {
     // Legal play cannot outlast this: every act plays, discards or hints, cards leave hands at most
     // once each, and every hint spends a token that only an initial token, a discard or a 5 gave.
     const cards = fullDeck(options.colours).length;
-    this.maxTurns = Math.ceil((2 * cards + HINT_TOKENS + options.colours) / options.players) + 1;
+    this.maxTurns = options.maxTurns ?? Math.ceil((2 * cards + HINT_TOKENS + options.colours) / options.players) + 1;
     this.#game = dealGame(this.rules, deck ?? shuffledDeck(options.colours, seed));
     this.#stats = emptyStats(this.agents);
   }

@@ -55,6 +55,11 @@ test('the deck has 10 cards a colour (1 1 1 2 2 3 3 4 4 5) and hands of 5 with 2
     assert.deepEqual(env.agents, Array.from({ length: players }, (_, i) => `p${i + 1}`));
   }
   assert.throws(() => hanabi.create(1, { colours: 1 }), /colours: too few colours/);
+  // maxTurns bounds an episode of acts that pass; the default is the longest legal game.
+  const capped = hanabi.create(1, { maxTurns: 3 });
+  while (!capped.done) capped.act(capped.currentAgent(), 'junk');
+  assert.deepEqual([capped.turn, capped.success, capped.stats['p1']!.parseErrors], [3, false, 3]);
+  assert.equal(hanabi.create(1).maxTurns, 37);
   assert.throws(() => hanabi.create(1, { players: 6 }), /players/);
 });
 

@@ -37,6 +37,8 @@ export const chartSpecs: readonly ChartSpec[] = [
   { id: 'reward-split', title: 'Team vs local reward', axis: 'reward', match: /^reward\/(team|local)$/ },
   { id: 'success', title: 'Success (train · validation)', axis: 'success (%)', match: /^(train\/success|val\/(best_)?success|curriculum\/candidate_success|val\/vs_[^/]+\/(win_rate|non_loss_rate))$/, unit: 'fraction' },
   { id: 'val-reward', title: 'Validation reward', axis: 'reward', match: /^val\/(reward|team_return)$/ },
+  // Scored games (Hanabi): self-play, with the scripted partner, and the scripted team's own score.
+  { id: 'score', title: 'Game score (train · validation)', axis: 'points', match: /^(train\/score|val\/(score|with_bot\/score|bot_team\/score))$/ },
   { id: 'advantage', title: 'Advantage spread (std within groups)', axis: 'std', match: /^(advantage\/std|reward\/std|advantage\/(mean|max|min))$/ },
   { id: 'kl', title: 'KL divergence', axis: 'KL (nats)', match: /^(kl\/.+|update\/(approx_)?kl.*|kl)$/ },
   { id: 'entropy', title: 'Entropy', axis: 'nats per token', match: /^(update\/)?entropy$/ },
