@@ -6,15 +6,14 @@
  *   checkpoints/  written by the trainer (server/rl/run-checkpoint.ts)
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { z } from 'zod';
 import { writeTextFileAtomic } from '../models/atomic-write.ts';
-import { jsonSyntaxProblem, readJsonFile, writeJsonFile } from '../models/json-file.ts';
+import { readJsonFile, writeJsonFile } from '../models/json-file.ts';
 import type { ExperimentConfig } from '../protocol/experiment-config.ts';
-import { parseExperimentConfig } from '../protocol/experiment-config.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
-import { resolveExperiment } from '../rl/resolve-experiment.ts';
+import { parseConfigText, readConfigText, resolveExperiment } from '../rl/resolve-experiment.ts';
 
 export const RUN_FILE = 'run.json';
 export const RUN_CONFIG_FILE = 'config.json';
@@ -77,22 +76,10 @@ export async function readRunFolder(dir: string): Promise<RunFolder> {
   return { dir: abs, runId: f.runId, databasePath: resolve(abs, f.database), configSource: f.configSource, steps: f.steps };
 }
 
-/** The raw JSON of the run's config.json (as the store keeps it). */
-export async function readRunConfigJson(f: RunFolder): Promise<unknown> {
-  const file = join(f.dir, RUN_CONFIG_FILE);
-  const text = await readFile(file, 'utf8').catch((e: unknown) => {
-    throw new Error(`cannot read the run's config ${file}: ${e instanceof Error ? e.message : String(e)}`);
-  });
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (e) {
-    throw new Error(`${file}: ${jsonSyntaxProblem(text, e)}`);
-  }
-}
-
-/** Parses and resolves the run's config.json, as the trainer saw it. */
+/** Parses and resolves the run's config.json, as the trainer saw it (read as `troupe train` reads a config). */
 export async function loadRunExperiment(f: RunFolder): Promise<{ config: ExperimentConfig; experiment: ResolvedExperiment }> {
-  const config = parseExperimentConfig(await readRunConfigJson(f), join(f.dir, RUN_CONFIG_FILE));
+  const file = join(f.dir, RUN_CONFIG_FILE);
+  const { config } = parseConfigText(await readConfigText(file), file);
   // The copy sits in the run folder, but relative checkpoint paths were written against the original's folder.
   return { config, experiment: await resolveExperiment(config, f.configSource) };
 }
