@@ -40,6 +40,7 @@ options:
   --episodes N     episodes to play (default: the config's training.validationEpisodes)
   --seed-offset S  first validation seed index (default 0, the seeds training validates on)
   --json           print one JSON object: success (0..1), meanReward, meanTeamReturn, perAgent,
+                   score and partners (scored games: hanabi),
                    checkpoint ('untrained' for a config), step, episodes, seedOffset, runId (null
                    for a config)
   -h, --help       this text
@@ -58,6 +59,8 @@ function report(runDir: string, runId: string | null, ck: RunCheckpoint, seedOff
     meanTeamReturn: ev.meanTeamReturn,
     perAgent: ev.perAgent,
     ...(ev.opponents ? { opponents: ev.opponents } : {}),
+    ...(ev.score !== undefined ? { score: ev.score } : {}),
+    ...(ev.partners ? { partners: ev.partners } : {}),
   };
 }
 
@@ -66,6 +69,7 @@ function printTable(r: ReturnType<typeof report>): void {
     `${r.runId === null ? `${r.runDir}, untrained` : `run ${r.runId}, checkpoint ${r.checkpoint} (step ${r.step})`}, validation seeds ${r.seedOffset}..${r.seedOffset + r.episodes - 1}`,
     `success      ${percent(r.success)}`,
     `mean reward  ${r.meanReward.toFixed(3)}  (team return ${r.meanTeamReturn.toFixed(3)})`,
+    ...(r.score === undefined ? [] : [`score        ${r.score.toFixed(2)} in self-play${r.partners ? `, ${r.partners.withBot.toFixed(2)} with the bot as partner (the bot team: ${r.partners.botTeam.toFixed(2)})` : ''}`]),
     '',
     formatTable(
       ['agent', 'mean reward', 'local reward', 'parse failures', 'acts'],
