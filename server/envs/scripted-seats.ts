@@ -6,7 +6,9 @@
  * the game ends.
  *
  * An act's `teamReward` includes what the scripted acts after it scored, so a trajectory's team
- * return is the whole team's; `localReward`, `parseError` and `info` are the policy agent's own.
+ * return is the whole team's but for scripted acts before the policy's first (Hanabi scores
+ * nothing there: no card is known playable yet); read a game's result from `score`.
+ * `localReward`, `parseError` and `info` are the policy agent's own.
  * A scripted act that fails to parse is a bug in the solver and throws.
  */
 import { checkActor, checkAgent, roundReward, type AgentStats, type AgentTurnResult, type Environment } from './environment.ts';
