@@ -128,6 +128,8 @@ interface SeedRun {
   metric?: keyof typeof SCORE_NAMES;
   /** A symmetric game's win rate against the random player, test before and after RL. */
   vsRandom?: { before: number; after: number } | null;
+  /** Tic-tac-toe: the fraction of all 4520 reachable positions where the greedy move is perfect play's, test before and after RL. */
+  optimalMoves?: { before: number; after: number } | null;
   curve: Array<{ step: number; success: number; meanReward: number }>;
   /** Test success (held-out seeds apart from validation's) of the warm start and after RL; null without testEpisodes. */
   testBefore: number | null;
@@ -321,10 +323,12 @@ async function main(): Promise<void> {
           });
           curve.unshift({ step: 0, success: s.initial ? score(s.initial) : Number.NaN, meanReward: s.initial?.meanReward ?? Number.NaN });
           const vsRandom = s.initialTest?.opponents && s.finalTest?.opponents ? { before: s.initialTest.opponents.random.winRate, after: s.finalTest.opponents.random.winRate } : null;
+          const optimalMoves = s.initialTest?.positions && s.finalTest?.positions ? { before: s.initialTest.positions.all.rate, after: s.finalTest.positions.all.rate } : null;
           runs.push({
             seed,
             metric: s.initial?.opponents ? 'non-loss vs minimax' : 'success',
             vsRandom,
+            optimalMoves,
             curve,
             testBefore: s.initialTest ? score(s.initialTest) : null,
             testAfter: s.finalTest ? score(s.finalTest) : null,

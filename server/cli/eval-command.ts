@@ -61,6 +61,7 @@ function report(runDir: string, runId: string | null, ck: RunCheckpoint, seedOff
     ...(ev.opponents ? { opponents: ev.opponents } : {}),
     ...(ev.score !== undefined ? { score: ev.score } : {}),
     ...(ev.partners ? { partners: ev.partners } : {}),
+    ...(ev.positions ? { positions: ev.positions } : {}),
   };
 }
 
@@ -80,6 +81,10 @@ function printTable(r: ReturnType<typeof report>): void {
   if (r.opponents) {
     lines.push('', 'against scripted opponents (both sides, greedy):');
     for (const [name, m] of Object.entries(r.opponents)) lines.push(`  vs ${name.padEnd(8)} win ${percent(m.winRate)}  draw ${percent(m.draws / m.games)}  loss ${percent(m.losses / m.games)}  (${m.games} games, ${m.forfeits} forfeits)`);
+  }
+  if (r.positions) {
+    const p = r.positions;
+    lines.push('', `perfect moves in every reachable position (greedy): ${percent(p.all.rate)} of ${p.all.positions} (x ${percent(p.x.rate)}, o ${percent(p.o.rate)}; ${p.all.forfeits} forfeits)`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
 }

@@ -137,16 +137,17 @@ function printValidationSummary(store: RunStore, runId: string, exp: ResolvedExp
     write(`  warm start ${percent(testBefore.value)}, ${which} ${percent(testAfter.value)}: RL gain ${delta >= 0 ? '+' : ''}${delta.toFixed(1)} points`);
     // A symmetric game: its self-play success (no forfeit) says little; the games against the
     // scripted opponents are the result.
-    for (const [opponent, rate, label] of [
-      ['random', 'win_rate', 'win rate'],
-      ['minimax', 'non_loss_rate', 'non-loss rate'],
+    for (const [metric, label] of [
+      ['test/vs_random/win_rate', 'vs random win rate'],
+      ['test/vs_minimax/non_loss_rate', 'vs minimax non-loss rate'],
+      ['test/optimal_move_rate', 'perfect moves in all 4520 positions'],
     ] as const) {
-      const points = store.metricSeries({ runId, name: `test/vs_${opponent}/${rate}` });
+      const points = store.metricSeries({ runId, name: metric });
       const b = points.find((p) => p.step === 0);
       const a = points.find((p) => p.step === testAfter.step);
       if (!b || !a) continue;
       const d = (a.value - b.value) * 100;
-      write(`  vs ${opponent} ${label}: warm start ${percent(b.value)}, after RL ${percent(a.value)}: ${d >= 0 ? '+' : ''}${d.toFixed(1)} points`);
+      write(`  ${label}: warm start ${percent(b.value)}, after RL ${percent(a.value)}: ${d >= 0 ? '+' : ''}${d.toFixed(1)} points`);
     }
   }
 }

@@ -110,3 +110,30 @@ export function bestMove(board: Board): number {
   if (best === -1 || isOver(board)) throw new Error('tic-tac-toe: no move in a finished game');
   return best;
 }
+
+let reachable: readonly Board[] | null = null;
+
+/**
+ * Every position legal play reaches from the empty board with the game not over, the empty board
+ * included (4520; 2423 with X to move), in a fixed order. Computed once.
+ */
+export function reachablePositions(): readonly Board[] {
+  if (reachable) return reachable;
+  const seen = new Set<string>();
+  const out: Board[] = [];
+  const visit = (board: (Mark | null)[]): void => {
+    const key = board.map((m) => m ?? '.').join('');
+    if (seen.has(key) || isOver(board)) return;
+    seen.add(key);
+    out.push([...board]);
+    const mark = toMove(board);
+    for (const cell of legalMoves(board)) {
+      board[cell] = mark;
+      visit(board);
+      board[cell] = null;
+    }
+  };
+  visit(emptyBoard());
+  reachable = out;
+  return out;
+}

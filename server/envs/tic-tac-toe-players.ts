@@ -7,8 +7,8 @@
  *   r.losses === 0  // what perfect play achieves against minimax; against random, r.winRate is the score
  */
 import { Rng } from './rng.ts';
-import { ticTacToe, type TicTacToeAgent } from './tic-tac-toe.ts';
-import { legalMoves, optimalMoves, type Board } from './tic-tac-toe-board.ts';
+import { TicTacToeEnvironment, ticTacToe, type TicTacToeAgent } from './tic-tac-toe.ts';
+import { legalMoves, optimalMoves, reachablePositions, toMove, type Board } from './tic-tac-toe-board.ts';
 
 /** A scripted player: the board (cells 0..8) and a seeded stream in, a free cell (0..8) out. */
 export type TicTacToePlayer = (board: Board, rng: Rng) => number;
@@ -118,4 +118,71 @@ export async function evaluateAgainst(policy: TextPolicy, opponent: TicTacToePla
 /** Wraps a scripted player as a text policy (for tests and baselines). */
 export function playerPolicy(player: TicTacToePlayer, rng: Rng): TextPolicy {
   return (_observation, game) => String(player(game.board, rng) + 1);
+}
+
+interface PositionQuery {
+  readonly observation: string;
+  readonly board: Board;
+  readonly agent: TicTacToeAgent;
+  /** Perfect play's moves there. */
+  readonly optimal: readonly number[];
+}
+let queryCache: readonly PositionQuery[] | null = null;
+
+/** Every reachable position with the prompt a game from the empty board shows there (played to it), computed once. */
+function positionQueries(): readonly PositionQuery[] {
+  queryCache ??= reachablePositions().map((board) => {
+    const env = ticTacToe.create(0, { openingMoves: 0 });
+    const xs = legalMoves(board.map((m) => (m === 'X' ? null : 'X'))); // the cells X holds
+    const os = legalMoves(board.map((m) => (m === 'O' ? null : 'O')));
+    for (let i = 0; i < xs.length; i++) {
+      env.act('x', String(xs[i]! + 1));
+      if (i < os.length) env.act('o', String(os[i]! + 1));
+    }
+    const agent: TicTacToeAgent = toMove(board) === 'X' ? 'x' : 'o';
+    return { observation: env.observe(agent), board, agent, optimal: optimalMoves(board) };
+  });
+  return queryCache;
+}
+
+/** A text policy that answers many positions at once (one batched generation per chunk). */
+export type BatchTextPolicy = (queries: ReadonlyArray<{ readonly observation: string; readonly board: Board; readonly agent: TicTacToeAgent }>) => Promise<string[]>;
+
+/** How often a policy plays a move of the best game value, over positions of one side. */
+export interface PositionScore {
+  readonly positions: number;
+  /** Moves of the best game value (a forced win where there is one, else a draw, else any). */
+  readonly optimal: number;
+  /** Malformed answers or occupied cells (never optimal). */
+  readonly forfeits: number;
+  /** optimal / positions. */
+  readonly rate: number;
+}
+
+/**
+ * The policy's answer in every position legal play reaches (`reachablePositions`: 2423 with X to
+ * move, 2097 with O), each shown as a game from the empty board would show it, scored against
+ * perfect play. Unlike games against minimax, which from the empty board visit a few lines (one
+ * blunder on the main line loses every game through it), this covers every position once: the
+ * fraction of positions a policy plays perfectly.
+ */
+export async function scorePositions(policy: BatchTextPolicy, chunk = 512): Promise<Record<TicTacToeAgent | 'all', PositionScore>> {
+  const queries = positionQueries();
+  const tally = { x: { positions: 0, optimal: 0, forfeits: 0 }, o: { positions: 0, optimal: 0, forfeits: 0 } };
+  for (let start = 0; start < queries.length; start += chunk) {
+    const part = queries.slice(start, start + chunk);
+    const answers = await policy(part.map(({ observation, board, agent }) => ({ observation, board, agent })));
+    part.forEach((q, i) => {
+      const t = tally[q.agent];
+      t.positions++;
+      // The environment reads the answer, as in a game: a forfeit there is a forfeit here.
+      const env = new TicTacToeEnvironment(0, { openingMoves: 0, reward: 'outcome' }, q.board);
+      env.act(q.agent, answers[i] ?? '');
+      const cell = env.board.findIndex((m, c) => m !== q.board[c]);
+      if (cell < 0) t.forfeits++; // a forfeit leaves the board as it was
+      else if (q.optimal.includes(cell)) t.optimal++;
+    });
+  }
+  const score = (t: { positions: number; optimal: number; forfeits: number }): PositionScore => ({ ...t, rate: t.positions ? t.optimal / t.positions : 0 });
+  return { x: score(tally.x), o: score(tally.o), all: score({ positions: tally.x.positions + tally.o.positions, optimal: tally.x.optimal + tally.o.optimal, forfeits: tally.x.forfeits + tally.o.forfeits }) };
 }

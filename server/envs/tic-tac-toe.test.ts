@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Rng } from './rng.ts';
 import { trainSeed } from './seed-ranges.ts';
-import { bestMove, isOver, legalMoves, moveValue, winnerOf, type Board } from './tic-tac-toe-board.ts';
-import { evaluateAgainst, minimaxPlayer, playAgainst, playerPolicy, randomPlayer, ticTacToeOpponents } from './tic-tac-toe-players.ts';
+import { bestMove, isOver, legalMoves, moveValue, optimalMoves, reachablePositions, winnerOf, type Board } from './tic-tac-toe-board.ts';
+import { evaluateAgainst, minimaxPlayer, playAgainst, playerPolicy, randomPlayer, scorePositions, ticTacToeOpponents, type BatchTextPolicy } from './tic-tac-toe-players.ts';
 import { ticTacToe, ticTacToeRewards } from './tic-tac-toe.ts';
 
 test('minimax never loses to random, on either side, over many games', async () => {
@@ -79,6 +79,40 @@ test('perfect play agrees with brute force on every reachable position', () => {
   };
   visit(Array<string | null>(9).fill(null), 'X');
   assert.equal(visited.size, 4520, 'non-terminal reachable positions');
+  assert.deepEqual(new Set(reachablePositions().map((b) => b.map((m) => m ?? '.').join(''))), visited, 'reachablePositions is every one of them');
+});
+
+test('scorePositions: perfect play scores 100%, a move of lower value or a forfeit counts against, each position once', async () => {
+  const perfect: BatchTextPolicy = async (qs) => qs.map((q) => String(bestMove(q.board) + 1));
+  const all = await scorePositions(perfect, 1000);
+  assert.deepEqual([all.x.positions, all.o.positions, all.all.positions], [2423, 2097, 4520]);
+  assert.deepEqual([all.all.optimal, all.all.forfeits, all.all.rate], [4520, 0, 1]);
+  // The prompt is what a game from the empty board shows at that position.
+  const seen: string[] = [];
+  await scorePositions(async (qs) => {
+    seen.push(...qs.filter((q) => q.board.filter((m) => m !== null).length === 3).map((q) => q.observation));
+    return qs.map(() => '5');
+  });
+  assert.ok(seen.includes('tic-tac-toe, turn 2/5\nX2O\n4X6\n789\no: move for O (a free digit)\n'), seen[0]);
+  // Always the lowest legal move but one position in three answered with junk: exact counts.
+  let i = 0;
+  let junk = 0;
+  let lowestOptimal = 0;
+  const mixed = await scorePositions(async (qs) =>
+    qs.map((q) => {
+      if (i++ % 3 === 0) return junk++, 'x';
+      const cell = legalMoves(q.board)[0]!;
+      if (optimalMoves(q.board).includes(cell)) lowestOptimal++;
+      return String(cell + 1);
+    }),
+  );
+  assert.equal(mixed.all.forfeits, junk);
+  assert.equal(mixed.all.optimal, lowestOptimal);
+  assert.ok(mixed.all.optimal < 4520 - junk, 'the lowest free cell is not always perfect play');
+  assert.equal(mixed.x.optimal + mixed.o.optimal, mixed.all.optimal);
+  // An occupied cell is a forfeit too.
+  const occupied = await scorePositions(async (qs) => qs.map((q) => String((q.board.findIndex((m) => m !== null) + 1) || 5)));
+  assert.equal(occupied.all.forfeits, 4520 - 1, 'every position but the empty board');
 });
 
 test('a malformed answer or an occupied cell forfeits: -2, game over, the opponent wins', () => {

@@ -5,7 +5,7 @@
  */
 import type { Environment } from '../envs/environment.ts';
 import { validationSeed } from '../envs/seed-ranges.ts';
-import { evaluateAgainst, minimaxPlayer, randomPlayer, type MatchResult, type TextPolicy } from '../envs/tic-tac-toe-players.ts';
+import { evaluateAgainst, minimaxPlayer, randomPlayer, scorePositions, type BatchTextPolicy, type MatchResult, type PositionScore, type TextPolicy } from '../envs/tic-tac-toe-players.ts';
 import type { AlgorithmConfig } from '../protocol/experiment-config.ts';
 import type { ResolvedExperiment } from './experiment.ts';
 import { evaluateWithPartners, type PartnerEvaluation } from './partner-evaluation.ts';
@@ -70,6 +70,8 @@ export interface Evaluation {
   readonly score?: number;
   /** Scored games: the policy with the scripted partner, and the scripted team alone (`partner-evaluation.ts`). */
   readonly partners?: PartnerEvaluation;
+  /** Tic-tac-toe: the greedy move in every reachable position, scored against perfect play (`scorePositions`). */
+  readonly positions?: Record<'x' | 'o' | 'all', PositionScore>;
 }
 
 /** A text policy that answers with the routed policy's greedy response. */
@@ -85,6 +87,23 @@ export function greedyTextPolicy(ctx: RolloutContext, maxNewTokens: number): Tex
       padToken: tok.padTokenId,
     });
     return tok.decode(g.tokens[0]!, { specials: 'skip' });
+  };
+}
+
+/** `greedyTextPolicy` for many positions at once: one batched generation per agent. */
+export function greedyBatchTextPolicy(ctx: RolloutContext, maxNewTokens: number): BatchTextPolicy {
+  const tok = ctx.tokenizer;
+  return async (queries) => {
+    const answers = new Array<string>(queries.length).fill('');
+    for (const agent of new Set(queries.map((q) => q.agent))) {
+      const rows = queries.flatMap((q, i) => (q.agent === agent ? [i] : []));
+      const g = await ctx.route(agent).policy.generate(
+        rows.map((i) => tok.encodePrompt([{ role: 'user', text: queries[i]!.observation }])),
+        { maxNewTokens, sampling: { temperature: 0, topP: 1, topK: 0 }, seed: 0, stopTokens: tok.stopTokenIds, padToken: tok.padTokenId },
+      );
+      rows.forEach((row, j) => (answers[row] = tok.decode(g.tokens[j]!, { specials: 'skip' })));
+    }
+    return answers;
   };
 }
 
@@ -116,16 +135,19 @@ export async function evaluate(make: (seed: number) => Environment, ctx: Rollout
   }
   const n = trajectories.length;
   let opponents: Evaluation['opponents'];
+  let positions: Evaluation['positions'];
   if (trajectories[0] && make(seeds[0]!).name === 'tic-tac-toe') {
     const policy = greedyTextPolicy(ctx, o.maxNewTokens);
     const match = { games: o.episodes, side: 'both' as const, seed: seeds[0]! };
     opponents = { random: await evaluateAgainst(policy, randomPlayer, match), minimax: await evaluateAgainst(policy, minimaxPlayer, match) };
+    positions = await scorePositions(greedyBatchTextPolicy(ctx, o.maxNewTokens));
   }
   const scores = trajectories.flatMap((t) => (t.score === undefined ? [] : [t.score]));
   const scored = scores.length > 0 ? { score: scores.reduce((a, b) => a + b, 0) / scores.length, partners: await evaluateWithPartners(make, seeds, ctx, o) } : {};
   return {
     ...(opponents ? { opponents } : {}),
     ...scored,
+    ...(positions ? { positions } : {}),
     success: success / n,
     meanReward: reward / n,
     meanTeamReturn: team / n,

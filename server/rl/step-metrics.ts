@@ -115,14 +115,18 @@ export function testMetrics(v: Evaluation): Metric[] {
 
 /**
  * A symmetric game's scores against the scripted opponents (tic-tac-toe): `<phase>/vs_<opponent>/
- * win_rate` and `non_loss_rate`. Self-play success (no forfeit) says nothing of how well the policy
- * plays; these do.
+ * win_rate` and `non_loss_rate`, and `<phase>/optimal_move_rate[/x|/o]`, the fraction of every
+ * reachable position where the greedy move is perfect play's. Self-play success (no forfeit) says
+ * nothing of how well the policy plays; these do.
  */
 function opponentMetrics(phase: 'val' | 'test', v: Evaluation): Metric[] {
-  return Object.entries(v.opponents ?? {}).flatMap(([name, m]) => [
-    { name: `${phase}/vs_${name}/win_rate`, value: m.winRate },
-    { name: `${phase}/vs_${name}/non_loss_rate`, value: m.nonLossRate },
-  ]);
+  return [
+    ...Object.entries(v.opponents ?? {}).flatMap(([name, m]) => [
+      { name: `${phase}/vs_${name}/win_rate`, value: m.winRate },
+      { name: `${phase}/vs_${name}/non_loss_rate`, value: m.nonLossRate },
+    ]),
+    ...Object.entries(v.positions ?? {}).map(([side, p]) => ({ name: side === 'all' ? `${phase}/optimal_move_rate` : `${phase}/optimal_move_rate/${side}`, value: p.rate })),
+  ];
 }
 
 /**
