@@ -23,7 +23,14 @@ import { openRunStore } from '../store/index.ts';
 import { resolveExperiment } from './resolve-experiment.ts';
 import { train } from './trainer.ts';
 import { warmUpProgressIn } from './run-checkpoint.ts';
-import { batchOrderSeed, learnerDemonstrations, solverDemonstrations, warmStart, warmStartKey, weightsContentKey, type WarmStartJob, type WarmStartReport } from './warm-start.ts';
+import { batchOrderSeed, learnerDemonstrations, solverDemonstrations, warmStart, warmStartKey, weightsContentKey, type WarmStartJob, type WarmStartReport, type WarmStartResult, type WarmStartStopped } from './warm-start.ts';
+
+/** A warm start that ran to its end (nothing asked it to stop). */
+async function finished(p: Promise<WarmStartResult | WarmStartStopped>): Promise<WarmStartResult> {
+  const r = await p;
+  assert.ok(!('stopped' in r), 'the warm start was not asked to stop');
+  return r;
+}
 
 const model = parseModelConfig({ vocabSize: 112, hiddenSize: 64, numLayers: 2, numHeads: 4, intermediateSize: 128, maxSequenceLength: 160 });
 const options = { size: 4, maxTurns: 3, wallRatio: 0.2 };
@@ -78,12 +85,12 @@ test('a warm start with DAgger rounds trains on the added states and is cached u
       assert.notEqual(await warmStartKey(job, env, b, tok), await warmStartKey(job, env, { ...b, proposals: { flawedEvery: 1, missingEvery: 2 } }, tok));
     }
     const lines: string[] = [];
-    const first = await warmStart(engine, job, env, dagger, tok, cache, (l) => lines.push(l));
+    const first = await finished(warmStart(engine, job, env, dagger, tok, cache, (l) => lines.push(l)));
     assert.equal(first.cached, false);
     const rounds = lines.filter((l) => l.includes('DAgger round'));
     assert.equal(rounds.length, 2, lines.join('\n'));
     assert.match(rounds[0]!, /DAgger round 1: the model solved \d+\/16 episodes; \d+ states/);
-    const second = await warmStart(engine, job, env, dagger, tok, cache, () => {});
+    const second = await finished(warmStart(engine, job, env, dagger, tok, cache, () => {}));
     assert.equal(second.cached, true);
     for (const [name, w] of first.weights) assert.deepEqual(second.weights.get(name), w, name);
   } finally {
@@ -148,8 +155,8 @@ test('settings that leave the demonstrations as they are train the same weights 
     const budget = { demonstrations: 40, steps: 6, batchSize: 8, lr: 5e-3 };
     assert.notEqual(await warmStartKey(job, env, budget, tok), await warmStartKey(job, other, budget, tok));
     assert.deepEqual((await solverDemonstrations(env.make, 40, ['tool'], tok)), (await solverDemonstrations(other.make, 40, ['tool'], tok)));
-    const a = await warmStart(engine, job, env, budget, tok, cache, () => {});
-    const b = await warmStart(engine, job, other, budget, tok, cache, () => {});
+    const a = await finished(warmStart(engine, job, env, budget, tok, cache, () => {}));
+    const b = await finished(warmStart(engine, job, other, budget, tok, cache, () => {}));
     assert.equal(b.cached, false);
     for (const [name, w] of a.weights) assert.deepEqual(b.weights.get(name), w, name);
     // Other initial weights draw another order.
@@ -165,9 +172,9 @@ test('a warm start stopped or crashed mid-way continues from its checkpoint to t
   const dir = await mkdtemp(join(tmpdir(), 'troupe-ws-resume-'));
   try {
     const job: WarmStartJob = { modelId: 'base', config: model, weights: initParameters(model, 3), weightsKey: 'init:3', agents: ['tool', 'plan'], maxNewTokens: 12 };
-    // 12 steps in 3 phases of 4 (DAgger rounds at steps 4 and 8); checkpoints every 2 steps (a tenth, rounded up).
+    // 12 steps in 3 phases of 4 (DAgger rounds at steps 4 and 8); checkpoints every 5 steps (a tenth, at least 5).
     const budget = { demonstrations: 40, steps: 12, batchSize: 8, lr: 5e-3, dagger: { rounds: 2, episodes: 8 } };
-    const whole = await warmStart(engine, job, env, budget, tok, join(dir, 'cache-whole'), () => {});
+    const whole = await finished(warmStart(engine, job, env, budget, tok, join(dir, 'cache-whole'), () => {}));
 
     // Stopped before step 6 (after the first DAgger round): the checkpoint holds step 6.
     const ckDir = join(dir, 'run', 'checkpoints', 'warmup-base');

@@ -113,8 +113,8 @@ export interface WarmStartHooks {
    */
   readonly onProgress?: (p: WarmStartReport) => void;
   /**
-   * The folder of this model's warm-up checkpoint in the run (`warmUpDir`): written at least every
-   * tenth of the steps, every `CHECKPOINT_MS` and when stopped; a warm start that finds one of
+   * The folder of this model's warm-up checkpoint in the run (`warmUpDir`): written every tenth of
+   * the steps (at least `MIN_CHECKPOINT_STEPS` apart), every `CHECKPOINT_MS` and when stopped; a warm start that finds one of
    * its own key continues from it, and removes it once its cache entry is written.
    */
   readonly checkpointDir?: string;
@@ -124,6 +124,8 @@ export interface WarmStartHooks {
 const REPORT_MS = 250;
 /** A warm-up checkpoint is written at least this often (besides every tenth of the steps). */
 const CHECKPOINT_MS = 5 * 60_000;
+/** Periodic warm-up checkpoints are at least this many steps apart (a 5-step warm-up writes none). */
+const MIN_CHECKPOINT_STEPS = 5;
 /** The loss curve a checkpoint and a report's receiver keep: at most this many points (`thinPoints`). */
 export const MAX_WARM_UP_POINTS = 1000;
 /** The policy id of the model being warm-started, in its checkpoint. */
@@ -339,28 +341,6 @@ export async function warmStart(
   tok: TextTokenizer,
   cacheRoot: string,
   log: (line: string) => void,
-  run: ProgramRunner | undefined,
-  hooks: WarmStartHooks,
-): Promise<WarmStartResult | WarmStartStopped>;
-export async function warmStart(
-  engine: Engine,
-  job: WarmStartJob,
-  env: { name: string; options: unknown; make: (seed: number) => Environment },
-  budget: WarmStartBudget,
-  tok: TextTokenizer,
-  cacheRoot: string,
-  log: (line: string) => void,
-  run?: ProgramRunner,
-  hooks?: Omit<WarmStartHooks, 'shouldStop'>,
-): Promise<WarmStartResult>;
-export async function warmStart(
-  engine: Engine,
-  job: WarmStartJob,
-  env: { name: string; options: unknown; make: (seed: number) => Environment },
-  budget: WarmStartBudget,
-  tok: TextTokenizer,
-  cacheRoot: string,
-  log: (line: string) => void,
   run?: ProgramRunner,
   hooks: WarmStartHooks = {},
 ): Promise<WarmStartResult | WarmStartStopped> {
@@ -425,7 +405,8 @@ export async function warmStart(
       checkpointStep = start;
       log(`warm start of '${job.modelId}': continuing from its checkpoint at step ${start}/${budget.steps} (${ckDir})`);
     }
-    const checkpointEvery = Math.max(1, Math.ceil(budget.steps / 10));
+    // A tenth of the steps, but not more often than every MIN_CHECKPOINT_STEPS (a kill repeats at most that many).
+    const checkpointEvery = Math.max(MIN_CHECKPOINT_STEPS, Math.ceil(budget.steps / 10));
     let lastCheckpointAt = performance.now();
     const checkpoint = async (step: number) => {
       if (!ckDir || checkpointStep === step) return;

@@ -35,7 +35,7 @@ async function serve(): Promise<{ server: ServerProcess; client: TestClient; ws:
   return { server, client: await connect(server.url, server.token), ws };
 }
 
-test('warm-up progress is reported; pause and stop act within a warm-up step or two, a queued run starts at once, a paused run resumes from its warm-up checkpoint', { timeout: 300_000 }, async () => {
+test('warm-up progress is reported; pause and stop act within a warm-up step or two, a queued run starts at once, a paused run resumes from its warm-up checkpoint', { timeout: 300_000 }, async (t) => {
   const { server, client: c } = await serve();
   const a = (await c.rpc.request('run/start', { config: longWarmUp('a') })).run;
   const b = (await c.rpc.request('run/start', { config: longWarmUp('b') })).run;
@@ -72,6 +72,8 @@ test('warm-up progress is reported; pause and stop act within a warm-up step or 
   const bLast = c.received('run/didWarmUp').filter((p) => p.runId === b.id).at(-1)!;
   assert.ok(bLast.step < STEPS, 'stopped in the warm-up');
   // Both take a warm-up step, a checkpoint write and the worker's exit: far below the rest of the warm-up.
+  const stepMs = (bLast.etaMs ?? 0) / Math.max(1, STEPS - bLast.step);
+  t.diagnostic(`pause took ${pauseMs.toFixed(0)} ms, stop ${stopMs.toFixed(0)} ms (request to state change); a warm-up step about ${stepMs.toFixed(0)} ms`);
   assert.ok(pauseMs < 15_000 && stopMs < 15_000, `pause took ${pauseMs.toFixed(0)} ms, stop ${stopMs.toFixed(0)} ms`);
 
   // Resume: the warm-up continues from its checkpoint (the first report carries the curve so far), then RL.

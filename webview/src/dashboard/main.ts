@@ -150,10 +150,11 @@ function render(): void {
   lastRender = performance.now();
   renderHeader();
   const hidden = new Set(state?.hiddenCharts ?? []);
-  renderWarmUp(hidden);
-  const dirty = new Set(store.takeDirty());
+  renderWarmUp();
+  const dirty = new Set([...warmUpStore.takeDirty(), ...store.takeDirty()]);
   let previous: Element | null = null;
-  for (const chart of store.charts()) {
+  // The warm-up's loss chart (until step 0) comes first.
+  for (const chart of [...warmUpStore.charts(), ...store.charts()]) {
     let view = views.get(chart.spec.id);
     if (!view) {
       view = new ChartView(chart, theme, hideChart);
@@ -181,37 +182,25 @@ function render(): void {
   renderToggles(hidden);
 }
 
-/** The warm-up's box (progress bar and status line) and its loss chart, first in the grid. */
-function renderWarmUp(hidden: ReadonlySet<string>): void {
+/** The warm-up's box: progress bar and status line (its loss chart is drawn with the others). */
+function renderWarmUp(): void {
   warmUpBox.hidden = warmUp === null;
-  if (warmUp) {
-    warmUpBar.max = warmUp.steps;
-    warmUpBar.value = warmUp.step;
-    const training = run === null || run.state === 'running' || run.state === 'stopping';
-    warmUpStatus.textContent = describeWarmUp(warmUp, { training, duration: formatDuration });
-  }
-  const dirty = new Set(warmUpStore.takeDirty());
-  for (const chart of warmUpStore.charts()) {
-    let view = views.get(chart.spec.id);
-    if (!view) {
-      view = new ChartView(chart, theme, hideChart);
-      views.set(chart.spec.id, view);
-      grid.prepend(view.card);
-      dirty.add(chart);
-    }
-    view.card.hidden = hidden.has(chart.spec.id);
-    if (!dirty.has(chart)) continue;
-    if (!view.card.hidden) view.update();
-    else stale.add(chart.spec.id);
-  }
+  if (!warmUp) return;
+  warmUpBar.max = warmUp.steps;
+  warmUpBar.value = warmUp.step;
+  const training = run === null || run.state === 'running' || run.state === 'stopping';
+  warmUpStatus.textContent = describeWarmUp(warmUp, { training, duration: formatDuration });
 }
 
 function endWarmUp(): void {
   warmUp = null;
   for (const chart of warmUpStore.charts()) {
-    views.get(chart.spec.id)?.destroy();
+    const view = views.get(chart.spec.id);
+    if (view) onscreen.unobserve(view.card);
+    view?.destroy();
     views.delete(chart.spec.id);
     stale.delete(chart.spec.id);
+    offscreen.delete(chart.spec.id);
   }
   warmUpStore = new SeriesStore(warmUpChartSpecs);
 }
