@@ -77,7 +77,7 @@ test('a bad config.json names the file and field; a missing folder names the pat
     await saveCheckpoint(dir, config, initParameters(config, 1));
     const path = join(dir, 'config.json');
     await writeFile(path, JSON.stringify({ ...config, numHeads: 3 }));
-    await rejectsMessage(loadCheckpoint(dir), new RegExp(`^invalid ${escapeRe(path)}:\n  numHeads: numHeads must divide hiddenSize`));
+    await rejectsMessage(loadCheckpoint(dir), new RegExp(`^invalid ${escapeRe(path)}:\n  numHeads: numHeads \\(3\\) must divide hiddenSize`));
     await rejectsMessage(loadCheckpoint(join(dir, 'nope')), /cannot read .*nope.config\.json/);
   });
 });

@@ -95,8 +95,8 @@ test('config errors name the HF fields', () => {
   bad({ layer_types: ['full_attention', 'sliding_attention'] }, /layer_types: only 'full_attention' layers are supported, got 'sliding_attention'/);
   bad({ attention_bias: false }, /attention_bias: qwen2 models always have q\/k\/v biases/);
   bad({ use_sliding_window: true }, /use_sliding_window: sliding-window attention is not supported/);
-  bad({ num_attention_heads: 15 }, /^invalid cfg\.json:\n {2}num_attention_heads: numHeads must divide hiddenSize/);
-  bad({ num_key_value_heads: 4 }, /num_key_value_heads: numKvHeads must divide numHeads/);
+  bad({ num_attention_heads: 15 }, /^invalid cfg\.json:\n {2}num_attention_heads: numHeads \(15\) must divide hiddenSize/);
+  bad({ num_key_value_heads: 4 }, /num_key_value_heads: numKvHeads \(4\) must divide numHeads \(14\)/);
   throwsMessage(() => hfConfigToModelConfig([1, 2], 'arr.json'), /^invalid arr\.json:\n {2}\(root\): /);
 });
 

@@ -5,9 +5,9 @@ import { parameterShapes, parseModelConfig } from './model-config.ts';
 const base = { vocabSize: 112, hiddenSize: 64, numLayers: 2, numHeads: 4, intermediateSize: 128 };
 
 test('a config whose heads do not divide the width is refused, naming the field', () => {
-  assert.throws(() => parseModelConfig({ ...base, numHeads: 5 }), /invalid model config:\n {2}numHeads: numHeads must divide hiddenSize, or headDim must be given/);
-  assert.throws(() => parseModelConfig({ ...base, numKvHeads: 3 }), /numKvHeads: numKvHeads must divide numHeads/);
-  assert.throws(() => parseModelConfig({ ...base, headDim: 7 }), /headDim: the head dimension \(headDim, or hiddenSize \/ numHeads\) must be even/);
+  assert.throws(() => parseModelConfig({ ...base, numHeads: 5 }), /invalid model config:\n {2}numHeads: numHeads \(5\) must divide hiddenSize \(64\), or headDim must be given/);
+  assert.throws(() => parseModelConfig({ ...base, numKvHeads: 3 }), /numKvHeads: numKvHeads \(3\) must divide numHeads \(4\)/);
+  assert.throws(() => parseModelConfig({ ...base, headDim: 7 }), /headDim: the head dimension \(7: headDim, or hiddenSize \/ numHeads\) must be even/);
   assert.throws(() => parseModelConfig({ ...base, hiddenSize: -1 }), /hiddenSize: /);
   assert.throws(() => parseModelConfig({ ...base, numLayer: 3 }), /numLayer/);
 });

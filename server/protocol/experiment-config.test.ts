@@ -256,7 +256,7 @@ describe('structural errors name the path and what is allowed', () => {
   test('an inline model architecture is checked like a model config', () => {
     const c = flagship();
     c['models'].base = { config: { vocabSize: 112, hiddenSize: 100, numLayers: 2, numHeads: 3, intermediateSize: 256 } };
-    assertIssue(issuesOf(c), 'models.base.config.numHeads', 'numHeads must divide hiddenSize, or headDim must be given');
+    assertIssue(issuesOf(c), 'models.base.config.numHeads', 'numHeads (3) must divide hiddenSize (100), or headDim must be given');
   });
 
   test('parseExperimentConfig throws one error listing every issue as source: path: message', () => {

@@ -53,13 +53,13 @@ export const modelConfigSchema = z
   .superRefine((c, ctx) => {
     const kv = c.numKvHeads ?? c.numHeads;
     if (c.headDim === undefined && c.hiddenSize % c.numHeads !== 0) {
-      ctx.addIssue({ code: 'custom', path: ['numHeads'], message: 'numHeads must divide hiddenSize, or headDim must be given' });
+      ctx.addIssue({ code: 'custom', path: ['numHeads'], message: `numHeads (${c.numHeads}) must divide hiddenSize (${c.hiddenSize}), or headDim must be given` });
     }
     if (c.numHeads % kv !== 0) {
-      ctx.addIssue({ code: 'custom', path: ['numKvHeads'], message: 'numKvHeads must divide numHeads' });
+      ctx.addIssue({ code: 'custom', path: ['numKvHeads'], message: `numKvHeads (${kv}) must divide numHeads (${c.numHeads})` });
     }
     const d = c.headDim ?? Math.floor(c.hiddenSize / c.numHeads);
-    if (d % 2 !== 0) ctx.addIssue({ code: 'custom', path: ['headDim'], message: 'the head dimension (headDim, or hiddenSize / numHeads) must be even for RoPE' });
+    if (d % 2 !== 0) ctx.addIssue({ code: 'custom', path: ['headDim'], message: `the head dimension (${d}: headDim, or hiddenSize / numHeads) must be even for RoPE` });
   });
 export type ModelConfigInput = z.input<typeof modelConfigSchema>;
 export type ModelConfig = z.output<typeof modelConfigSchema>;
