@@ -6,7 +6,8 @@
 // see Export name the best step, open a trajectory from the tree and read its reward annotations
 // and hover, compare two trajectories in the diff editor, open the walkthrough; train the config
 // a second time (labels by start time, Pause from the palette, the same colours, Stop → "stopped",
-// the tooltip), kill the server (the runs stay, Restart Server brings it back); last, close the
+// the tooltip), watch a long warm-up (Runs view, dashboard bar and loss chart) and pause, resume and
+// stop it there, kill the server (the runs stay, Restart Server brings it back); last, close the
 // window, which must stop the server the extension started. The tests run in order and share the
 // one window; each saves a screenshot under test/e2e/artifacts/ (`extension-*.png`).
 import assert from 'node:assert/strict';
@@ -46,6 +47,9 @@ const STEPS = 3;
 /** The tiny experiment (a few seconds a step on 2 cores), without `$schema`: the workspace has no schema file. */
 const config = tinyConfigWithSteps(STEPS);
 const runName = config.name;
+/** The tiny experiment with a warm-up of minutes (a few hundred steps of a fraction of a second). */
+const WARM_UP_STEPS = 400;
+const warmUpConfig = { ...config, name: 'tiny warm-up', warmStart: { ...config.warmStart, steps: WARM_UP_STEPS, batchSize: 4 } };
 
 /** The inline annotation after a turn rule (trajectory-document.ts `annotationLabel`). */
 const annotationPattern = /^team (?:[+-]\d+\.\d\d|0\.00) · local (?:[+-]\d+\.\d\d|0\.00)/;
@@ -122,6 +126,8 @@ before(
     writeFileSync(join(workspace, 'configs', 'tiny.troupe.json'), `${JSON.stringify(config, null, 2)}\n`);
     // The same experiment (same name) again, long enough to pause and stop: a second run of the config.
     writeFileSync(join(workspace, 'configs', 'tiny-again.troupe.json'), `${JSON.stringify(tinyConfigWithSteps(50), null, 2)}\n`);
+    // A long warm-up (its own name, so its row is apart from the runs above): watched, paused and stopped in it.
+    writeFileSync(join(workspace, 'configs', 'tiny-warm-up.troupe.json'), `${JSON.stringify(warmUpConfig, null, 2)}\n`);
     // Valid for the JSON Schema, wrong for the environment: only the server's semantic check sees it.
     const misrouted = { ...config, router: { tool: 'tool-lora', planner: 'plan-lora' } };
     writeFileSync(join(workspace, 'configs', 'misrouted.troupe.json'), `${JSON.stringify(misrouted, null, 2)}\n`);
@@ -445,6 +451,48 @@ test('a second run of the config: told apart by its start, paused from the palet
     assert.match(tooltip, /Result: test /);
     await screenshot(page, 'extension-run-tooltip');
     await page.mouse.move(0, 0);
+    await runCommand(page, 'Notifications: Clear All Notifications');
+  }),
+);
+
+test('the warm-up is a phase of the run: its progress in the Runs view and the dashboard (bar, loss chart), paused and stopped in it', { timeout: 300_000 }, () =>
+  withFailureArtifacts(started(), 'extension-warm-up', async () => {
+    const { page } = started();
+    await runCommand(page, 'Troupe: Start Training', { opensPicker: true, timeoutMs: 60_000 });
+    await pickItem(page, 'tiny-warm-up.troupe.json');
+    await waitForNotification(page, `Troupe: started "${warmUpConfig.name}"`, 120_000);
+    await runCommand(page, 'Notifications: Clear All Notifications');
+    const sideBar = await openView(page, 'Troupe');
+    const row = treeItem(sideBar, warmUpConfig.name);
+    await row.locator('.label-description', { hasText: new RegExp(`^running · warm-up [1-9]\\d*/${WARM_UP_STEPS}$`) }).waitFor({ timeout: 120_000 });
+
+    // The dashboard (the run training is the active one): the warm-up's bar and status, and its loss chart.
+    await runCommand(page, 'Troupe: Open Dashboard');
+    const dashboard = visibleWebview(page);
+    const status = await waitForText(dashboard.locator('section.warmup'), new RegExp(`step [1-9]\\d* / ${WARM_UP_STEPS} · loss \\d+\\.\\d{4} · ETA `), 60_000);
+    assert.ok(await status.isVisible());
+    const bar = dashboard.locator('section.warmup progress');
+    const [value, max] = await bar.evaluate((b: HTMLProgressElement) => [b.value, b.max]);
+    assert.equal(max, WARM_UP_STEPS);
+    assert.ok(value > 0 && value < WARM_UP_STEPS, `the bar is at ${value} of ${max}`);
+    const chart = dashboard.locator('section.chart-card', { has: dashboard.locator('h2', { hasText: /^Warm-up loss/ }) });
+    await chart.locator('canvas').first().waitFor({ timeout: 30_000 });
+    await waitForText(chart.locator('.u-legend'), 'model base');
+    assert.equal(await dashboard.locator('p.empty').isVisible(), false, '"Waiting for the first committed step…" while the warm-up trains');
+    await screenshot(page, 'extension-warm-up-dashboard');
+    await runCommand(page, 'View: Close All Editor Groups');
+
+    // Pause acts before the next warm-up step; the row says where the warm-up stands.
+    await runCommand(page, 'Troupe: Pause');
+    await row.locator('.label-description', { hasText: new RegExp(`^paused · warm-up [1-9]\\d*/${WARM_UP_STEPS}$`) }).waitFor({ timeout: 30_000 });
+    await screenshot(page, 'extension-warm-up-paused');
+    // Resumed, it goes on from its checkpoint; stopped, it ends in the warm-up.
+    await runCommand(page, 'Troupe: Resume');
+    await row.locator('.label-description', { hasText: new RegExp(`^running · warm-up [1-9]\\d*/${WARM_UP_STEPS}$`) }).waitFor({ timeout: 120_000 });
+    await runCommand(page, 'Troupe: Stop', { opensPicker: true });
+    await pickItem(page, warmUpConfig.name);
+    await waitForNotification(page, new RegExp(`Troupe: "${escapeRegExp(warmUpConfig.name)}" stopped in the warm-up \\(step \\d+ of ${WARM_UP_STEPS}\\)`), 30_000);
+    await screenshot(page, 'extension-warm-up-stopped');
     await runCommand(page, 'Notifications: Clear All Notifications');
   }),
 );
