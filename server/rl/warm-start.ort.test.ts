@@ -176,11 +176,12 @@ test('a warm start stopped or crashed mid-way continues from its checkpoint to t
     const budget = { demonstrations: 40, steps: 12, batchSize: 8, lr: 5e-3, dagger: { rounds: 2, episodes: 8 } };
     const whole = await finished(warmStart(engine, job, env, budget, tok, join(dir, 'cache-whole'), () => {}));
 
-    // Stopped before step 6 (after the first DAgger round): the checkpoint holds step 6.
+    // Stopped before step 6 (after the first DAgger round): the checkpoint holds step 6. Polled
+    // before each of steps 0-6 and once in the round's play (one batch of 8 episodes): the 8th poll.
     const ckDir = join(dir, 'run', 'checkpoints', 'warmup-base');
     const reports: WarmStartReport[] = [];
     let polls = 0;
-    const stopped = await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, { checkpointDir: ckDir, shouldStop: () => ++polls > 6, onProgress: (p) => reports.push(p) });
+    const stopped = await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, { checkpointDir: ckDir, shouldStop: () => ++polls > 7, onProgress: (p) => reports.push(p) });
     assert.deepEqual(stopped, { stopped: { step: 6, steps: 12 } });
     assert.equal(reports[0]!.stage, 'demonstrations');
     assert.ok(reports.some((r) => r.stage === 'dagger' && r.step === 4), 'the DAgger round is reported');
@@ -211,6 +212,32 @@ test('a warm start stopped or crashed mid-way continues from its checkpoint to t
     assert.equal(resumed.at(-1)!.step, 12);
     for (const [name, w] of whole.weights) assert.deepEqual(done.weights.get(name), w, `${name}: the resumed warm start trains the same weights`);
     assert.equal(existsSync(ckDir), false, 'the checkpoint goes once the warm start is cached');
+  } finally {
+    await engine.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('a stop during a DAgger round ends the warm start before the round, which the resume plays again', { timeout: 240_000 }, async () => {
+  const engine = await Engine.start({ log: () => {} });
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-ws-dagger-stop-'));
+  try {
+    const job: WarmStartJob = { modelId: 'base', config: model, weights: initParameters(model, 3), weightsKey: 'init:3', agents: ['tool', 'plan'], maxNewTokens: 12 };
+    // Two batches of play per round (64 episodes each): the stop comes between them.
+    const budget = { demonstrations: 40, steps: 8, batchSize: 8, lr: 5e-3, dagger: { rounds: 1, episodes: 65 } };
+    const whole = await finished(warmStart(engine, job, env, budget, tok, join(dir, 'cache-whole'), () => {}));
+    const ckDir = join(dir, 'warmup-base');
+    let inRound = false;
+    let polls = 0;
+    const stopped = await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, {
+      checkpointDir: ckDir,
+      onProgress: (p) => (inRound = p.stage === 'dagger'),
+      // The round's first batch is played; the poll before its second one stops.
+      shouldStop: () => inRound && ++polls === 2,
+    });
+    assert.deepEqual(stopped, { stopped: { step: 4, steps: 8 } });
+    const done = await finished(warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, { checkpointDir: ckDir }));
+    for (const [name, w] of whole.weights) assert.deepEqual(done.weights.get(name), w, `${name}: the round played again gives the same weights`);
   } finally {
     await engine.close();
     await rm(dir, { recursive: true, force: true });

@@ -104,7 +104,7 @@ export type WarmStartReport = Omit<WarmUpProgress, 'modelId' | 'model' | 'models
 
 /** What a run adds to a warm start: progress, stopping at a step boundary, checkpoints a resume continues from. */
 export interface WarmStartHooks {
-  /** Polled before every supervised step: true ends the warm start there (its progress checkpointed first). */
+  /** Polled before every supervised step and every batch of a DAgger round's play: true ends the warm start there (its progress checkpointed first). */
   readonly shouldStop?: () => boolean;
   /**
    * Progress: when demonstrations are being collected, when a DAgger round starts, and while
@@ -234,12 +234,15 @@ export async function learnerDemonstrations(
   tok: TextTokenizer,
   maxNewTokens: number,
   run?: ProgramRunner,
-): Promise<{ sequences: TrainSequence[]; solved: number }> {
+  shouldStop?: () => boolean,
+): Promise<{ sequences: TrainSequence[]; solved: number; stopped: boolean }> {
   const wanted = new Set(agents);
   const sequences: TrainSequence[] = [];
   let solved = 0;
   // 64 environments per generate batch, as validation plays them.
   for (let start = 0; start < seeds.length; start += 64) {
+    // A stop between batches gives up the round (it is played again from the same weights).
+    if (shouldStop?.()) return { sequences, solved, stopped: true };
     const envs = seeds.slice(start, start + 64).map(make);
     for (let call = 0; envs.some((e) => !e.done); call++) {
       const mine: Environment[] = [];
@@ -262,7 +265,7 @@ export async function learnerDemonstrations(
     }
     solved += envs.filter((e) => e.success).length;
   }
-  return { sequences, solved };
+  return { sequences, solved, stopped: false };
 }
 
 /**
@@ -435,18 +438,21 @@ export async function warmStart(
     };
     const logEvery = Math.max(1, Math.round(budget.steps / 20));
     progress(start, 'training');
+    /** Ends the warm start before `step` (a DAgger round cut short there is played again on resume). */
+    const stop = async (step: number): Promise<WarmStartStopped> => {
+      await checkpoint(step);
+      progress(step, 'training');
+      log(`warm start of '${job.modelId}': stopped at step ${step}/${budget.steps}${ckDir ? '; a resume continues from its checkpoint' : ''}`);
+      return { stopped: { step, steps: budget.steps } };
+    };
     for (let step = start; step < budget.steps; step++) {
-      if (hooks.shouldStop?.()) {
-        await checkpoint(step);
-        progress(step, 'training');
-        log(`warm start of '${job.modelId}': stopped at step ${step}/${budget.steps}${ckDir ? '; a resume continues from its checkpoint' : ''}`);
-        return { stopped: { step, steps: budget.steps } };
-      }
+      if (hooks.shouldStop?.()) return await stop(step);
       if (rounds > 0 && step > 0 && step % phase === 0) {
         progress(step, 'dagger');
         const round = step / phase;
         const seeds = Array.from({ length: budget.dagger!.episodes }, (_, i) => trainSeed(DAGGER_SEED_OFFSET + round * 1_000_000 + i));
-        const visited = await learnerDemonstrations(policy, env.make, seeds, job.agents, tok, job.maxNewTokens, run);
+        const visited = await learnerDemonstrations(policy, env.make, seeds, job.agents, tok, job.maxNewTokens, run, hooks.shouldStop);
+        if (visited.stopped) return await stop(step);
         demos.push(...visited.sequences);
         daggerDemos.push(...visited.sequences);
         log(`  warm start ${step}: DAgger round ${round}: the model solved ${visited.solved}/${seeds.length} episodes; ${visited.sequences.length} states it reached labelled by the solver (${demos.length} demonstrations now)`);
