@@ -177,11 +177,12 @@ test('a warm start stopped or crashed mid-way continues from its checkpoint to t
     const whole = await finished(warmStart(engine, job, env, budget, tok, join(dir, 'cache-whole'), () => {}));
 
     // Stopped before step 6 (after the first DAgger round): the checkpoint holds step 6. Polled
-    // before each of steps 0-6 and once in the round's play (one batch of 8 episodes): the 8th poll.
+    // twice while collecting the 40 demonstrations (every 32 episodes), before each of steps 0-6
+    // and once in the round's play (one batch of 8 episodes): the 10th poll.
     const ckDir = join(dir, 'run', 'checkpoints', 'warmup-base');
     const reports: WarmStartReport[] = [];
     let polls = 0;
-    const stopped = await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, { checkpointDir: ckDir, shouldStop: () => ++polls > 7, onProgress: (p) => reports.push(p) });
+    const stopped = await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, { checkpointDir: ckDir, shouldStop: () => ++polls > 9, onProgress: (p) => reports.push(p) });
     assert.deepEqual(stopped, { stopped: { step: 6, steps: 12 } });
     assert.equal(reports[0]!.stage, 'demonstrations');
     assert.ok(reports.some((r) => r.stage === 'dagger' && r.step === 4), 'the DAgger round is reported');
@@ -244,16 +245,21 @@ test('a stop during a DAgger round ends the warm start before the round, which t
   }
 });
 
-test('a warm-up checkpoint of other settings is not continued', { timeout: 120_000 }, async () => {
+test('a stop while the demonstrations are collected keeps the warm-up checkpoint where it was; a checkpoint of other settings is not continued', { timeout: 120_000 }, async () => {
   const engine = await Engine.start({ log: () => {} });
   const dir = await mkdtemp(join(tmpdir(), 'troupe-ws-other-'));
   try {
     const job: WarmStartJob = { modelId: 'base', config: model, weights: initParameters(model, 3), weightsKey: 'init:3', agents: ['tool', 'plan'], maxNewTokens: 12 };
     const budget = { demonstrations: 40, steps: 4, batchSize: 8, lr: 5e-3 };
     const ckDir = join(dir, 'warmup-base');
+    // Two polls while collecting demonstrations, then one before each step: stopped before step 2.
     let polls = 0;
-    assert.deepEqual(await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, { checkpointDir: ckDir, shouldStop: () => ++polls > 2 }), { stopped: { step: 2, steps: 4 } });
+    assert.deepEqual(await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), () => {}, undefined, { checkpointDir: ckDir, shouldStop: () => ++polls > 4 }), { stopped: { step: 2, steps: 4 } });
+    // A stop while the demonstrations are collected again keeps the checkpoint where it was.
     const lines: string[] = [];
+    assert.deepEqual(await warmStart(engine, job, env, budget, tok, join(dir, 'cache'), (l) => lines.push(l), undefined, { checkpointDir: ckDir, shouldStop: () => true }), { stopped: { step: 2, steps: 4 } });
+    assert.ok(lines.some((l) => l.includes('stopped while collecting demonstrations; a resume continues from its checkpoint at step 2')), lines.join('\n'));
+    lines.length = 0;
     const other = await warmStart(engine, job, env, { ...budget, lr: 1e-3 }, tok, join(dir, 'cache'), (l) => lines.push(l), undefined, { checkpointDir: ckDir });
     assert.ok(!('stopped' in other));
     assert.ok(lines.some((l) => /belongs to other settings .*; starting over/.test(l)), lines.join('\n'));

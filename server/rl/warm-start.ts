@@ -164,9 +164,17 @@ function proposesTo(env: Environment, wanted: ReadonlySet<string>): boolean {
   return env.flawedSolution !== undefined && env.currentAgent() === proposer && reviewers.some((a) => wanted.has(a));
 }
 
+/** Thrown by `solverDemonstrations` when its `shouldStop` says so; `warmStart` makes it a stop. */
+class DemonstrationsStopped extends Error {
+  constructor() {
+    super('stopped while collecting demonstrations');
+  }
+}
+
 /**
  * (prompt, response) sequences from solver rollouts on training seeds, for the given agents. In an
  * environment whose agents write code, `run` runs the solver's programs (the sandbox).
+ * `shouldStop` is polled every `DEMO_EPISODES_AT_ONCE` episodes (true: DemonstrationsStopped).
  */
 export async function solverDemonstrations(
   make: (seed: number) => Environment,
@@ -175,6 +183,7 @@ export async function solverDemonstrations(
   tok: TextTokenizer,
   noise: ProposalNoise = defaultProposalNoise,
   run?: ProgramRunner,
+  shouldStop?: () => boolean,
 ): Promise<TrainSequence[]> {
   const wanted = new Set(agents);
   const out: TrainSequence[] = [];
@@ -214,6 +223,7 @@ export async function solverDemonstrations(
   // come out in episode order whatever order the programs finish in.
   const atOnce = run ? DEMO_EPISODES_AT_ONCE : 1;
   for (let at = 0; at < count; at += atOnce) {
+    if (at % DEMO_EPISODES_AT_ONCE === 0 && shouldStop?.()) throw new DemonstrationsStopped();
     const chunk = await Promise.all(Array.from({ length: Math.min(atOnce, count - at) }, (_, k) => episode(at + k)));
     for (const pairs of chunk) for (const [observation, response] of pairs) push(observation, response);
   }
@@ -357,8 +367,18 @@ export async function warmStart(
     return { weights: ck.params, cached: true, cacheDir: dir, firstLoss: Number.NaN, lastLoss: Number.NaN, demonstrations: 0 };
   }
   const report = (p: WarmStartReport) => hooks.onProgress?.(p);
-  report({ stage: 'demonstrations', step: 0, steps: budget.steps, loss: null, etaMs: null, checkpointStep: null, points: [] });
-  const demos = await solverDemonstrations(env.make, budget.demonstrations, job.agents, tok, budget.proposals, run);
+  const saved = ckDir ? await readWarmUpCheckpoint(ckDir, WARM_START_POLICY) : null;
+  /** Where a checkpoint of these settings left the warm start (0: none). */
+  const from = saved?.state.key === key ? saved.state.step : 0;
+  report({ stage: 'demonstrations', step: from, steps: budget.steps, loss: null, etaMs: null, checkpointStep: from > 0 ? from : null, points: [] });
+  let demos: TrainSequence[];
+  try {
+    demos = await solverDemonstrations(env.make, budget.demonstrations, job.agents, tok, budget.proposals, run, hooks.shouldStop);
+  } catch (e) {
+    if (!(e instanceof DemonstrationsStopped)) throw e;
+    log(`warm start of '${job.modelId}': stopped while collecting demonstrations${from > 0 ? `; a resume continues from its checkpoint at step ${from}` : ''}`);
+    return { stopped: { step: from, steps: budget.steps } };
+  }
   if (demos.length === 0) throw new Error(`warm start of '${job.modelId}': the solver produced no demonstrations for agents ${job.agents.join(', ')}`);
   log(`warm start of '${job.modelId}': ${demos.length} demonstrations from ${budget.demonstrations} solver episodes, ${budget.steps} steps of ${budget.batchSize}`);
   const policy = await Policy.create(engine, {
@@ -391,7 +411,6 @@ export async function warmStart(
   let points: WarmUpPoint[] = [];
   let checkpointStep: number | null = null;
   try {
-    const saved = ckDir ? await readWarmUpCheckpoint(ckDir, WARM_START_POLICY) : null;
     if (saved && saved.state.key !== key) {
       log(`warm start of '${job.modelId}': its checkpoint in ${ckDir} belongs to other settings (warm-start key ${saved.state.key}, now ${key}); starting over`);
     } else if (saved && ckDir) {
