@@ -27,8 +27,9 @@
  * lucky warm start does not pass for a better method.
  *
  * Tic-tac-toe is scored by its games against the minimax player (non-loss rate, both sides; minimax
- * picks among optimal moves, so games vary), not by self-play success, and the win rate against
- * the random player is kept beside it (`score`, `vsRandom`).
+ * picks among optimal moves, so games vary), not by self-play success; the win rate against the
+ * random player and the perfect-move rate over all 4520 reachable positions are kept beside it
+ * (`score`, `vsRandom`, `optimalMoves`), summarised and compared the same way.
  *
  * Options (env): LEARNING_ENVS (default plan-path,sokoban; any of the six; plan-path-7x7 runs
  * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS (default
@@ -49,7 +50,7 @@ import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-exper
 import type { Evaluation } from '../../server/rl/evaluate.ts';
 import { train, warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
-import { compareMethods, type MethodComparison } from './seed-stats.ts';
+import { compareMethods, type ComparedMeasure, type MethodComparison } from './seed-stats.ts';
 import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -230,7 +231,7 @@ async function redrawCharts(): Promise<void> {
     await writeChart(outDir, env, withSeeds);
     console.log(`redrew bench/results/learning-${env}.svg (${withSeeds.map((r) => r.variant).join(', ')})`);
     await fillWarmStartKeys(withSeeds);
-    (stored.comparisons ??= {})[env] = compareMethods(COMPARISONS, withSeeds);
+    (stored.comparisons ??= {})[env] = compareAll(withSeeds);
   }
   await writeFile(file, `${JSON.stringify(stored, null, 2)}\n`);
   printComparisons(Object.fromEntries(ENVS.map((env) => [env, stored.comparisons![env]!])));
@@ -254,15 +255,26 @@ async function fillWarmStartKeys(rs: readonly VariantResult[]): Promise<void> {
   }
 }
 
+/**
+ * Every comparison of an environment's methods: on the test score after RL, and where the runs
+ * carry them (tic-tac-toe), on the win rate against random and the perfect-move rate too.
+ */
+function compareAll(rs: readonly VariantResult[]): MethodComparison[] {
+  const measures: ComparedMeasure[] = ['testAfter', 'vsRandom', 'optimalMoves'];
+  return measures.flatMap((m) => compareMethods(COMPARISONS, rs, m));
+}
+
+const MEASURE_NAMES: Record<ComparedMeasure, string> = { testAfter: 'test after RL', vsRandom: 'win rate vs random', optimalMoves: 'perfect moves, all positions' };
+
 function printComparisons(byEnv: Record<string, MethodComparison[]>): void {
   const pts = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
-  console.log('\n| environment | A − B (test after RL) | paired | seeds | difference (points) | 95% CI | p (exact permutation) |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('\n| environment | A − B | measure, after RL | paired | seeds | difference (points) | 95% CI | p (exact permutation) |');
+  console.log('|---|---|---|---|---|---|---|---|');
   for (const [env, cs] of Object.entries(byEnv)) {
     for (const c of cs) {
       const seeds = c.paired ? c.seedsA.join(',') : `${c.seedsA.join(',')} / ${c.seedsB.join(',')}`;
       const ci = c.ci95 ? `${pts(c.ci95[0])} to ${pts(c.ci95[1])}` : 'n/a';
-      console.log(`| ${env} | ${c.a} − ${c.b} | ${c.paired ? 'yes' : 'no'} | ${seeds} | ${pts(c.diff)}${c.perSeed ? ` (${c.perSeed.map(pts).join(', ')})` : ''} | ${ci} | ${c.p.toFixed(3)} |`);
+      console.log(`| ${env} | ${c.a} − ${c.b} | ${MEASURE_NAMES[c.metric ?? 'testAfter']} | ${c.paired ? 'yes' : 'no'} | ${seeds} | ${pts(c.diff)}${c.perSeed ? ` (${c.perSeed.map(pts).join(', ')})` : ''} | ${ci} | ${c.p.toFixed(3)} |`);
     }
   }
 }
@@ -368,7 +380,7 @@ async function main(): Promise<void> {
   const comparisons: Record<string, MethodComparison[]> = { ...(stored?.comparisons ?? {}) };
   for (const [env, rs] of Object.entries(results)) {
     await fillWarmStartKeys(rs);
-    comparisons[env] = compareMethods(COMPARISONS, rs);
+    comparisons[env] = compareAll(rs);
   }
   await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), results: { ...untouched, ...results }, comparisons } satisfies StoredResults, null, 2)}\n`);
   for (const [env, rs] of Object.entries(results)) await writeChart(outDir, env, rs);
@@ -382,6 +394,13 @@ async function main(): Promise<void> {
       const last = r.curve.at(-1) ?? null;
       const metric = r.runs[0]?.metric ?? 'success';
       console.log(`| ${env}${metric === 'success' ? '' : ` (${metric})`} | ${r.variant} | ${r.seeds.join(',')} | ${pct(r.testBefore)} | ${pct(r.testAfter)} | ${pts(r.testGain)} | ${pct(first)} → ${pct(last)} | ${(r.wallSeconds / 60).toFixed(1)} min |`);
+      // Tic-tac-toe's other test measures, over the same seeds (no validation curve of their own).
+      for (const measure of ['vsRandom', 'optimalMoves'] as const) {
+        const xs = r.runs.flatMap((run) => (run[measure] ? [run[measure]] : []));
+        if (xs.length !== r.runs.length || xs.length === 0) continue;
+        const name = measure === 'vsRandom' ? 'win rate vs random' : 'perfect moves, all positions';
+        console.log(`| ${env} (${name}) | ${r.variant} | ${r.seeds.join(',')} | ${pct(spread(xs.map((x) => x.before)))} | ${pct(spread(xs.map((x) => x.after)))} | ${pts(spread(xs.map((x) => x.after - x.before)))} | | |`);
+      }
     }
   }
   printComparisons(Object.fromEntries(Object.keys(results).map((env) => [env, comparisons[env]!])));

@@ -107,4 +107,20 @@ describe('comparing methods', () => {
     assert.deepEqual(cs[0]!.seedsB, [1, 2, 3, 4]);
     assert.ok(Math.abs(cs[0]!.diff - (0.75 - 0.6375)) < 1e-12);
   });
+
+  it('compares another measure after RL where the runs carry it, and leaves out runs without it', () => {
+    const withRandom = (after: number[], vs: Array<number | null>) => runs(after, ['k1', 'k2', 'k3']).map((r, i) => ({ ...r, vsRandom: vs[i] === null ? null : { before: 0.5, after: vs[i]! } }));
+    const methods = [
+      { variant: 'team', runs: withRandom([0.1, 0.1, 0.1], [0.9, 0.8, 0.7]) },
+      { variant: 'grpo', runs: withRandom([0.5, 0.5, 0.5], [0.6, 0.6, null]) },
+    ];
+    const [onTest] = compareMethods([['team', 'grpo']], methods);
+    const [onRandom] = compareMethods([['team', 'grpo']], methods, 'vsRandom');
+    assert.equal(onTest!.metric, 'testAfter');
+    assert.ok(Math.abs(onTest!.diff + 0.4) < 1e-12);
+    assert.equal(onRandom!.metric, 'vsRandom');
+    assert.deepEqual(onRandom!.seedsA, [1, 2]);
+    assert.deepEqual(onRandom!.perSeed!.map((x) => Math.round(x * 100)), [30, 20]);
+    assert.deepEqual(compareMethods([['team', 'grpo']], methods, 'optimalMoves'), []);
+  });
 });

@@ -108,6 +108,9 @@ function binomial(n: number, k: number): number {
 export interface ComparedRun {
   seed: number;
   testAfter: number | null;
+  /** Tic-tac-toe's other measures, test before and after RL (see bench-learning's SeedRun). */
+  vsRandom?: { before: number; after: number } | null;
+  optimalMoves?: { before: number; after: number } | null;
   /** Warm-start cache key per base model (null: no warm start; absent: not known). */
   warmStart?: Record<string, string> | null;
 }
@@ -115,8 +118,19 @@ export interface ComparedRun {
 export interface MethodComparison extends SeedComparison {
   a: string;
   b: string;
-  /** What is compared: test success after RL, a fraction. */
-  metric: 'testAfter';
+  /**
+   * What is compared, after RL, a fraction: the run's score on the test (`testAfter`), or for
+   * tic-tac-toe its win rate against random (`vsRandom`) or its perfect-move rate over all
+   * positions (`optimalMoves`).
+   */
+  metric: ComparedMeasure;
+}
+
+export type ComparedMeasure = 'testAfter' | 'vsRandom' | 'optimalMoves';
+
+/** A run's value of `measure` after RL, or null where the run has none. */
+export function measured(run: ComparedRun, measure: ComparedMeasure): number | null {
+  return measure === 'testAfter' ? run.testAfter : (run[measure]?.after ?? null);
 }
 
 /** Whether two runs started RL from the same weights: both have warm starts, with the same key for every model. */
@@ -132,8 +146,14 @@ export function sameWarmStart(x: ComparedRun, y: ComparedRun): boolean {
  * when every one of those seeds started RL from the same warm start on both sides; otherwise
  * unpaired, each method over all its tested seeds.
  */
-export function compareMethods(pairs: ReadonlyArray<readonly [string, string]>, methods: ReadonlyArray<{ variant: string; runs: readonly ComparedRun[] }>): MethodComparison[] {
-  const tested = (v: string) => methods.find((m) => m.variant === v)?.runs.filter((r): r is ComparedRun & { testAfter: number } => r.testAfter !== null) ?? [];
+export function compareMethods(pairs: ReadonlyArray<readonly [string, string]>, methods: ReadonlyArray<{ variant: string; runs: readonly ComparedRun[] }>, measure: ComparedMeasure = 'testAfter'): MethodComparison[] {
+  const tested = (v: string) =>
+    methods
+      .find((m) => m.variant === v)
+      ?.runs.flatMap((r) => {
+        const value = measured(r, measure);
+        return value === null ? [] : [{ ...r, testAfter: value }];
+      }) ?? [];
   const out: MethodComparison[] = [];
   for (const [a, b] of pairs) {
     const ra = tested(a);
@@ -145,7 +165,7 @@ export function compareMethods(pairs: ReadonlyArray<readonly [string, string]>, 
       common.length > 0 && common.every((x) => sameWarmStart(x, partner(x)!))
         ? comparePaired(common.map((x) => x.seed), common.map((x) => x.testAfter), common.map((x) => partner(x)!.testAfter))
         : compareUnpaired(ra.map((x) => x.seed), ra.map((x) => x.testAfter), rb.map((x) => x.seed), rb.map((x) => x.testAfter));
-    out.push({ a, b, metric: 'testAfter', ...c });
+    out.push({ a, b, metric: measure, ...c });
   }
   return out;
 }
