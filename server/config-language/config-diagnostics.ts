@@ -6,6 +6,8 @@
  *    path names: the value for a bad value, the key for an unknown key, the enclosing object's key
  *    (or the file's opening brace) for a missing property;
  *  - the environment's issues: options against its options schema, router against its agents;
+ *  - issues found outside the text and passed in (the server's check of the paths the config
+ *    names: a checkpoint folder that is missing or outside the workspace);
  *  - warnings for legal but suspicious things (duplicate keys; a learning rate meant for LoRA
  *    adapters on a policy that trains all its weights) and information on settings with no effect.
  */
@@ -25,6 +27,7 @@ export const DiagnosticCode = {
   Syntax: 'json-syntax',
   Config: 'config',
   Environment: 'environment',
+  Path: 'path',
   DuplicateKey: 'duplicate-key',
   Suspicious: 'suspicious',
   NoEffect: 'no-effect',
@@ -38,8 +41,8 @@ export type DiagnosticCode = (typeof DiagnosticCode)[keyof typeof DiagnosticCode
 const keyIssue = /^(unknown key|invalid name|unknown agent) /;
 const missingSuffix = ', but it is missing';
 
-/** Every diagnostic for the document, sorted by position. */
-export function diagnoseConfig(doc: ParsedConfig): Diagnostic[] {
+/** Every diagnostic for the document, sorted by position; `pathIssues` are errors at their fields. */
+export function diagnoseConfig(doc: ParsedConfig, pathIssues: readonly ConfigIssue[] = []): Diagnostic[] {
   const make = (range: Diagnostic['range'], severity: DiagnosticSeverity, code: DiagnosticCode, message: string): Diagnostic => ({
     range,
     severity,
@@ -62,6 +65,7 @@ export function diagnoseConfig(doc: ParsedConfig): Diagnostic[] {
   const config = parsed.success ? parsed.config : undefined;
   if (!parsed.success) for (const issue of parsed.issues) fromIssue(issue, DiagnosticSeverity.Error, DiagnosticCode.Config);
   for (const issue of environmentIssues(json, config)) fromIssue(issue, DiagnosticSeverity.Error, DiagnosticCode.Environment);
+  for (const issue of pathIssues) fromIssue(issue, DiagnosticSeverity.Error, DiagnosticCode.Path);
 
   for (const key of duplicateKeys(doc.root)) {
     out.push(make(doc.rangeOfNode(key), DiagnosticSeverity.Warning, DiagnosticCode.DuplicateKey, `duplicate key ${JSON.stringify(key.value)}: this occurrence is ignored, the last one wins`));

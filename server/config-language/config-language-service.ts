@@ -6,6 +6,8 @@
  * The last text parsed is kept, since a client usually asks for diagnostics, completion and hover
  * on the same version in a row.
  */
+import type { ConfigIssue } from '../protocol/config-errors.ts';
+import { safeParseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
 import type { CompletionList, Diagnostic, Hover, Position } from '../protocol/lsp.ts';
 import { completeConfig } from './config-completion.ts';
 import { diagnoseConfig } from './config-diagnostics.ts';
@@ -15,9 +17,20 @@ import { ParsedConfig } from './parsed-config.ts';
 export class ConfigLanguageService {
   private last: ParsedConfig | undefined;
 
-  /** Every problem in the text: syntax, schema, cross-field rules, environment; then warnings. */
-  diagnose(text: string): Diagnostic[] {
-    return diagnoseConfig(this.parse(text));
+  /**
+   * Every problem in the text: syntax, schema, cross-field rules, environment, the `pathIssues`
+   * its caller found on disk; then warnings.
+   */
+  diagnose(text: string, pathIssues: readonly ConfigIssue[] = []): Diagnostic[] {
+    return diagnoseConfig(this.parse(text), pathIssues);
+  }
+
+  /** The valid config the text holds, or undefined (syntax or schema errors). */
+  config(text: string): ExperimentConfig | undefined {
+    const doc = this.parse(text);
+    if (!doc.value.ok) return undefined;
+    const parsed = safeParseExperimentConfig(doc.value.json);
+    return parsed.success ? parsed.config : undefined;
   }
 
   /** Completion proposals at `position` (0-based line, UTF-16 character). */

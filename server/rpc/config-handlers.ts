@@ -2,11 +2,16 @@
  * LSP document features for experiment configs: the connection-facing half. Each client has its
  * own set of open documents (two editors may hold different versions of one file), and
  * diagnostics go only to the client that opened the document. The analysis itself is pure and
- * lives in server/config-language/.
+ * lives in server/config-language/; what needs the disk (the paths a config names, checked under
+ * the server's path rule as a start checks them) is looked up here and handed to it.
  */
+import { fileURLToPath } from 'node:url';
 import { ConfigDocuments } from '../config-language/config-documents.ts';
 import { ConfigLanguageService } from '../config-language/config-language-service.ts';
+import type { ConfigIssue } from '../protocol/config-errors.ts';
 import { ErrorCodes, RpcError } from '../protocol/json-rpc.ts';
+import type { PathConfinement } from '../runs/path-confinement.ts';
+import { configPathIssues } from '../runs/run-session.ts';
 import type { Connection, NotificationHandlers, RequestHandlers } from './connection.ts';
 
 type ConfigRequest = 'textDocument/completion' | 'textDocument/hover';
@@ -17,7 +22,7 @@ export interface ConfigHandlers {
   readonly notifications: Pick<NotificationHandlers, ConfigNotification>;
 }
 
-export function configHandlers(o: { readonly log: (line: string) => void }): ConfigHandlers {
+export function configHandlers(o: { readonly log: (line: string) => void; readonly paths?: PathConfinement }): ConfigHandlers {
   const service = new ConfigLanguageService();
   const perClient = new WeakMap<Connection, ConfigDocuments>();
   const docsOf = (c: Connection): ConfigDocuments => {
@@ -30,8 +35,25 @@ export function configHandlers(o: { readonly log: (line: string) => void }): Con
     if (!doc) throw new RpcError(ErrorCodes.NotFound, `document ${uri} is not open: send textDocument/didOpen first`);
     return doc;
   };
+  // The paths of a valid config in a file on disk; relative ones mean the file's folder.
+  const pathIssues = async (uri: string, text: string): Promise<ConfigIssue[]> => {
+    const config = o.paths === undefined || !uri.startsWith('file:') ? undefined : service.config(text);
+    if (config === undefined || o.paths === undefined) return [];
+    return configPathIssues(config, fileURLToPath(uri), o.paths, { readModels: true });
+  };
+  // Published once the paths are checked, and only if the document is still at that version: a
+  // later edit's diagnostics must not be overwritten by an earlier one's that finished last.
   const publish = (c: Connection, uri: string, version: number, text: string) => {
-    c.notify('textDocument/publishDiagnostics', { uri, version, diagnostics: service.diagnose(text) });
+    pathIssues(uri, text)
+      .catch((e: unknown) => {
+        o.log(`client ${c.id}: checking the paths of ${uri}: ${e instanceof Error ? e.message : String(e)}`);
+        return [];
+      })
+      .then((issues) => {
+        if (docsOf(c).get(uri)?.version !== version) return;
+        c.notify('textDocument/publishDiagnostics', { uri, version, diagnostics: service.diagnose(text, issues) });
+      })
+      .catch((e: unknown) => o.log(`client ${c.id}: diagnostics of ${uri}: ${e instanceof Error ? e.message : String(e)}`));
   };
   // A notification has no reply to carry an error, so a change the documents refuse (unknown
   // document, stale version) is logged; the client resyncs by reopening the document.

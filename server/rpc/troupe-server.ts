@@ -131,7 +131,7 @@ export class TroupeServer {
       // `self` is assigned before the listener accepts its first connection.
       let self: TroupeServer | undefined;
       const server = (): TroupeServer => self!;
-      const config = configHandlers({ log });
+      const config = configHandlers({ log, paths });
       const requests = {
         initialize: (p, ctx) => {
           const major = p.protocolVersion?.split('.')[0];

@@ -10,6 +10,7 @@ import { createRunFolder, loadRunExperiment, setRunFolderSteps, type RunFolder }
 import { ConfigError, type ConfigIssue } from '../protocol/config-errors.ts';
 import { parseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
 import type { RunSummary } from '../protocol/trajectory.ts';
+import { readModelFolderConfig } from '../models/model-folder.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
 import { parseConfigText, readConfigText, resolveExperiment } from '../rl/resolve-experiment.ts';
 import { readCheckpointState, removeOrphanTemporaries, resumeDir } from '../rl/run-checkpoint.ts';
@@ -62,25 +63,39 @@ export async function loadConfigFile(path: string, o: LoadConfigOptions = {}): P
  * the field, so the editor underlines it.
  */
 async function confineConfigPaths(config: ExperimentConfig, source: string, label: string, paths: PathConfinement): Promise<void> {
+  const issues = await configPathIssues(config, source, paths);
+  if (issues.length > 0) throw new ConfigError(label, issues);
+}
+
+/**
+ * The problems with the paths a config at `source` names, each at its field: the server's rule
+ * for every path, and with `readModels` also each model checkpoint folder read as a start reads
+ * it (its `config.json`; so the config editor flags a missing folder while it is typed, not only
+ * at Start Training). Reads nothing the rule refuses.
+ */
+export async function configPathIssues(config: ExperimentConfig, source: string, paths: PathConfinement, o: { readonly readModels?: boolean } = {}): Promise<ConfigIssue[]> {
   const issues: ConfigIssue[] = [];
+  const confined = async (path: string, at: ConfigIssue['path']): Promise<string | undefined> => {
+    try {
+      return await paths.resolve(path, at.join('.'), { base: dirname(source) });
+    } catch (e) {
+      if (!(e instanceof ClientPathError)) throw e;
+      issues.push({ path: at, message: e.detail });
+      return undefined;
+    }
+  };
   for (const [id, m] of Object.entries(config.models)) {
     if (m.checkpoint === undefined) continue;
+    const dir = await confined(m.checkpoint, ['models', id, 'checkpoint']);
+    if (dir === undefined || !o.readModels) continue;
     try {
-      await paths.resolve(m.checkpoint, `models.${id}.checkpoint`, { base: dirname(source) });
+      await readModelFolderConfig(dir);
     } catch (e) {
-      if (!(e instanceof ClientPathError)) throw e;
-      issues.push({ path: ['models', id, 'checkpoint'], message: e.detail });
+      issues.push({ path: ['models', id, 'checkpoint'], message: e instanceof Error ? e.message : String(e) });
     }
   }
-  if (config.env.dataset !== undefined) {
-    try {
-      await paths.resolve(config.env.dataset.path, 'env.dataset.path', { base: dirname(source) });
-    } catch (e) {
-      if (!(e instanceof ClientPathError)) throw e;
-      issues.push({ path: ['env', 'dataset', 'path'], message: e.detail });
-    }
-  }
-  if (issues.length > 0) throw new ConfigError(label, issues);
+  if (config.env.dataset !== undefined) await confined(config.env.dataset.path, ['env', 'dataset', 'path']);
+  return issues;
 }
 
 /** The `configSource` of runs started from an inline config: relative paths in it mean the workspace's. */

@@ -4,10 +4,12 @@
  * didChange → new diagnostics, completion and hover, didClose → cleared; documents are per client.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import { defaultModelConfig } from '../../server/models/default-model.ts';
 import { ErrorCodes } from '../../server/protocol/json-rpc.ts';
 import { RpcResponseError } from '../../server/protocol/rpc-client.ts';
 import { TroupeServer } from '../../server/rpc/troupe-server.ts';
@@ -103,5 +105,38 @@ test('a syntax error is reported where it is; a stale version is ignored without
   assert.ok(d.diagnostics.some((x) => x.range.start.line === 1), d.diagnostics.map((x) => `${x.range.start.line}:${x.range.start.character} ${x.message}`).join('\n'));
   c.rpc.notify('textDocument/didChange', { textDocument: { uri, version: 3 }, contentChanges: [{ text: '{}' }] });
   assert.equal((await c.rpc.request('server/status', {})).pid, process.pid);
+  await c.close();
+});
+
+test("a model checkpoint folder is checked while the config is edited: missing, outside the workspace, then present", async () => {
+  const c = await connect(server.url, token);
+  mkdirSync(join(ws, 'configs'), { recursive: true });
+  const uri = pathToFileURL(join(ws, 'configs', 'from-checkpoint.json')).href;
+  const withCheckpoint = (checkpoint: string) => text.replace('"env":', `"models": { "base": { "checkpoint": ${JSON.stringify(checkpoint)} } },\n  "env":`).replace('"planner"', '"plan"');
+  const diagnosticsAt = async (version: number, checkpoint: string) => {
+    const body = withCheckpoint(checkpoint);
+    if (version === 1) c.rpc.notify('textDocument/didOpen', { textDocument: { uri, languageId: 'json', version, text: body } });
+    else c.rpc.notify('textDocument/didChange', { textDocument: { uri, version }, contentChanges: [{ text: body }] });
+    const d = await c.waitFor('textDocument/publishDiagnostics', (p) => p.uri === uri && p.version === version);
+    return { diagnostics: d.diagnostics, value: positionOf(JSON.stringify(checkpoint), body) };
+  };
+
+  // Relative to the config's folder, as a start resolves it: ../ckpt is <workspace>/ckpt, not there yet.
+  const missing = await diagnosticsAt(1, '../ckpt');
+  assert.equal(missing.diagnostics.length, 1, missing.diagnostics.map((d) => d.message).join('\n'));
+  assert.equal(missing.diagnostics[0]!.code, 'path');
+  assert.deepEqual(missing.diagnostics[0]!.range.start, missing.value);
+  assert.match(missing.diagnostics[0]!.message, /^models\.base\.checkpoint: model folder .*ckpt does not exist/);
+
+  // Outside the workspace: the server's path rule, without looking there.
+  const outside = await diagnosticsAt(2, '../../..');
+  assert.equal(outside.diagnostics.length, 1);
+  assert.match(outside.diagnostics[0]!.message, /is outside the workspace/);
+
+  // A model folder (its config.json is what a start reads first): no diagnostic.
+  mkdirSync(join(ws, 'ckpt'), { recursive: true });
+  writeFileSync(join(ws, 'ckpt', 'config.json'), JSON.stringify(defaultModelConfig));
+  const present = await diagnosticsAt(3, '../ckpt');
+  assert.deepEqual(present.diagnostics, []);
   await c.close();
 });
