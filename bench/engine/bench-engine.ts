@@ -18,8 +18,18 @@
  * its decode (fp32, and int4 rollout weights with blocks of 128: `decode-int4-b128`) and LoRA PPO
  * step against PyTorch's, and both processes' peak RSS.
  *
- * Options (env): BENCH_ROUNDS (3), BENCH_THREADS (2), BENCH_MODELS (default,medium,qwen2.5-0.5b).
- * A run of some models only replaces their rows in `engine.json` and keeps the others.
+ * PyTorch's matmuls run on OpenBLAS, whose kernel choice can be far from this CPU's best: before the
+ * run `torchBlas` (torch-blas.ts) probes the candidate kernels, checks them against float64 and pins
+ * the PyTorch side to the best with OPENBLAS_CORETYPE. The JSON's `blas` records the CPU's model and
+ * flags, each side's kernel and the probes; `baselineFlags` lists what makes the baseline suspect (its
+ * peak far below its kernel's or MLAS's, a busy machine), and the run prints them.
+ *
+ * Options (env): BENCH_ROUNDS (3), BENCH_THREADS (2), BENCH_MODELS (default,medium,qwen2.5-0.5b),
+ * BENCH_TORCH_CORETYPE (auto; `inherited` or a core name: see torch-blas.ts), BENCH_ALSO_CORE (a
+ * second PyTorch side pinned to this OpenBLAS core times the same train step and decode in the same
+ * rounds: the ratios with and without the chosen kernel, side by side; not for the real-vocab case),
+ * BENCH_OUT (results file, default bench/results/engine.json).
+ * A run of some models only replaces their rows in its results file and keeps the others.
  */
 import { cpus, loadavg, platform, release } from 'node:os';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -38,7 +48,8 @@ import { Engine } from '../../server/runtime/engine.ts';
 import { median, randomBatch } from './bench-util.ts';
 import { measureMatmulPeak } from './matmul-peak.ts';
 import { benchRealVocab, realVocabName } from './bench-real-vocab.ts';
-import { TorchServer } from './torch-server.ts';
+import { TorchServer, type TorchInfo } from './torch-server.ts';
+import { baselineFlags } from './torch-blas.ts';
 
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
 const THREADS = Number(process.env['BENCH_THREADS'] ?? 2);
@@ -46,6 +57,8 @@ const MODELS = (process.env['BENCH_MODELS'] ?? `default,medium,${realVocabName}`
 const decodeVariants = { fused: { weights: 'fp32', fusedDecode: true, blockSize: 32 }, int8: { weights: 'int8', fusedDecode: true, blockSize: 32 }, int4: { weights: 'int4', fusedDecode: true, blockSize: 32 }, 'int4-b128': { weights: 'int4', fusedDecode: true, blockSize: 128 } } as const satisfies Record<string, DecodeSettings>;
 type DecodeVariant = keyof typeof decodeVariants;
 const VARIANTS = (process.env['BENCH_DECODE_VARIANTS'] ?? 'fused,int8,int4,int4-b128').split(',').filter((v): v is DecodeVariant => v in decodeVariants);
+const ALSO_CORE = process.env['BENCH_ALSO_CORE'] || null;
+const OUT = process.env['BENCH_OUT'] ?? fileURLToPath(new URL('../results/engine.json', import.meta.url));
 
 interface ModelCase {
   name: string;
@@ -74,12 +87,14 @@ function flops(c: ModelConfig, B: number, T: number): { trainStep: number; decod
 
 
 async function main(): Promise<void> {
-  const loadStart = loadavg()[0];
+  const loadStart = loadavg()[0] ?? 0;
+  const { server: torch, blas, info } = await TorchServer.startWithBestBlas(THREADS, (line) => process.stderr.write(`${line}\n`));
   const engine = await Engine.start({ threads: THREADS, log: () => {} });
-  const torch = TorchServer.start(THREADS);
-  const info = await torch.call<{ torch: string; blasLibrary: string; threads: number }>({ cmd: 'info' });
+  // The optional second baseline, pinned to BENCH_ALSO_CORE, runs the same commands in the same rounds.
+  const also = ALSO_CORE === null ? null : TorchServer.start(THREADS, 'fused', { OPENBLAS_CORETYPE: ALSO_CORE });
+  const alsoCore = also === null ? null : (await also.call<TorchInfo>({ cmd: 'info' })).blasCore;
   const dir = await mkdtemp(join(tmpdir(), 'troupe-bench-'));
-  const peak = { troupe: [] as number[], pytorch: [] as number[] };
+  const peak = { troupe: [] as number[], pytorch: [] as number[], also: [] as number[] };
   const results: Array<Record<string, unknown>> = [];
   try {
     for (const mc of cases) {
@@ -89,6 +104,7 @@ async function main(): Promise<void> {
       const file = join(dir, `${mc.name}.safetensors`);
       await writeSafetensorsFile(file, new Map([...weights].map(([n, d]) => [n, { shape: shapeOf(config, n), data: d }])));
       await torch.call({ cmd: 'load', modelConfig: config, weights: file });
+      await also?.call({ cmd: 'load', modelConfig: config, weights: file });
       const policy = await Policy.create(engine, {
         id: mc.name,
         config,
@@ -104,7 +120,7 @@ async function main(): Promise<void> {
       const seqs = raw.map((q, i) => ({ ...q, oldLogp: old[i]!, refLogp: old[i]! }));
       const hp = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };
       const prompts = Array.from({ length: mc.decode.batch }, (_, b) => Int32Array.from({ length: mc.decode.promptLen }, (_, t) => (b * 31 + t * 17) % config.vocabSize));
-      const rounds = { trainT: [] as number[], trainP: [] as number[], decT: [] as number[], decP: [] as number[] };
+      const rounds = { trainT: [] as number[], trainP: [] as number[], decT: [] as number[], decP: [] as number[], trainA: [] as number[], decA: [] as number[] };
       // The rollout variants decode the same weights (quantized once: nothing trains them here).
       const variants = new Map<DecodeVariant, { policy: Policy; ms: number[] }>();
       for (const v of VARIANTS) {
@@ -124,17 +140,22 @@ async function main(): Promise<void> {
       for (let r = 0; r < ROUNDS; r++) {
         peak.troupe.push(await measureMatmulPeak(engine, 512, 20));
         peak.pytorch.push((await torch.call<{ gflops: number }>({ cmd: 'matmulPeak', n: 512, reps: 20 })).gflops);
+        if (also) peak.also.push((await also.call<{ gflops: number }>({ cmd: 'matmulPeak', n: 512, reps: 20 })).gflops);
         const ms: number[] = [];
         for (let i = 0; i < mc.train.warmup + mc.train.steps; i++) {
           const s = await policy.update('ppo', seqs, hp);
           if (i >= mc.train.warmup) ms.push(s.ms);
         }
         rounds.trainT.push(median(ms));
-        rounds.trainP.push(median((await torch.call<{ ms: number[] }>({ cmd: 'trainStep', batch: B, seqLen: T, steps: mc.train.steps, warmup: mc.train.warmup, loss: 'ppo' })).ms));
+        const trainCmd = { cmd: 'trainStep', batch: B, seqLen: T, steps: mc.train.steps, warmup: mc.train.warmup, loss: 'ppo' };
+        rounds.trainP.push(median((await torch.call<{ ms: number[] }>(trainCmd)).ms));
+        if (also) rounds.trainA.push(median((await also.call<{ ms: number[] }>(trainCmd)).ms));
         rounds.decT.push(await timeDecode(policy));
         for (const v of variants.values()) v.ms.push(await timeDecode(v.policy));
         const { batch, promptLen, newTokens, runs, warmup } = mc.decode;
-        rounds.decP.push(median((await torch.call<{ ms: number[] }>({ cmd: 'decode', batch, promptLen, newTokens, temperature: 1, topP: 1, steps: runs, warmup })).ms));
+        const decodeCmd = { cmd: 'decode', batch, promptLen, newTokens, temperature: 1, topP: 1, steps: runs, warmup };
+        rounds.decP.push(median((await torch.call<{ ms: number[] }>(decodeCmd)).ms));
+        if (also) rounds.decA.push(median((await also.call<{ ms: number[] }>(decodeCmd)).ms));
         const vs = [...variants].map(([v, x]) => `${v} ${x.ms.at(-1)!.toFixed(0)}`).join(', ');
         process.stderr.write(`${mc.name} round ${r + 1}/${ROUNDS}: train ${rounds.trainT.at(-1)!.toFixed(1)} vs ${rounds.trainP.at(-1)!.toFixed(1)} ms, decode ${rounds.decT.at(-1)!.toFixed(0)} vs ${rounds.decP.at(-1)!.toFixed(0)} ms (${vs})\n`);
       }
@@ -144,6 +165,9 @@ async function main(): Promise<void> {
       const decFlops = Array.from({ length: mc.decode.newTokens }, (_, i) => f.decodeToken(mc.decode.promptLen + i)).reduce((a, b) => a + b, 0) * mc.decode.batch;
       const trainMs = { troupe: median(rounds.trainT), pytorch: median(rounds.trainP) };
       const decMs = { troupe: median(rounds.decT), pytorch: median(rounds.decP) };
+      // The second baseline's figures beside a row: its ms and Troupe's speedup over it.
+      const alsoRow = (pytorchMs: number[], troupeMs: number): Record<string, unknown> =>
+        also === null ? {} : { pytorchAlso: { core: alsoCore, ms: median(pytorchMs), roundMs: pytorchMs, speedup: median(pytorchMs) / troupeMs } };
       results.push({
         model: { name: mc.name, parameters: params },
         figure: 'trainStep',
@@ -154,6 +178,7 @@ async function main(): Promise<void> {
         roundMs: { troupe: rounds.trainT, pytorch: rounds.trainP },
         gflops: { troupe: f.trainStep / trainMs.troupe / 1e6, pytorch: f.trainStep / trainMs.pytorch / 1e6 },
         shape: { batch: B, seqLen: T, loss: 'ppo', optimizer: 'adamw' },
+        ...alsoRow(rounds.trainA, trainMs.troupe),
       });
       results.push({
         model: { name: mc.name, parameters: params },
@@ -165,6 +190,7 @@ async function main(): Promise<void> {
         roundMs: { troupe: rounds.decT, pytorch: rounds.decP },
         gflops: { troupe: decFlops / decMs.troupe / 1e6, pytorch: decFlops / decMs.pytorch / 1e6 },
         shape: { batch: mc.decode.batch, promptLen: mc.decode.promptLen, newTokens: mc.decode.newTokens, sampling: 'temperature 1' },
+        ...alsoRow(rounds.decA, decMs.troupe),
       });
       for (const [v, x] of variants) {
         const ms = { troupe: median(x.ms), pytorch: decMs.pytorch };
@@ -178,6 +204,7 @@ async function main(): Promise<void> {
           roundMs: { troupe: x.ms, pytorch: rounds.decP },
           gflops: { troupe: decFlops / ms.troupe / 1e6, pytorch: decFlops / ms.pytorch / 1e6 },
           shape: { batch: mc.decode.batch, promptLen: mc.decode.promptLen, newTokens: mc.decode.newTokens, sampling: 'temperature 1', weights: decodeVariants[v].weights, graph: 'fused', blockSize: decodeVariants[v].blockSize, pytorch: 'fp32 eager' },
+          ...alsoRow(rounds.decA, ms.troupe),
         });
         await x.policy.dispose();
       }
@@ -189,10 +216,13 @@ async function main(): Promise<void> {
     }
   } finally {
     await torch.close();
+    await also?.close();
     await engine.close();
     await rm(dir, { recursive: true, force: true });
   }
-  const matmulPeak = { n: 512, troupe: median(peak.troupe), pytorch: median(peak.pytorch) };
+  const matmulPeak = { n: 512, troupe: median(peak.troupe), pytorch: median(peak.pytorch), ...(also ? { pytorchAlso: median(peak.also) } : {}) };
+  const loadAverage = { start: loadStart, end: loadavg()[0] ?? 0 };
+  const flags = baselineFlags({ pytorchPeak: matmulPeak.pytorch, troupePeak: matmulPeak.troupe, choice: blas.choice, loadAverage, cores: cpus().length });
   for (const r of results) {
     const g = r['gflops'] as { troupe: number; pytorch: number };
     r['peakFraction'] = { troupe: g.troupe / matmulPeak.troupe, pytorch: g.pytorch / matmulPeak.troupe };
@@ -204,28 +234,45 @@ async function main(): Promise<void> {
     threads: THREADS,
     rounds: ROUNDS,
     // Other processes' load moves every figure here: the 1-minute load average as the run began and ended.
-    loadAverage: { start: loadStart, end: loadavg()[0] },
+    loadAverage,
     // libgomp's OMP_WAIT_POLICY (PyTorch's threads): PASSIVE keeps them from collapsing when the cores are shared.
     ompWaitPolicy: process.env['OMP_WAIT_POLICY'] ?? null,
     versions: { onnxruntimeNode: ortVersion, torch: info.torch, blas: info.blasLibrary },
+    // Each side's matmul kernel: PyTorch's OpenBLAS core as chosen and probed (torch-blas.ts), Troupe's MLAS.
+    blas: {
+      cpu: blas.cpu,
+      pytorch: { ...blas.choice, serverCore: info.blasCore, probes: blas.probes },
+      troupe: blas.troupe,
+      ...(also ? { pytorchAlso: { core: alsoCore } } : {}),
+    },
     matmulPeakGflops: matmulPeak,
+    // Empty when nothing makes the baseline suspect; otherwise printed at the end of the run too.
+    baselineFlags: flags,
     results: await withEarlierRows(results),
   };
-  const path = fileURLToPath(new URL('../results/engine.json', import.meta.url));
+  const path = OUT;
   await writeFile(path, `${JSON.stringify(out, null, 2)}\n`);
   const rows = results.map((r) => {
     const m = r['model'] as { name: string; parameters: number };
     const g = r['gflops'] as { troupe: number };
     return `| ${m.name} (${(m.parameters / 1e6).toFixed(1)}M) | ${String(r['figure'])} | ${(r['troupe'] as number).toFixed(0)} | ${(r['pytorch'] as number).toFixed(0)} | ${(r['speedup'] as number).toFixed(2)}x | ${g.troupe.toFixed(1)} |`;
   });
-  console.log(`\nMatMul peak (512², ${THREADS} threads): Troupe/ORT ${matmulPeak.troupe.toFixed(1)} GFLOP/s, PyTorch ${matmulPeak.pytorch.toFixed(1)} GFLOP/s`);
+  console.log(`\nCPU: ${blas.cpu.model} (family ${blas.cpu.family ?? '?'}, model ${blas.cpu.modelNumber ?? '?'}); PyTorch on OpenBLAS ${blas.choice.used ?? 'n/a'} (OpenBLAS's own pick ${blas.choice.cpuidPick ?? 'n/a'}, inherited OPENBLAS_CORETYPE ${blas.choice.inherited ?? 'unset'}), Troupe on ${blas.troupe.sgemmKernel}`);
+  console.log(`MatMul peak (512², ${THREADS} threads): Troupe/ORT ${matmulPeak.troupe.toFixed(1)} GFLOP/s, PyTorch ${matmulPeak.pytorch.toFixed(1)} GFLOP/s (its kernel reached ${blas.choice.usedPeak?.toFixed(1) ?? '?'} in the probe)${also ? `, PyTorch on ${alsoCore ?? ALSO_CORE} ${median(peak.also).toFixed(1)} GFLOP/s` : ''}; load average ${loadAverage.start.toFixed(2)} -> ${loadAverage.end.toFixed(2)}`);
   console.log('| model | figure | Troupe tok/s | PyTorch tok/s | speedup | Troupe GFLOP/s |');
   console.log('|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
+  if (also) {
+    for (const r of results) {
+      const a = r['pytorchAlso'] as { speedup: number } | undefined;
+      if (a) console.log(`${(r['model'] as { name: string }).name} ${String(r['figure'])}: ${(r['speedup'] as number).toFixed(2)}x against PyTorch on ${blas.choice.used ?? '?'}, ${a.speedup.toFixed(2)}x against PyTorch on ${alsoCore ?? ALSO_CORE}`);
+    }
+  }
   for (const r of results) {
     const rss = r['peakRssMB'] as { troupe: number; pytorch: number } | undefined;
     if (rss) console.log(`${(r['model'] as { name: string }).name} ${String(r['figure'])}: peak RSS Troupe ${(rss.troupe / 1024).toFixed(2)} GiB, PyTorch ${(rss.pytorch / 1024).toFixed(2)} GiB`);
   }
+  for (const f of flags) console.log(`BASELINE FLAGGED (${f.code}): ${f.message}`);
   console.log(`\nwrote ${path}`);
 }
 
@@ -238,7 +285,7 @@ async function withEarlierRows(rows: Array<Record<string, unknown>>): Promise<Ar
   const ran = new Set(rows.map((r) => (r['model'] as { name: string }).name));
   let earlier: Array<Record<string, unknown>> = [];
   try {
-    const prev: unknown = JSON.parse(await readFile(fileURLToPath(new URL('../results/engine.json', import.meta.url)), 'utf8'));
+    const prev: unknown = JSON.parse(await readFile(OUT, 'utf8'));
     if (prev && typeof prev === 'object' && 'results' in prev && Array.isArray(prev.results)) {
       const date = 'date' in prev ? prev.date : undefined;
       const peak = 'matmulPeakGflops' in prev ? prev.matmulPeakGflops : undefined;

@@ -8,6 +8,7 @@
  * benchmark) and in PyTorch (`torch.mm` on the same shapes; python3-torch), and prints the chain's
  * time per decode step. Compare it with the per-step times in bench/results/engine.json: a 2x decode
  * target needs the whole step in half of PyTorch's, which cannot be less than the GEMMs alone.
+ * PyTorch runs on the OpenBLAS kernel `torchBlas` chooses (torch-blas.ts), recorded in the JSON.
  * Writes bench/results/gemm-bound.json.
  */
 import { spawnSync } from 'node:child_process';
@@ -20,6 +21,7 @@ import type { ModelConfig } from '../../server/models/model-config.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 import { f32 } from '../../server/runtime/tensor.ts';
 import { benchPython, median } from './bench-util.ts';
+import { torchBlas } from './torch-blas.ts';
 
 const THREADS = 2;
 const BATCH = 64;
@@ -68,7 +70,7 @@ async function ortChainMs(engine: Engine, name: string, shapes: Array<[number, n
   return (performance.now() - t0) / REPS;
 }
 
-function torchChainMs(shapes: Array<[number, number]>): number {
+function torchChainMs(shapes: Array<[number, number]>, env: Record<string, string>): number {
   const script = `
 import json, sys, time, torch
 torch.set_num_threads(${THREADS})
@@ -83,12 +85,13 @@ with torch.no_grad():
         for x, w in zip(xs, ws): torch.mm(x, w)
 print((time.perf_counter() - t0) * 1000 / ${REPS})
 `;
-  const r = spawnSync(benchPython(), ['-c', script, JSON.stringify(shapes)], { encoding: 'utf8' });
+  const r = spawnSync(benchPython(), ['-c', script, JSON.stringify(shapes)], { encoding: 'utf8', env: { ...process.env, ...env } });
   if (r.status !== 0) throw new Error(`python3 torch failed (install python3-torch): ${r.stderr}`);
   return Number(r.stdout.trim());
 }
 
 async function main(): Promise<void> {
+  const blas = await torchBlas({ python: benchPython(), threads: THREADS, log: (line) => console.log(line) });
   const engine = await Engine.start({ threads: THREADS, log: () => {} });
   const results = [];
   try {
@@ -102,7 +105,7 @@ async function main(): Promise<void> {
       const torch: number[] = [];
       for (let r = 0; r < ROUNDS; r++) {
         ort.push(await ortChainMs(engine, `${name}-${r}`, shapes));
-        torch.push(torchChainMs(shapes));
+        torch.push(torchChainMs(shapes, blas.choice.env));
       }
       const row = {
         model: { name, parameters: parameterCount(config) },
@@ -121,7 +124,7 @@ async function main(): Promise<void> {
     await engine.close();
   }
   const out = fileURLToPath(new URL('../results/gemm-bound.json', import.meta.url));
-  await writeFile(out, `${JSON.stringify({ date: new Date().toISOString(), threads: THREADS, rounds: ROUNDS, reps: REPS, results }, null, 2)}\n`);
+  await writeFile(out, `${JSON.stringify({ date: new Date().toISOString(), threads: THREADS, rounds: ROUNDS, reps: REPS, blas: { cpu: blas.cpu, pytorch: blas.choice, troupe: blas.troupe }, results }, null, 2)}\n`);
   console.log(`wrote ${out}`);
 }
 

@@ -24,8 +24,8 @@ const DECODE = { batch: 16, promptLen: 32, newTokens: Number(process.env['QWEN_N
 
 async function main(): Promise<void> {
   const c = qwen25HalfB;
+  const { server: torch } = await TorchServer.startWithBestBlas(THREADS, (line) => console.log(line));
   const engine = await Engine.start({ threads: THREADS, log: () => {} });
-  const torch = TorchServer.start(THREADS);
   try {
     const policy = await Policy.create(engine, {
       id: 'qwen',

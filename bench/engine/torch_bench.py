@@ -10,7 +10,8 @@ go to stderr). A command may carry "id"; the reply echoes it. A failing command 
 
 Commands
   {"cmd":"info"} -> {torch, python, numpy, threads, interopThreads, blasLibrary (the libblas/openblas
-      mapped into the process), config (torch.__config__.show()), cpuCount, variant}
+      mapped into the process), blasCore (OpenBLAS's kernel: openblas_get_corename; pin it with
+      OPENBLAS_CORETYPE, see torch-blas.ts), coretypeEnv, config (torch.__config__.show()), cpuCount, variant}
   {"cmd":"threads","n":2} -> {threads}           (torch.set_num_threads; also --threads at start)
   {"cmd":"load","modelConfig":{...},"weights":"<file.safetensors>"}   params named `embed.weight` or
       `param.embed.weight` (fixture files) — the same file our engine loads;
@@ -100,6 +101,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import torch_model as tm  # noqa: E402
+from blas_probe import blas_libraries, openblas_corename  # noqa: E402 (this script's folder is on sys.path)
 
 torch.set_num_threads(ARGS.threads)
 
@@ -214,19 +216,12 @@ def _median(xs):
 
 
 def cmd_info(c):
-    blas = set()
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 6 and ("blas" in parts[5] or "lapack" in parts[5] or "mkl" in parts[5]):
-                    blas.add(os.path.realpath(parts[5]))
-    except OSError:
-        pass
+    blas = blas_libraries()
     return {
         "torch": torch.__version__, "python": platform.python_version(), "numpy": np.__version__,
         "threads": torch.get_num_threads(), "interopThreads": torch.get_num_interop_threads(),
-        "blasLibrary": sorted(blas), "config": torch.__config__.show(), "cpuCount": os.cpu_count(),
+        "blasLibrary": blas, "blasCore": openblas_corename(blas), "coretypeEnv": os.environ.get("OPENBLAS_CORETYPE"),
+        "config": torch.__config__.show(), "cpuCount": os.cpu_count(),
         "variant": S.variant, "ompNumThreads": os.environ.get("OMP_NUM_THREADS"),
         "mallocTuning": {k: os.environ.get(k) for k in MALLOC_TUNING},
     }

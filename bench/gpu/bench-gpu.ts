@@ -45,6 +45,7 @@ import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 import { qwen25HalfB } from '../engine/bench-real-vocab.ts';
 import { benchPython, median, randomBatch } from '../engine/bench-util.ts';
+import { torchBlas, type TorchBlas } from '../engine/torch-blas.ts';
 
 const env = process.env;
 const TINY = env['BENCH_GPU_TINY'] === '1';
@@ -205,7 +206,8 @@ function errorText(e: unknown): string {
   return (e instanceof Error ? `${e.name}: ${e.message}` : String(e)).slice(0, 800);
 }
 
-async function runTorch(name: string, c: ModelConfig, result: Record<string, unknown>, save: () => void): Promise<void> {
+/** `env`: the OPENBLAS_CORETYPE `torchBlas` chose (the tiny form runs PyTorch on the CPU). */
+async function runTorch(name: string, c: ModelConfig, result: Record<string, unknown>, save: () => void, env: Record<string, string>): Promise<void> {
   const script = fileURLToPath(new URL('./torch_gpu_bench.py', import.meta.url));
   const spec = {
     name,
@@ -220,7 +222,7 @@ async function runTorch(name: string, c: ModelConfig, result: Record<string, unk
   };
   const torch: Record<string, unknown> = {};
   result['pytorch'] = torch;
-  const proc = spawn(benchPython(), [script, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(benchPython(), [script, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   proc.stderr.on('data', (d: Buffer) => process.stderr.write(d));
   const timer = setTimeout(() => {
     torch['error'] = `killed after ${2 * PHASE_TIMEOUT_S} s`;
@@ -363,6 +365,8 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
 }
 
 async function main(): Promise<void> {
+  // On CUDA PyTorch's matmuls run on cuBLAS; only the tiny (CPU) form depends on OpenBLAS's kernel.
+  const blas: TorchBlas | null = TINY && SIDES.includes('pytorch') ? await torchBlas({ python: benchPython(), threads: cpus().length, log: say }) : null;
   const ortVersion = (createRequire(import.meta.url)('onnxruntime-node/package.json') as { version: string }).version;
   const out = {
     date: new Date().toISOString(),
@@ -371,6 +375,7 @@ async function main(): Promise<void> {
     gpu: GpuMemory.gpuName(),
     machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version },
     versions: { onnxruntimeNode: ortVersion },
+    blas: blas ? { cpu: blas.cpu, pytorch: { ...blas.choice, probes: blas.probes }, troupe: blas.troupe } : 'not probed: PyTorch runs its matmuls on cuBLAS',
     settings: { ppo: { batch: PPO_B, seqLen: PPO_T, microTokens: MICRO_TOKENS, lora: LORA, optimizer: 'adamw lr 1e-4 wd 0.01, clip 1' }, decode: { batch: DEC_B, promptLen: DEC_P, newTokens: DEC_N, sampling: 'temperature 1' }, rounds: { pytorch: ROUNDS, troupe: TROUPE_ROUNDS, warmup: 1 }, phaseSeconds: PHASE_S, phaseTimeoutSeconds: PHASE_TIMEOUT_S },
     models: [] as Array<Record<string, unknown>>,
   };
@@ -383,7 +388,7 @@ async function main(): Promise<void> {
     const m: Record<string, unknown> = { name, parameters: parameterCount(c), config: c };
     out.models.push(m);
     say(`${name}: ${(parameterCount(c) / 1e6).toFixed(0)}M parameters`);
-    if (SIDES.includes('pytorch')) await runTorch(name, c, m, save);
+    if (SIDES.includes('pytorch')) await runTorch(name, c, m, save, blas?.choice.env ?? {});
     if (SIDES.includes('troupe')) await runTroupe(name, c, m, save);
     save();
   }
