@@ -110,7 +110,7 @@ test('inspector → host messages parse; bad ones are refused', () => {
 });
 
 test('saved webview states parse with defaults; junk does not', () => {
-  assert.deepEqual(dashboardStateSchema.parse({ runId: 'r1' }), { runId: 'r1', hiddenCharts: [] });
+  assert.deepEqual(dashboardStateSchema.parse({ runId: 'r1' }), { runId: 'r1', hiddenCharts: [], fitAllCharts: [] });
   assert.deepEqual(inspectorStateSchema.parse({ trajectoryId: 3 }), { trajectoryId: 3, shading: 'logprob' });
   assert.ok(!dashboardStateSchema.safeParse(undefined).success);
   assert.ok(!dashboardStateSchema.safeParse({ runId: '' }).success);

@@ -34,6 +34,8 @@ export const dashboardStateSchema = z.object({
   runId: idSchema,
   /** Ids of the charts the user hid. */
   hiddenCharts: z.array(z.string()).max(200).default([]),
+  /** Ids of the charts whose y axis fits every point (by default outliers are left out and marked). */
+  fitAllCharts: z.array(z.string()).max(200).default([]),
 });
 export type DashboardState = z.infer<typeof dashboardStateSchema>;
 

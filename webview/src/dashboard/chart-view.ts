@@ -12,6 +12,7 @@ import { h } from '../host-channel.ts';
 import { formatValue, lineDash } from './chart-groups.ts';
 import type { ChartData, SeriesInfo } from './series-store.ts';
 import type { ChartTheme } from './theme.ts';
+import { robustExtent } from './y-range.ts';
 
 /** Tick spacings of the step axis: whole steps only. */
 const STEP_TICK_INCREMENTS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1000, 10_000, 100_000].map((p) => m * p)).sort((a, b) => a - b);
@@ -21,6 +22,14 @@ const LINE_WIDTH = 1.5;
 const SVG_NS = 'http://www.w3.org/2000/svg';
 /** All charts share the cursor: hovering step 120 in one shows step 120 in every chart. */
 const SYNC_KEY = 'troupe-steps';
+/** Half the width of the mark for a point beyond the y range, in CSS pixels. */
+const MARK_SIZE = 4;
+
+/** What a chart card asks of the dashboard: hide it, and remember whether it fits all its points. */
+export interface ChartViewHost {
+  readonly onHide: (id: string) => void;
+  readonly onFitAll: (id: string, fitAll: boolean) => void;
+}
 
 export class ChartView {
   readonly card: HTMLElement;
@@ -28,21 +37,41 @@ export class ChartView {
   #plot: uPlot | null = null;
   #builtVersion = -1;
   #theme: ChartTheme;
+  /** Off: the y range leaves outliers out (y-range.ts) and marks them at the edge; on: it fits every point. */
+  #fitAll: boolean;
+  readonly #fitAllButton: HTMLButtonElement;
+  /** Says how many points lie beyond the y range, when any do. */
+  readonly #note: HTMLElement;
+  /** Each series' stroke colour, by uPlot series index (0 is the step). */
+  #colors: string[] = [];
 
   constructor(
     readonly chart: ChartData,
     theme: ChartTheme,
-    onHide: (id: string) => void,
+    host: ChartViewHost,
+    fitAll = false,
   ) {
     this.#theme = theme;
+    this.#fitAll = fitAll;
     const hide = h('button', { class: 'icon-button', text: '×', attrs: { type: 'button', title: 'Hide this chart', 'aria-label': `Hide ${chart.spec.title}` } });
-    hide.addEventListener('click', () => onHide(chart.spec.id));
+    hide.addEventListener('click', () => host.onHide(chart.spec.id));
+    this.#fitAllButton = h('button', {
+      class: 'icon-button fit-all',
+      text: 'Fit all',
+      attrs: { type: 'button', title: 'Scale the y axis to every point, outliers included', 'aria-pressed': String(fitAll) },
+    });
+    this.#fitAllButton.addEventListener('click', () => {
+      this.setFitAll(!this.#fitAll);
+      host.onFitAll(chart.spec.id, this.#fitAll);
+    });
+    this.#note = h('span', { class: 'chart-note muted', attrs: { title: 'Points beyond the y range are marked at its edge; "Fit all" shows them' } });
+    this.#note.hidden = true;
     // The canvas is invisible to screen readers: the body says what its axes are.
     this.#body = h('div', { class: 'chart-body', attrs: { role: 'img', 'aria-label': `${chart.spec.title}: ${chart.spec.axis || 'value'} by step` } });
     this.card = h(
       'section',
       { class: 'chart-card', attrs: { 'aria-label': chart.spec.title, 'data-chart': chart.spec.id } },
-      h('header', { class: 'chart-header' }, h('h2', { text: chart.spec.title }), hide),
+      h('header', { class: 'chart-header' }, h('h2', { text: chart.spec.title }), this.#note, this.#fitAllButton, hide),
       this.#body,
     );
   }
@@ -59,6 +88,15 @@ export class ChartView {
     const xMax = plot.scales['x']?.max;
     const zoomed = xMax !== undefined && xMax !== null && plot.data[0].length > 0 && xMax < (plot.data[0][plot.data[0].length - 1] ?? lastStep);
     plot.setData(this.chart.aligned() as uPlot.AlignedData, !zoomed);
+  }
+
+  /** Fits every point on the y axis (true) or leaves outliers out and marks them (false). */
+  setFitAll(fitAll: boolean): void {
+    if (fitAll === this.#fitAll) return;
+    this.#fitAll = fitAll;
+    this.#fitAllButton.setAttribute('aria-pressed', String(fitAll));
+    // The range function reads #fitAll: recompute the scale from the data.
+    this.#plot?.setData(this.#plot.data, true);
   }
 
   setTheme(theme: ChartTheme): void {
@@ -97,7 +135,7 @@ export class ChartView {
       height: HEIGHT,
       scales: {
         x: { time: false },
-        y: unit === 'fraction' ? { range: (_u, min, max) => [Math.min(0, min), Math.max(1, max)] } : {},
+        y: { range: (u, min, max) => this.#yRange(u, min, max) },
       },
       // Steps are whole numbers: ticks only at whole-step increments (1, 2, 5, 10, 20, 50, ...).
       axes: [
@@ -110,18 +148,71 @@ export class ChartView {
       // The legend's swatches are the series' own line styles (`#legendLabel`), not uPlot's squares,
       // which show neither dashes nor dots.
       legend: { live: true, markers: { show: false } },
+      hooks: { draw: [(u) => this.#markOutside(u)] },
     };
+    this.#colors = ['', ...series.map((s) => this.#colorOf(s, byName))];
     this.#plot = new uPlot(opts, this.chart.aligned() as uPlot.AlignedData, this.#body);
     this.#builtVersion = this.chart.structureVersion;
   }
 
+  /**
+   * The y range: outliers left out unless the chart fits all (stacked bands hold running sums, so
+   * they always fit all); rates span at least [0, 1]; other quantities get uPlot's own padding.
+   */
+  #yRange(u: uPlot, dataMin: number | null, dataMax: number | null): uPlot.Range.MinMax {
+    const robust = this.#fitAll || this.chart.spec.stack !== undefined ? null : robustExtent(u.data.slice(1) as Array<ArrayLike<number | null>>);
+    const min = robust?.min ?? dataMin;
+    const max = robust?.max ?? dataMax;
+    if (min === null || max === null) return [dataMin, dataMax];
+    if (this.chart.spec.unit === 'fraction') return [Math.min(0, min), Math.max(1, max)];
+    return uPlot.rangeNum(min, max, 0.1, true);
+  }
+
+  /** Marks each point beyond the y range at the edge it passed, in its series' colour, and counts them. */
+  #markOutside(u: uPlot): void {
+    const yMin = u.scales['y']?.min;
+    const yMax = u.scales['y']?.max;
+    if (yMin === undefined || yMin === null || yMax === undefined || yMax === null) return;
+    const { ctx } = u;
+    const size = MARK_SIZE * devicePixelRatio;
+    const top = u.bbox.top;
+    const bottom = u.bbox.top + u.bbox.height;
+    let outside = 0;
+    ctx.save();
+    for (let i = 1; i < u.data.length; i++) {
+      if (u.series[i]?.show === false) continue;
+      const ys = u.data[i]!;
+      ctx.fillStyle = this.#colors[i] ?? this.#theme.foreground;
+      for (let j = 0; j < ys.length; j++) {
+        const v = ys[j];
+        if (v === null || v === undefined || !Number.isFinite(v) || (v >= yMin && v <= yMax)) continue;
+        outside++;
+        const x = u.valToPos(u.data[0][j]!, 'x', true);
+        // A triangle pointing off the chart, its base inside the plot area.
+        const up = v > yMax;
+        const edge = up ? top : bottom;
+        ctx.beginPath();
+        ctx.moveTo(x, edge);
+        ctx.lineTo(x - size, edge + (up ? 1.8 : -1.8) * size);
+        ctx.lineTo(x + size, edge + (up ? 1.8 : -1.8) * size);
+        ctx.closePath();
+        ctx.fill();
+      }
+    }
+    ctx.restore();
+    this.card.dataset['outside'] = String(outside);
+    this.#note.hidden = outside === 0;
+    this.#note.textContent = outside === 1 ? '1 point off the scale ▲' : `${outside} points off the scale ▲`;
+  }
+
+  #colorOf(s: SeriesInfo, byName: boolean): string {
+    const t = this.#theme;
+    return byName ? t.palette[s.nameIndex % t.palette.length]! : s.scope === 'team' ? t.foreground : t.palette[s.scopeIndex % t.palette.length]!;
+  }
+
   #seriesOptions(s: SeriesInfo, index: number, byName: boolean): uPlot.Series {
     const t = this.#theme;
-    const color = byName
-      ? t.palette[s.nameIndex % t.palette.length]!
-      : s.scope === 'team'
-        ? t.foreground
-        : t.palette[s.scopeIndex % t.palette.length]!;
+    const color = this.#colorOf(s, byName);
     const unit = this.chart.spec.unit;
     const dash = byName ? [] : [...lineDash(s.nameIndex)];
     return {

@@ -90,8 +90,8 @@ function onMessage(m: HostToDashboard): void {
       lastProgress = null;
       run = m.run;
       steps = m.steps;
-      // A new run id starts with every chart visible; the same run keeps what the user hid.
-      state = { runId: m.runId, hiddenCharts: state?.runId === m.runId ? state.hiddenCharts : [] };
+      // A new run id starts with every chart visible and fitted by default; the same run keeps what the user chose.
+      state = state?.runId === m.runId ? state : { runId: m.runId, hiddenCharts: [], fitAllCharts: [] };
       channel.setState(state);
       store.addSeries(m.series);
       break;
@@ -157,7 +157,7 @@ function render(): void {
   for (const chart of [...warmUpStore.charts(), ...store.charts()]) {
     let view = views.get(chart.spec.id);
     if (!view) {
-      view = new ChartView(chart, theme, hideChart);
+      view = new ChartView(chart, theme, { onHide: hideChart, onFitAll: setFitAll }, state?.fitAllCharts.includes(chart.spec.id) ?? false);
       views.set(chart.spec.id, view);
       onscreen.observe(view.card);
       dirty.add(chart);
@@ -240,16 +240,25 @@ function renderToggles(hidden: ReadonlySet<string>): void {
   }
 }
 
+/** `ids` with `id` in it (on) or not. */
+function toggled(ids: readonly string[], id: string, on: boolean): string[] {
+  return on ? [...new Set([...ids, id])] : ids.filter((x) => x !== id);
+}
+
+/** Remembers a chart's "Fit all" (the view has applied it). */
+function setFitAll(id: string, fitAll: boolean): void {
+  if (!state) return;
+  state = { ...state, fitAllCharts: toggled(state.fitAllCharts, id, fitAll) };
+  channel.setState(state);
+}
+
 function hideChart(id: string): void {
   setHidden(id, true);
 }
 
 function setHidden(id: string, hide: boolean): void {
   if (!state) return;
-  const hidden = new Set(state.hiddenCharts);
-  if (hide) hidden.add(id);
-  else hidden.delete(id);
-  state = { ...state, hiddenCharts: [...hidden] };
+  state = { ...state, hiddenCharts: toggled(state.hiddenCharts, id, hide) };
   channel.setState(state);
   const view = views.get(id);
   if (view && !hide) {
