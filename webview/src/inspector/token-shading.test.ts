@@ -51,7 +51,10 @@ test('a subword tokenizer degrades to spreading the text by position', () => {
 test('log-prob intensity: 0 when certain, linear in nats, clamped at the span', () => {
   assert.equal(logprobIntensity(0), 0);
   assert.equal(logprobIntensity(1e-5), 0, 'float32 rounding above 0 clamps to 0');
-  assert.equal(logprobIntensity(-LOGPROB_SPAN / 2), 0.5);
+  assert.equal(logprobIntensity(-LOGPROB_SPAN / 4), 0.5);
+  // Visible where it matters: a coin flip (p = 0.5) is shaded at level 3 of 8 at least, p = 0.1 at 5.
+  assert.ok(shadeLevel(logprobIntensity(Math.log(0.5))) >= 3);
+  assert.ok(shadeLevel(logprobIntensity(Math.log(0.1))) >= 5);
   assert.equal(logprobIntensity(-LOGPROB_SPAN), 1);
   assert.equal(logprobIntensity(-100), 1);
   assert.equal(logprobIntensity(-Infinity), 1);

@@ -90,11 +90,13 @@ export const ADVANTAGE_SPAN = 2;
 const clamp01 = (x: number) => (x <= 0 ? 0 : x > 1 ? 1 : x); // `<= 0` also turns −0 into 0
 
 /**
- * How surprising a token was, 0 (certain, log-prob 0) to 1 (log-prob ≤ −span). Linear in nats, not
- * in probability: 1 − p saturates by p = 0.1 and would paint every unlikely token alike.
+ * How surprising a token was, 0 (certain, log-prob 0) to 1 (log-prob ≤ −span). In nats, not in
+ * probability: 1 − p saturates by p = 0.1 and would paint every unlikely token alike. The square
+ * root lifts the first nats (issue 32: linear shading left a coin-flip token, −0.69 nats, at the
+ * faintest level, which reads as no shade at all), while keeping the order and the ends.
  */
 export function logprobIntensity(logprob: number, span = LOGPROB_SPAN): number {
-  return Number.isFinite(logprob) ? clamp01(-logprob / span) : 1;
+  return Number.isFinite(logprob) ? Math.sqrt(clamp01(-logprob / span)) : 1;
 }
 
 /** Diverging: positive advantages one colour, negative the other, intensity by magnitude. */
