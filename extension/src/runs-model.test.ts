@@ -161,7 +161,7 @@ test('a run that ends while followed is announced once, with its outcome; runs l
   assert.equal(model.get('old')!.outcome.test?.after, 0.2, 'an ended run listed at load has its outcome');
   // Progress extends the outcome without a query.
   server.notify('run/didProgress', { runId: 'r1', step: 2, steps: 2, stepMs: 1000, etaMs: 0, metrics: [{ name: 'test/success', value: 0.5 }, { name: 'test/policy_step', value: 2 }] });
-  assert.deepEqual(model.get('r1')!.outcome.test, { before: 0.25, after: 0.5, step: 2, policyStep: 2 });
+  assert.deepEqual(model.get('r1')!.outcome.test, { before: 0.25, after: 0.5, step: 2, policyStep: 2, games: [] });
   finalMetrics = true;
   const announced = new Promise<void>((resolve) => model.onDidEnd(() => resolve()));
   server.notify('run/didChangeState', { runId: 'r1', state: 'done', previous: 'running', run: run('r1', { state: 'done', updatedAt: Date.now() + 1000, lastCommittedStep: 2 }) });

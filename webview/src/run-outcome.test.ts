@@ -18,7 +18,7 @@ const history = [
 
 test('the outcome of a finished run: test before and after with the RL gain, the best step, the mean step time', () => {
   const o = new OutcomeSeries().addSeries(history).outcome();
-  assert.deepEqual(o.test, { before: 0.484, after: 0.609, step: 3, policyStep: 3 });
+  assert.deepEqual(o.test, { before: 0.484, after: 0.609, step: 3, policyStep: 3, games: [] });
   assert.deepEqual(o.best, { step: 2, success: 1 });
   // (3 + 5 + (13 − 9)) / 3 = 4 s: the final test is not a step's training time.
   assert.equal(o.meanStepMs, 4000);
@@ -42,7 +42,25 @@ test('a test of the best validated policy says whose policy played, and progress
   s.addMetrics(1, [{ name: 'val/success', value: 0.9 }, { name: 'time/total_ms', value: 2000 }, { name: 'val/success', value: 0, agentId: 'plan' }]);
   s.addMetrics(2, [{ name: 'val/success', value: 0.7 }, { name: 'time/total_ms', value: 7000 }, { name: 'time/test_ms', value: 1000 }, { name: 'test/success', value: 0.45 }, { name: 'test/policy_step', value: 1 }]);
   const o = s.outcome();
-  assert.deepEqual(o.test, { before: 0.5, after: 0.45, step: 2, policyStep: 1 });
+  assert.deepEqual(o.test, { before: 0.5, after: 0.45, step: 2, policyStep: 1, games: [] });
   assert.equal(describeOutcome(o), "test 50.0% → 45.0% with step 1's policy (RL gain -5.0 points) · best validation: step 1 (90.0%)");
   assert.equal(o.meanStepMs, 4000);
+});
+
+test("a game's test measures follow its self-play success: percentages for rates, numbers for scores, in a fixed order", () => {
+  const o = new OutcomeSeries()
+    .addSeries([
+      series('test/success', [[0, 0.875], [30, 0.984]]),
+      series('test/optimal_move_rate', [[0, 0.609], [30, 0.641]]),
+      series('test/vs_minimax/non_loss_rate', [[0, 0.578], [30, 0.055]]),
+      // Only after RL (no step-0 test of it), and another agent's is not the team's.
+      series('test/score', [[30, 3.5]]),
+      series('test/vs_random/win_rate', [[0, 0.1], [30, 0.2]], { agentId: 'x' }),
+    ])
+    .outcome();
+  assert.deepEqual(o.test!.games.map((g) => g.label), ['non-loss vs minimax', 'perfect moves', 'score']);
+  assert.equal(
+    describeOutcome(o),
+    'test 87.5% → 98.4% (RL gain +10.9 points); non-loss vs minimax 57.8% → 5.5%, perfect moves 60.9% → 64.1%, score 3.50',
+  );
 });

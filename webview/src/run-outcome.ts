@@ -23,9 +23,30 @@ export function runEnding(state: string, step: number | null, steps: number | nu
   return steps !== null && (step ?? -1) < steps ? 'stopped' : 'finished';
 }
 
+/**
+ * The game measures a test reports beside success, where the environment has them: a symmetric
+ * game's self-play success only says nobody forfeited (tic-tac-toe), and a cooperative game is
+ * judged by its score (Hanabi). `fraction`: shown as a percentage; `points`: as a number.
+ */
+const gameMeasures = [
+  { name: 'test/vs_minimax/non_loss_rate', label: 'non-loss vs minimax', unit: 'fraction' },
+  { name: 'test/vs_random/win_rate', label: 'wins vs random', unit: 'fraction' },
+  { name: 'test/optimal_move_rate', label: 'perfect moves', unit: 'fraction' },
+  { name: 'test/score', label: 'score', unit: 'points' },
+  { name: 'test/with_bot/score', label: 'score with the bot', unit: 'points' },
+] as const;
+
 /** The series the outcome is read from; the team's only (no agent or policy). */
-export const outcomeMetricNames = ['test/success', 'test/policy_step', 'val/success', 'time/total_ms', 'time/test_ms'] as const;
+export const outcomeMetricNames = ['test/success', 'test/policy_step', 'val/success', 'time/total_ms', 'time/test_ms', ...gameMeasures.map((m) => m.name)] as const;
 type OutcomeMetric = (typeof outcomeMetricNames)[number];
+
+/** A game measure of the test, before RL (step 0, when tested) and after. */
+export interface GameMeasure {
+  readonly label: string;
+  readonly unit: 'fraction' | 'points';
+  readonly before: number | null;
+  readonly after: number;
+}
 
 export interface RunOutcome {
   /** The test after RL (and before, when step 0 was tested); null until the last step's test. */
@@ -37,6 +58,8 @@ export interface RunOutcome {
     readonly step: number;
     /** The step whose policy played it: the best validated step with `training.select` `best`. */
     readonly policyStep: number;
+    /** The game measures the same test reported (`gameMeasures`), in that order; empty for a task. */
+    readonly games: readonly GameMeasure[];
   } | null;
   /** The best validation so far (the earliest step on a tie, as the trainer picks it); step 0 is the warm start. */
   readonly best: { readonly step: number; readonly success: number } | null;
@@ -95,8 +118,16 @@ export class OutcomeSeries {
     const testMs = this.#points.get('time/test_ms');
     const steps = sorted('time/total_ms').filter((p) => p.step > 0);
     const totalMs = steps.reduce((sum, p) => sum + p.value - (testMs?.get(p.step) ?? 0), 0);
+    const games: GameMeasure[] = [];
+    if (after !== undefined) {
+      for (const m of gameMeasures) {
+        const points = this.#points.get(m.name);
+        const value = points?.get(after.step);
+        if (value !== undefined) games.push({ label: m.label, unit: m.unit, before: points!.get(0) ?? null, after: value });
+      }
+    }
     return {
-      test: after === undefined ? null : { before, after: after.value, step: after.step, policyStep: policyStep ?? after.step },
+      test: after === undefined ? null : { before, after: after.value, step: after.step, policyStep: policyStep ?? after.step, games },
       best,
       meanStepMs: steps.length === 0 ? null : totalMs / steps.length,
       timedSteps: steps.length,
@@ -121,11 +152,16 @@ export function gainPoints(before: number, after: number): string {
   return `${d >= 0 ? '+' : ''}${d.toFixed(1)} points`;
 }
 
-/** `test 48.4% → 60.9% (RL gain +12.5 points)`; names the policy tested when it is not the last step's. */
+/**
+ * `test 48.4% → 60.9% (RL gain +12.5 points)`; names the policy tested when it is not the last
+ * step's; a game's measures follow (`; non-loss vs minimax 57.8% → 34.4%, …`).
+ */
 export function describeTest(test: NonNullable<RunOutcome['test']>): string {
   const policy = test.policyStep === test.step ? '' : ` with step ${test.policyStep}'s policy`;
-  if (test.before === null) return `test ${percent1(test.after)}${policy}`;
-  return `test ${percent1(test.before)} → ${percent1(test.after)}${policy} (RL gain ${gainPoints(test.before, test.after)})`;
+  const main = test.before === null ? `test ${percent1(test.after)}${policy}` : `test ${percent1(test.before)} → ${percent1(test.after)}${policy} (RL gain ${gainPoints(test.before, test.after)})`;
+  if (test.games.length === 0) return main;
+  const show = (m: GameMeasure, v: number) => (m.unit === 'fraction' ? percent1(v) : v.toFixed(2));
+  return `${main}; ${test.games.map((m) => `${m.label} ${m.before === null ? '' : `${show(m, m.before)} → `}${show(m, m.after)}`).join(', ')}`;
 }
 
 /**
