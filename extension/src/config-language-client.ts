@@ -3,7 +3,10 @@
  * configs (diagnostics with exact ranges, completion, hover), speaking LSP over a WebSocket of its
  * own to the training server. Its lifetime follows the main connection: it starts when the server
  * connects and stops when it drops, instead of restarting on its own against a server that is gone.
- * Until the server is up, the JSON Schema contributed in the manifest validates configs.
+ * Until the server is up, the JSON Schema contributed in the manifest validates configs; while the
+ * client runs, that schema is an empty one (config-schema-provider.ts), so nothing is said twice.
+ * VS Code's JSON language features still report JSON syntax errors and duplicate keys, so the
+ * server's are dropped.
  */
 import * as vscode from 'vscode';
 import {
@@ -22,6 +25,7 @@ import {
   type MessageWriter,
 } from 'vscode-languageclient/node.js';
 import type { WebSocket } from 'ws';
+import { DiagnosticCode, diagnosticSource } from '../../server/protocol/lsp.ts';
 import { configFileGlobs, isExperimentConfigPath } from './config-files.ts';
 import { classifyLanguageFrame } from './lsp-frames.ts';
 import { openServerSocket, rawDataToText, type ServerConnection } from './server-connection.ts';
@@ -92,6 +96,15 @@ class WebSocketMessageWriter extends AbstractMessageWriter implements MessageWri
 
 const isConfig = (document: vscode.TextDocument) => isExperimentConfigPath(document.uri.path);
 
+/** The server's diagnostics that VS Code's JSON language features make for any JSON file too. */
+const jsonLanguageCodes: ReadonlySet<unknown> = new Set([DiagnosticCode.Syntax, DiagnosticCode.DuplicateKey]);
+
+/** Whether VS Code says this already: a JSON syntax error or a duplicate key the server found. */
+export function saidByJsonLanguage(d: { readonly source?: string | undefined; readonly code?: unknown }): boolean {
+  const code = typeof d.code === 'object' && d.code !== null && 'value' in d.code ? d.code.value : d.code;
+  return d.source === diagnosticSource && jsonLanguageCodes.has(code);
+}
+
 /** Options for config documents; the middleware keeps `configs/schema.json` (matched by the globs) out. */
 function clientOptions(output: vscode.OutputChannel): LanguageClientOptions {
   return {
@@ -103,6 +116,9 @@ function clientOptions(output: vscode.OutputChannel): LanguageClientOptions {
       didClose: (document, next) => (isConfig(document) ? next(document) : Promise.resolve()),
       provideCompletionItem: (document, position, context, token, next) => (isConfig(document) ? next(document, position, context, token) : undefined),
       provideHover: (document, position, token, next) => (isConfig(document) ? next(document, position, token) : undefined),
+      // Config files are JSON files: VS Code's JSON language features report their syntax errors
+      // and duplicate keys whatever schema they use.
+      handleDiagnostics: (uri, diagnostics, next) => next(uri, diagnostics.filter((d) => !saidByJsonLanguage(d))),
     },
     // The connection decides when to come back (see ConfigLanguageClient); a close is expected
     // whenever the server goes, so it is not reported as an error.
@@ -119,6 +135,9 @@ export class ConfigLanguageClient implements vscode.Disposable {
   /** Starts and stops run one at a time, in the order the connection changed. */
   private queue: Promise<void> = Promise.resolve();
   private readonly subscription: vscode.Disposable;
+  private readonly running = new vscode.EventEmitter<boolean>();
+  /** Fires true when the client runs (the server checks configs), false when it stops. */
+  readonly onDidChangeRunning = this.running.event;
 
   constructor(
     private readonly server: ServerConnection,
@@ -132,6 +151,10 @@ export class ConfigLanguageClient implements vscode.Disposable {
       return { reader: new WebSocketMessageReader(socket, log), writer: new WebSocketMessageWriter(socket), detached: false };
     };
     this.client = new LanguageClient('troupe.config', 'Troupe Config', serverOptions, clientOptions(output));
+    this.client.onDidChangeState((e) => {
+      if (e.newState === State.Running) this.running.fire(true);
+      else if (e.oldState === State.Running) this.running.fire(false);
+    });
     this.subscription = server.onDidChangeConnection((c) => this.enqueue(c ? () => this.restart() : () => this.stop()));
     if (server.client) this.enqueue(() => this.restart());
   }
@@ -143,6 +166,7 @@ export class ConfigLanguageClient implements vscode.Disposable {
 
   dispose(): void {
     this.subscription.dispose();
+    this.running.dispose();
     void this.client.dispose(2000).catch(() => {});
   }
 

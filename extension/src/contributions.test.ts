@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { z } from 'zod';
 import { jsonValidationFileMatch } from './config-files.ts';
-import { commandIds, connectionContextKey, runsViewId, settingKeys, settingsSection, viewContainerId } from './contributions.ts';
+import { commandIds, configSchemaScheme, configSchemaUrl, connectionContextKey, runsViewId, settingKeys, settingsSection, viewContainerId } from './contributions.ts';
 
 const manifestSchema = z.object({
   name: z.literal('troupe'),
@@ -72,10 +72,12 @@ test('settings exist and are restricted in untrusted workspaces', () => {
   assert.deepEqual([...manifest.capabilities.untrustedWorkspaces.restrictedConfigurations].sort(), expected);
 });
 
-test('JSON Schema validation uses the config patterns and the schema the build copies', () => {
+test('JSON Schema validation uses the config patterns and the schema the extension serves (activated by it)', () => {
   const [validation] = manifest.contributes.jsonValidation;
   assert.deepEqual(validation?.fileMatch, [...jsonValidationFileMatch]);
-  assert.equal(validation?.url, './schema/experiment-config.schema.json');
+  assert.equal(validation?.url, configSchemaUrl);
+  // VS Code's JSON language features may ask for the schema before anything else activates Troupe.
+  assert.ok(manifest.activationEvents.includes(`onFileSystem:${configSchemaScheme}`));
 });
 
 test('main is the CommonJS bundle extension/esbuild.mjs writes, and VS Code 1.100 is the floor', () => {

@@ -30,6 +30,12 @@ export const internalCommandIds = {
   loadMoreTrajectories: 'troupe.runs.loadMoreTrajectories',
 } as const;
 
+/** The scheme of the config schema the extension serves (config-schema-provider.ts); `onFileSystem:` activates on it. */
+export const configSchemaScheme = 'troupe-schema';
+
+/** The manifest's `jsonValidation` url: the config schema, served by the extension. */
+export const configSchemaUrl = `${configSchemaScheme}://schemas/experiment-config.schema.json`;
+
 /** The activity bar container and its view. */
 export const viewContainerId = 'troupe';
 export const runsViewId = 'troupe.runs';

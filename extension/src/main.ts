@@ -10,7 +10,8 @@
 import * as vscode from 'vscode';
 import { registerCommands } from './commands.ts';
 import { ConfigLanguageClient } from './config-language-client.ts';
-import { serverOutputChannelName } from './contributions.ts';
+import { ConfigSchemaProvider } from './config-schema-provider.ts';
+import { configSchemaScheme, serverOutputChannelName } from './contributions.ts';
 import { DashboardPanel, registerDashboardSerializer } from './panels/dashboard-panel.ts';
 import { InspectorPanel, registerInspectorSerializer } from './panels/inspector-panel.ts';
 import { forwardRunLogs } from './run-log.ts';
@@ -32,7 +33,10 @@ export function activate(context: vscode.ExtensionContext): void {
   const server = new ServerConnection(serverProcess, log, { name: 'troupe-vscode', version: typeof version === 'string' ? version : '0.0.0' });
   const runs = new RunsModel(log);
   const tree = new RunsTree(runs, server);
+  const schema = new ConfigSchemaProvider(context.extensionUri, log);
+  context.subscriptions.push(schema, vscode.workspace.registerTextDocumentContentProvider(configSchemaScheme, schema));
   languageClient = new ConfigLanguageClient(server, output, log);
+  context.subscriptions.push(languageClient.onDidChangeRunning((running) => schema.setServerChecks(running)));
   const trajectories = registerTrajectoryFeatures(context, server);
   registerDashboardSerializer(context, server);
   registerInspectorSerializer(context, server);

@@ -56,10 +56,21 @@ describe('completion: property names', () => {
   });
 
   test('replaces a partly typed key and filters on it with its quote', () => {
-    const { list, text } = completeAt(edit(team, '"branches": 4,', '"branches": 4, "te¦'));
-    const it = item(list, 'teamRewardWeight');
-    assert.equal(replaced(text, it), '"te');
-    assert.equal(it.filterText, '"teamRewardWeight"');
+    const { list, text } = completeAt(edit(team, '"branches": 4,', '"branches": 4, "to¦'));
+    const it = item(list, 'topP');
+    assert.equal(replaced(text, it), '"to');
+    assert.equal(it.filterText, '"topP"');
+  });
+
+  test('a new key typed above existing ones (VS Code closed its quote) does not offer them again', () => {
+    // The parser reads `""` as a key without a colon and the next key as its value, so the keys
+    // must come from the text without the one being typed.
+    const { list } = completeAt(edit(team, '"training": {', '"training": {\n    "¦",'));
+    const offered = labels(list);
+    assert.ok(offered.length > 0);
+    for (const present of Object.keys(JSON.parse(team).training)) assert.ok(!offered.includes(present), `${present} offered again: ${offered.join(', ')}`);
+    const { list: unclosed } = completeAt(edit(team, '"training": {', '"training": {\n    "¦"'));
+    for (const present of Object.keys(JSON.parse(team).training)) assert.ok(!labels(unclosed).includes(present), `${present} offered again: ${labels(unclosed).join(', ')}`);
   });
 
   test('over an existing key, replaces only the name and keeps its value', () => {

@@ -15,7 +15,7 @@ import { getLocation, type Node } from 'jsonc-parser';
 import { CompletionItemKind, InsertTextFormat, type CompletionItem, type CompletionList, type Position } from '../protocol/lsp.ts';
 import { allowedValues, field, first, propertiesOf, schemaAt, typesOf, type Facet } from './config-schema.ts';
 import { agentsOf } from './environment-check.ts';
-import { keysOf, type ParsedConfig } from './parsed-config.ts';
+import { keysOf, ParsedConfig } from './parsed-config.ts';
 import { describeFacets, typeLabel } from './schema-docs.ts';
 
 /** The completion list at `position`. */
@@ -55,8 +55,11 @@ function propertyItems(doc: ParsedConfig, value: unknown, objectPath: Array<stri
   const range = doc.lines.rangeOf(span.start, span.end);
   const objectNode = doc.nodeAt(objectPath);
   const typedKey = previous?.type === 'property' ? previous : undefined;
-  // Keys present, except the one being typed (so retyping a key offers it again).
-  const present = new Set(keysOf(objectNode).filter((k) => k.offset !== typedKey?.offset).map((k) => k.value));
+  // Keys present, except the one being typed (so retyping a key offers it again), read from the
+  // text without that token: with a half-typed key (`""` before `"steps": 3`, VS Code having closed
+  // the quote) the parser reads the next key as the typed key's value, and it would be offered again.
+  const withoutTyped = new ParsedConfig(doc.text.slice(0, span.start) + doc.text.slice(span.end));
+  const present = new Set(keysOf(withoutTyped.nodeAt(objectPath)).map((k) => k.value));
   // Completing over an existing key keeps its colon and value: replace the name only.
   const hasColon = typedKey !== undefined && (objectNode?.children ?? []).some((p) => p.children?.[0]?.offset === typedKey.offset && p.colonOffset !== undefined);
   const filterQuoted = doc.text[span.start] === '"';

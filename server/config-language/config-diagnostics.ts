@@ -14,25 +14,12 @@
 import type { Node } from 'jsonc-parser';
 import { formatConfigPath, type ConfigIssue } from '../protocol/config-errors.ts';
 import { safeParseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
-import { DiagnosticSeverity, type Diagnostic } from '../protocol/lsp.ts';
+import { DiagnosticCode, DiagnosticSeverity, diagnosticSource, type Diagnostic } from '../protocol/lsp.ts';
 import { field } from './config-schema.ts';
 import { environmentIssues } from './environment-check.ts';
 import { childNode, keyOf, keysOf, type ParsedConfig } from './parsed-config.ts';
 
-/** The `source` of every diagnostic. */
-export const diagnosticSource = 'troupe';
-
-/** Diagnostic codes, for filtering and tests. */
-export const DiagnosticCode = {
-  Syntax: 'json-syntax',
-  Config: 'config',
-  Environment: 'environment',
-  Path: 'path',
-  DuplicateKey: 'duplicate-key',
-  Suspicious: 'suspicious',
-  NoEffect: 'no-effect',
-} as const;
-export type DiagnosticCode = (typeof DiagnosticCode)[keyof typeof DiagnosticCode];
+export { DiagnosticCode, diagnosticSource } from '../protocol/lsp.ts';
 
 /**
  * Issues about a key rather than its value. These are the messages `config-errors.ts` (unknown

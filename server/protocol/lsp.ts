@@ -43,6 +43,23 @@ export type Range = z.infer<typeof rangeSchema>;
 export const DiagnosticSeverity = { Error: 1, Warning: 2, Information: 3, Hint: 4 } as const;
 export type DiagnosticSeverity = (typeof DiagnosticSeverity)[keyof typeof DiagnosticSeverity];
 
+/** The `source` of every diagnostic the config language service sends. */
+export const diagnosticSource = 'troupe';
+
+/** The `code` of a config diagnostic: the kind of problem, for filtering and tests. */
+export const DiagnosticCode = {
+  /** The text is not JSON (VS Code's JSON language features report these too, so its client drops them). */
+  Syntax: 'json-syntax',
+  Config: 'config',
+  Environment: 'environment',
+  /** A path the config names: outside the workspace, or no model folder there. */
+  Path: 'path',
+  DuplicateKey: 'duplicate-key',
+  Suspicious: 'suspicious',
+  NoEffect: 'no-effect',
+} as const;
+export type DiagnosticCode = (typeof DiagnosticCode)[keyof typeof DiagnosticCode];
+
 /** A problem in a document (LSP's Diagnostic without related information, tags or code links). */
 export const diagnosticSchema = z.object({
   /** The text the problem is about. */

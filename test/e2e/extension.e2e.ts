@@ -131,6 +131,13 @@ before(
     // Valid for the JSON Schema, wrong for the environment: only the server's semantic check sees it.
     const misrouted = { ...config, router: { tool: 'tool-lora', planner: 'plan-lora' } };
     writeFileSync(join(workspace, 'configs', 'misrouted.troupe.json'), `${JSON.stringify(misrouted, null, 2)}\n`);
+    // Config-editor noise (issue 32 item 7): a value both the JSON Schema and the server reject,
+    // and a duplicate key, which VS Code's JSON language features report (the sign that they have
+    // checked the file); a config whose model folder does not exist, valid otherwise.
+    const noisyText = `${JSON.stringify({ ...config, algorithm: { ...config.algorithm, branches: 1 } }, null, 2)}\n`.replace('"seed": 1,', '"seed": 1,\n  "seed": 1,');
+    writeFileSync(join(workspace, 'configs', 'noisy.troupe.json'), noisyText);
+    const missingModel = { ...config, models: { base: { checkpoint: '../models/no-such-model' } } };
+    writeFileSync(join(workspace, 'configs', 'missing-model.troupe.json'), `${JSON.stringify(missingModel, null, 2)}\n`);
     // A first run: the workspace holds configs only (no installed troupe, no settings), and the
     // extension serves it with the CLI of the clone it was built from, this repository.
     vscode = await launchVsCode({ workspace, vsix, name: 'extension', viewport: { width: 1600, height: 1000 } });
@@ -364,6 +371,74 @@ test("the config editor shows the server's semantic diagnostics (language client
     const problems = await waitForText(page, /unknown agent "planner"/, 60_000);
     assert.ok(await problems.isVisible());
     await screenshot(page, 'extension-diagnostics');
+  }),
+);
+
+/** Moves the cursor of the active editor to `line`:`column` (1-based, as Go to Line takes them). */
+async function goToLine(page: VsCode['page'], line: number, column: number): Promise<void> {
+  await runCommand(page, 'Go to Line/Column...', { opensPicker: true });
+  await page.keyboard.type(`${line}:${column}`);
+  await page.keyboard.press('Enter');
+}
+
+/** The 1-based line and column of the first `needle` in `text`. */
+function lineColumnOf(text: string, needle: string): { line: number; column: number } {
+  const i = text.indexOf(needle);
+  assert.ok(i >= 0, needle);
+  const lines = text.slice(0, i).split('\n');
+  return { line: lines.length, column: lines.at(-1)!.length + 1 };
+}
+
+test('the config editor says each thing once: one diagnostic per mistake, completions without repeats or present keys, one hover text; a missing model folder is flagged while editing', { timeout: 180_000 }, () =>
+  withFailureArtifacts(started(), 'extension-config-noise', async () => {
+    const { page } = started();
+    const noisyText = readFileSync(join(workspace, 'configs', 'noisy.troupe.json'), 'utf8');
+    // Quick Open waits for VS Code's file search, which may still be starting when this test runs alone.
+    await quickOpen(page, 'noisy.troupe.json', 90_000);
+    await runCommand(page, 'View: Focus Problems (Errors, Warnings, Infos)');
+    const problems = page.locator('.markers-panel');
+    // VS Code's JSON language features have checked the file once their duplicate-key warning
+    // shows; by then the server's diagnostic is there too. The server's own duplicate-key warning
+    // and the schema's copy of the branches error must not be.
+    await waitForText(problems, /Duplicate object key/, 60_000);
+    await waitForText(problems, /algorithm\.branches: .*>= 2/, 60_000);
+    const rows = (await problems.locator('.monaco-list-row').allInnerTexts()).map((r) => r.replace(/\s+/g, ' '));
+    const about = (pattern: RegExp) => rows.filter((r) => pattern.test(r));
+    assert.equal(about(/branches|minimum/i).length, 1, rows.join('\n'));
+    assert.ok(about(/duplicate/i).length > 0 && about(/duplicate/i).every((r) => !/troupe/.test(r)), rows.join('\n'));
+    await screenshot(page, 'extension-config-noise-problems');
+
+    // Completion at a new key of "training": each key once, none the object already has.
+    const training = lineColumnOf(noisyText, '"training": {');
+    await goToLine(page, training.line, training.column + '"training": {'.length);
+    await page.keyboard.press('Enter');
+    await page.keyboard.type('"');
+    await runCommand(page, 'Trigger Suggest');
+    const suggest = page.locator('.editor-widget.suggest-widget.visible');
+    await waitForText(suggest, 'validationTemperature', 30_000);
+    const labels = await suggest.locator('.monaco-list-row .label-name').allInnerTexts();
+    assert.deepEqual(labels.filter((l, i) => labels.indexOf(l) !== i), [], `repeated: ${labels.join(', ')}`);
+    for (const present of ['steps', 'validateEvery', 'testEpisodes']) assert.ok(!labels.some((l) => l.replace(/"/g, '') === present), `${present} offered again: ${labels.join(', ')}`);
+    await screenshot(page, 'extension-config-noise-completion');
+    await page.keyboard.press('Escape');
+    await runCommand(page, 'File: Revert File');
+
+    // Hover on a key: its documentation once.
+    const key = lineColumnOf(noisyText, '"testEpisodes"');
+    await goToLine(page, key.line, key.column + 3);
+    await runCommand(page, 'Show or Focus Hover');
+    const hover = page.locator('.monaco-hover').filter({ visible: true }).first();
+    await waitForText(hover, 'Episodes of the test', 30_000);
+    const hoverText = await hover.innerText();
+    assert.equal(hoverText.split('Episodes of the test').length - 1, 1, hoverText);
+    await screenshot(page, 'extension-config-noise-hover');
+    await page.keyboard.press('Escape');
+
+    // A model folder that is not there: flagged at its path while editing, not only at Start Training.
+    await quickOpen(page, 'missing-model.troupe.json', 60_000);
+    await waitForText(problems, /models\.base\.checkpoint: model folder .*no-such-model does not exist/, 60_000);
+    await screenshot(page, 'extension-config-noise-missing-model');
+    await runCommand(page, 'View: Close All Editor Groups');
   }),
 );
 
