@@ -123,6 +123,20 @@ export const runStartParamsSchema = z
   .strict()
   .refine((p) => (p.configPath === undefined) !== (p.config === undefined), { message: 'give exactly one of "configPath" and "config"' });
 
+export const runRenameParamsSchema = runIdParams.extend({
+  /** The run's new name, shown in the Runs view (1 to 200 characters; spaces at the ends are dropped). */
+  name: z.string().trim().min(1).max(200),
+});
+
+export const runDeleteResultSchema = z.object({
+  /** The run deleted. */
+  runId: idSchema,
+  /** Its folder, removed: it lay inside the workspace's .troupe/runs. */
+  removedFolder: z.string().nullable(),
+  /** Its folder, left in place: it lies outside .troupe/runs (`troupe train --run-dir`), or is gone already. */
+  keptFolder: z.string().nullable(),
+});
+
 export const runResumeParamsSchema = runIdParams.extend({
   /** Train to this step instead of the run's current target (at most 1000000). */
   steps: z.int().positive().max(sizeLimits.steps).optional(),
@@ -138,6 +152,12 @@ export const runDidChangeStateSchema = z.object({
   /** The run as it is now. */
   run: runSummarySchema,
 });
+
+/** A run was renamed. */
+export const runDidRenameSchema = z.object({ runId: idSchema, /** The run as it is now. */ run: runSummarySchema });
+
+/** A run was deleted: its rows (and its folder inside .troupe/runs) are gone. */
+export const runDidDeleteSchema = z.object({ runId: idSchema });
 
 /** A step of a run was committed: its metrics, per agent and per policy. */
 export const runDidProgressSchema = z.object({
@@ -279,6 +299,12 @@ export const clientRequests = {
   'run/pause': request('Pauses a run at its next step boundary (a checkpoint is written); `run/resume` continues it.', runIdParams, runResult),
   'run/resume': request('Continues a paused, failed or interrupted run from its last checkpoint, losing nothing committed.', runResumeParamsSchema, runResult),
   'run/stop': request('Stops a run at its next step boundary; it ends done.', runIdParams, runResult),
+  'run/rename': request('Renames a run (its label in run lists; the config keeps its name).', runRenameParamsSchema, runResult),
+  'run/delete': request(
+    'Deletes a run that is not training: its rows, and its folder when that lies inside .troupe/runs. A running, queued or stopping run is refused (InvalidRunState): stop it first.',
+    runIdParams,
+    runDeleteResultSchema,
+  ),
   'run/get': request(
     'One run with its experiment config, and while its warm-up trains where that stands.',
     runIdParams,
@@ -312,6 +338,8 @@ export const serverNotifications = {
   'run/didProgress': notification("A run's step was committed, with its metrics.", runDidProgressSchema),
   'run/didWarmUp': notification("A run's warm-up (the supervised warm start before step 0) moved on: step, loss, ETA, checkpoint.", runDidWarmUpSchema),
   'run/didLog': notification('A log line of a run.', runDidLogSchema),
+  'run/didRename': notification('A run was renamed.', runDidRenameSchema),
+  'run/didDelete': notification('A run was deleted.', runDidDeleteSchema),
   'textDocument/publishDiagnostics': notification("A config document's problems (replaces the previous set).", publishDiagnosticsParamsSchema),
   '$/progress': notification('Work-done progress of a request that passed a workDoneToken.', progressParamsSchema),
 } as const;

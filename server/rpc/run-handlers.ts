@@ -18,6 +18,8 @@ export type RunRequestMethod =
   | 'run/pause'
   | 'run/resume'
   | 'run/stop'
+  | 'run/rename'
+  | 'run/delete'
   | 'run/get'
   | 'runs/list'
   | QueryMethod;
@@ -68,6 +70,8 @@ export function runHandlers(manager: RunManager, queries: QueryThread): Pick<Req
     'run/pause': (p) => mapped(() => run(manager.pause(p.runId))),
     'run/resume': (p) => mapped(async () => run(await manager.resume(p.runId, p.steps !== undefined ? { steps: p.steps } : {}))),
     'run/stop': (p) => mapped(() => run(manager.stop(p.runId))),
+    'run/rename': (p) => mapped(() => run(manager.rename(p.runId, p.name))),
+    'run/delete': (p) => mapped(() => manager.delete(p.runId)),
     'run/get': (p) => {
       const r = manager.store.getRun(p.runId);
       if (!r) throw new RpcError(ErrorCodes.UnknownRun, `unknown run '${p.runId}'`);

@@ -185,6 +185,7 @@ export class TroupeServer {
       manager.onDidProgress((e) => self?.broadcast('run/didProgress', { runId: e.runId, step: e.step, steps: e.steps, stepMs: e.stepMs, etaMs: e.etaMs, metrics: [...e.metrics] }));
       manager.onDidLog((e) => self?.broadcast('run/didLog', { runId: e.runId, line: e.line }));
       manager.onDidWarmUp((e) => self?.broadcast('run/didWarmUp', e));
+      manager.onDidChangeList((e) => (e.kind === 'renamed' ? self?.broadcast('run/didRename', { runId: e.run.id, run: e.run }) : self?.broadcast('run/didDelete', { runId: e.runId })));
       await writeServerFile(workspace, { url: listener.url, pid: process.pid, protocolVersion: PROTOCOL_VERSION, tokenFile, workspace, startedAt: new Date().toISOString() });
       log(`troupe server ${SERVER_VERSION} (protocol ${PROTOCOL_VERSION}) serving ${workspace} at ${listener.url}`);
       return self;

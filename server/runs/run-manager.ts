@@ -22,10 +22,11 @@
  */
 import { existsSync } from 'node:fs';
 import { totalmem } from 'node:os';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { Worker, type ResourceLimits } from 'node:worker_threads';
 import { readRunFolder, type RunFolder } from './run-folder.ts';
 import { RunLock, runLockHolder } from './run-lock.ts';
+import { deleteRunFolder, type RunFolderRemoval } from './run-deletion.ts';
 import { removeOrphanTemporaries, warmUpProgressIn } from '../rl/run-checkpoint.ts';
 import { thinPoints } from '../rl/warm-start.ts';
 import type { WarmUpProgress } from '../protocol/methods.ts';
@@ -110,6 +111,9 @@ export interface RunWarmUp extends WarmUpProgress {
   readonly runId: string;
 }
 
+/** A run renamed or deleted (the list changed without a state change). */
+export type RunListChange = { readonly kind: 'renamed'; readonly run: RunSummary } | { readonly kind: 'deleted'; readonly runId: string };
+
 export interface RunStateChange {
   readonly runId: string;
   readonly state: RunState;
@@ -190,6 +194,7 @@ export class RunManager {
   private readonly progressEmitter: Emitter<RunProgress>;
   private readonly logEmitter: Emitter<RunLog>;
   private readonly warmUpEmitter: Emitter<RunWarmUp>;
+  private readonly listEmitter: Emitter<RunListChange>;
   private memoryTimer: NodeJS.Timeout | null = null;
 
   private constructor(
@@ -209,6 +214,7 @@ export class RunManager {
     this.progressEmitter = new Emitter(onListenerError);
     this.logEmitter = new Emitter(onListenerError);
     this.warmUpEmitter = new Emitter(onListenerError);
+    this.listEmitter = new Emitter(onListenerError);
   }
 
   /**
@@ -304,6 +310,37 @@ export class RunManager {
   /** All runs of the workspace, newest first. */
   list(): RunSummary[] {
     return this.store.listRuns();
+  }
+
+  onDidChangeList(l: (e: RunListChange) => void): Disposable {
+    return this.listEmitter.event(l);
+  }
+
+  /** Renames a run, whatever its state (the name is its label; the config keeps its own). */
+  rename(runId: string, name: string): RunSummary {
+    this.assertOpen();
+    this.require(runId);
+    const run = this.store.renameRun(runId, name);
+    this.listEmitter.fire({ kind: 'renamed', run });
+    return run;
+  }
+
+  /**
+   * Deletes a run no worker trains: its rows, and its folder when that lies inside .troupe/runs
+   * (run-deletion.ts). A run this server trains, queues, stops or resumes is refused: stop it first.
+   */
+  async delete(runId: string): Promise<RunFolderRemoval & { runId: string }> {
+    this.assertOpen();
+    const run = this.require(runId);
+    if (this.live.has(runId) || this.busy.has(runId)) throw new RunError('invalid-state', `run ${runId} is ${run.state}; stop it before deleting it`);
+    const removal = await deleteRunFolder(runId, run.runDir, dirname(this.store.defaultRunDir(runId)), () => {
+      // Checked again: a resume may have begun while the lock was taken.
+      if (this.live.has(runId) || this.busy.has(runId)) throw new RunError('invalid-state', `run ${runId} was resumed meanwhile; stop it before deleting it`);
+      this.store.deleteRun(runId);
+    });
+    this.log(`run ${runId}: deleted${removal.removedFolder ? `, folder ${removal.removedFolder} removed` : removal.keptFolder ? `; its folder ${removal.keptFolder} is outside .troupe/runs and was kept` : ''}`);
+    this.listEmitter.fire({ kind: 'deleted', runId });
+    return { runId, ...removal };
   }
 
   /** Runs with a live worker, from memory (no store read): what `server/status` reports. */

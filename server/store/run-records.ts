@@ -55,6 +55,7 @@ export class RunRecords {
   private readonly remove;
   private readonly lastStep;
   private readonly updateTarget;
+  private readonly updateName;
 
   constructor(
     private readonly db: Database.Database,
@@ -65,6 +66,7 @@ export class RunRecords {
       'INSERT INTO runs (id, name, state, config, run_dir, target_steps, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     );
     this.updateTarget = db.prepare<[number, number, string]>('UPDATE runs SET target_steps = ?, updated_at = ? WHERE id = ?');
+    this.updateName = db.prepare<[string, number, string]>('UPDATE runs SET name = ?, updated_at = ? WHERE id = ?');
     this.byId = db.prepare<[string], RunRow>('SELECT * FROM runs WHERE id = ?');
     this.all = db.prepare<[], Omit<RunRow, 'config'>>(`SELECT ${summaryColumns} FROM runs ORDER BY created_at DESC, id`);
     this.updateState = db.prepare<[RunState, string | null, number, string]>('UPDATE runs SET state = ?, error = ?, updated_at = ? WHERE id = ?');
@@ -119,6 +121,13 @@ export class RunRecords {
     if (!Number.isSafeInteger(steps) || steps < 1) throw new RunStoreError('invalid-input', `setRunTargetSteps(${JSON.stringify(id)}): steps must be an integer >= 1, got ${steps}`);
     if (this.updateTarget.run(steps, this.now(), id).changes === 0) throw unknownRun(id, 'setRunTargetSteps');
     return this.require(id, 'setRunTargetSteps');
+  }
+
+  /** Gives a run another name (its label; the stored config keeps its own). */
+  setName(id: string, name: string): RunSummary {
+    if (name.trim() === '') throw new RunStoreError('invalid-input', `renameRun(${JSON.stringify(id)}): the name must not be empty`);
+    if (this.updateName.run(name, this.now(), id).changes === 0) throw unknownRun(id, 'renameRun');
+    return this.require(id, 'renameRun');
   }
 
   /** Deletes a run and, by cascade, every row of it. Files in its run folder are left to the caller. */

@@ -119,6 +119,11 @@ export class RunStore {
     return this.guard(() => this.runs.setTargetSteps(runId, steps));
   }
 
+  /** Renames a run. */
+  renameRun(runId: string, name: string): RunSummary {
+    return this.guard(() => this.runs.setName(runId, name));
+  }
+
   /** Deletes a run and all its rows; returns false if there was none. Its folder is left alone. */
   deleteRun(runId: string): boolean {
     return this.guard(() => this.runs.delete(runId));

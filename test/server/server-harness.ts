@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
-import { PROTOCOL_VERSION, type ServerNotificationMethod, type ServerNotificationParams } from '../../server/protocol/methods.ts';
+import { PROTOCOL_VERSION, serverNotifications, type ServerNotificationMethod, type ServerNotificationParams } from '../../server/protocol/methods.ts';
 import { RpcClient } from '../../server/protocol/rpc-client.ts';
 
 export const cliPath = fileURLToPath(new URL('../../server/cli/troupe.mjs', import.meta.url));
@@ -26,7 +26,8 @@ export interface TestClient {
   close(): Promise<void>;
 }
 
-const watched: ServerNotificationMethod[] = ['run/didChangeState', 'run/didProgress', 'run/didWarmUp', 'run/didLog', 'textDocument/publishDiagnostics', '$/progress'];
+/** Every notification the server sends (the method table's), so a new one is recorded without a change here. */
+const watched = Object.keys(serverNotifications) as ServerNotificationMethod[];
 
 /** Opens a socket with the given headers; resolves once open (rejects with the HTTP status on refusal). */
 export function openSocket(url: string, headers: Record<string, string>): Promise<WebSocket> {
