@@ -299,6 +299,7 @@ export const clientRequests = {
   'run/pause': request('Pauses a run at its next step boundary (a checkpoint is written); `run/resume` continues it.', runIdParams, runResult),
   'run/resume': request('Continues a paused, failed or interrupted run from its last checkpoint, losing nothing committed.', runResumeParamsSchema, runResult),
   'run/stop': request('Stops a run at its next step boundary; it ends done.', runIdParams, runResult),
+  'run/rerun': request('Starts a new run with the config another run started with (as it resolved its relative paths), whatever became of the file since.', runIdParams, runResult),
   'run/rename': request('Renames a run (its label in run lists; the config keeps its name).', runRenameParamsSchema, runResult),
   'run/delete': request(
     'Deletes a run that is not training: its rows, and its folder when that lies inside .troupe/runs. A running, queued or stopping run is refused (InvalidRunState): stop it first.',

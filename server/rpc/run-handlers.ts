@@ -19,6 +19,7 @@ export type RunRequestMethod =
   | 'run/resume'
   | 'run/stop'
   | 'run/rename'
+  | 'run/rerun'
   | 'run/delete'
   | 'run/get'
   | 'runs/list'
@@ -70,6 +71,7 @@ export function runHandlers(manager: RunManager, queries: QueryThread): Pick<Req
     'run/pause': (p) => mapped(() => run(manager.pause(p.runId))),
     'run/resume': (p) => mapped(async () => run(await manager.resume(p.runId, p.steps !== undefined ? { steps: p.steps } : {}))),
     'run/stop': (p) => mapped(() => run(manager.stop(p.runId))),
+    'run/rerun': (p) => mapped(async () => run(await manager.start({ rerunOf: p.runId }))),
     'run/rename': (p) => mapped(() => run(manager.rename(p.runId, p.name))),
     'run/delete': (p) => mapped(() => manager.delete(p.runId)),
     'run/get': (p) => {

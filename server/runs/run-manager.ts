@@ -38,7 +38,7 @@ import { EngineCalls } from './engine-gate.ts';
 import { RunError } from './run-error.ts';
 import { fromRunWorkerSchema, type FromRunWorker, type RunWorkerData, type ToRunWorker } from './run-messages.ts';
 import { ClientPathError, type PathConfinement } from './path-confinement.ts';
-import { createRun, loadConfigFile, loadInlineConfig, prepareResume, recordFailure, type LoadedConfig } from './run-session.ts';
+import { createRun, loadConfigFile, loadInlineConfig, loadRunConfig, prepareResume, recordFailure, type LoadedConfig } from './run-session.ts';
 
 export type { Disposable } from './emitter.ts';
 export { RunError, type RunErrorCode } from './run-error.ts';
@@ -86,6 +86,8 @@ export interface StartRunRequest {
   readonly configPath?: string;
   /** Or an inline config object (exactly one of the two); written to the run folder as config.json. */
   readonly config?: unknown;
+  /** Or another run's id: a re-run, with that run's config as it started (relative paths as it resolved them). */
+  readonly rerunOf?: string;
   /** Overrides training.steps. */
   readonly steps?: number;
 }
@@ -545,10 +547,17 @@ export class RunManager {
   }
 
   private async loadConfig(req: StartRunRequest): Promise<LoadedConfig> {
-    if ((req.configPath === undefined) === (req.config === undefined)) {
-      throw new ConfigError('start request', [{ path: [], message: 'give exactly one of configPath (a config file) and config (an inline config)' }]);
+    if ([req.configPath, req.config, req.rerunOf].filter((x) => x !== undefined).length !== 1) {
+      throw new ConfigError('start request', [{ path: [], message: 'give exactly one of configPath (a config file), config (an inline config) and rerunOf (a run)' }]);
     }
     const o = this.paths ? { paths: this.paths } : {};
+    if (req.rerunOf !== undefined) {
+      const run = this.require(req.rerunOf);
+      const folder = await readRunFolder(run.runDir).catch((e: unknown) => {
+        throw new RunError('invalid-state', `run ${run.id} cannot be run again: ${message(e)}`);
+      });
+      return loadRunConfig(folder, o);
+    }
     if (req.config !== undefined) return loadInlineConfig(req.config, this.workspace, 'inline config', o);
     // Under the path rule the path is resolved (and refused) by it, relative to the workspace.
     const path = this.paths ? req.configPath! : resolve(this.workspace, req.configPath!);

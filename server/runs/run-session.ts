@@ -6,7 +6,7 @@
  */
 import { dirname, join, resolve } from 'node:path';
 import { RunLock } from './run-lock.ts';
-import { createRunFolder, loadRunExperiment, setRunFolderSteps, type RunFolder } from './run-folder.ts';
+import { createRunFolder, loadRunExperiment, RUN_CONFIG_FILE, setRunFolderSteps, type RunFolder } from './run-folder.ts';
 import { ConfigError, type ConfigIssue } from '../protocol/config-errors.ts';
 import { parseExperimentConfig, type ExperimentConfig } from '../protocol/experiment-config.ts';
 import type { RunSummary } from '../protocol/trajectory.ts';
@@ -96,6 +96,18 @@ export async function configPathIssues(config: ExperimentConfig, source: string,
   }
   if (config.env.dataset !== undefined) await confined(config.env.dataset.path, ['env', 'dataset', 'path']);
   return issues;
+}
+
+/**
+ * What a re-run of a run trains: its folder's config.json (the config it started with, byte for
+ * byte), with relative paths meaning its original's folder, as its own run resolved them.
+ */
+export async function loadRunConfig(folder: RunFolder, o: LoadConfigOptions = {}): Promise<LoadedConfig> {
+  const file = join(folder.dir, RUN_CONFIG_FILE);
+  const text = await readConfigText(file);
+  const { config, json } = parseConfigText(text, file);
+  if (o.paths) await confineConfigPaths(config, folder.configSource, file, o.paths);
+  return { config, experiment: await resolveExperiment(config, folder.configSource), text, json, source: folder.configSource };
 }
 
 /** The `configSource` of runs started from an inline config: relative paths in it mean the workspace's. */

@@ -2,7 +2,8 @@
  * Deleting and renaming runs through the protocol, on a real server and socket: a live run
  * (training or queued) cannot be deleted; an ended run's rows and its folder inside .troupe/runs
  * go, and every client hears `run/didDelete`; a folder that leads outside .troupe/runs (here by a
- * symbolic link) is kept; a rename is broadcast as `run/didRename` and listed.
+ * symbolic link) is kept; a rename is broadcast as `run/didRename` and listed; a re-run starts a
+ * new run from the run folder's config.
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
@@ -51,6 +52,13 @@ test('live runs are refused; ended ones are deleted with their folder inside .tr
   assert.equal((await watcher.waitFor('run/didRename', (p) => p.runId === training.id)).run.name, 'baseline, seed 1');
   assert.equal((await c.rpc.request('runs/list', {})).runs.find((r) => r.id === training.id)?.name, 'baseline, seed 1');
   await assert.rejects(c.rpc.request('run/rename', { runId: training.id, name: '   ' }), (e) => e instanceof RpcResponseError && e.code === ErrorCodes.InvalidParams);
+
+  // A re-run: a new run with the same config as its run folder keeps it.
+  const again = (await c.rpc.request('run/rerun', { runId: queued.id })).run;
+  assert.notEqual(again.id, queued.id);
+  assert.equal(again.state, 'queued');
+  assert.equal(readFileSync(join(again.runDir, 'config.json'), 'utf8'), readFileSync(join(queued.runDir, 'config.json'), 'utf8'));
+  await c.rpc.request('run/stop', { runId: again.id });
 
   // The queued run, stopped (done at once), its folder moved outside .troupe/runs behind a link:
   // the rows go, the folder the link leads to stays.
