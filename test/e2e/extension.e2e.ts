@@ -408,6 +408,17 @@ test('the config editor says each thing once: one diagnostic per mistake, comple
     assert.ok(about(/duplicate/i).length > 0 && about(/duplicate/i).every((r) => !/troupe/.test(r)), rows.join('\n'));
     await screenshot(page, 'extension-config-noise-problems');
 
+    // Hover on a key: its documentation once.
+    const key = lineColumnOf(noisyText, '"testEpisodes"');
+    await goToLine(page, key.line, key.column + 3);
+    await runCommand(page, 'Show or Focus Hover');
+    const hover = page.locator('.monaco-hover').filter({ visible: true }).first();
+    await waitForText(hover, 'Episodes of the test', 30_000);
+    const hoverText = await hover.innerText();
+    assert.equal(hoverText.split('Episodes of the test').length - 1, 1, hoverText);
+    await screenshot(page, 'extension-config-noise-hover');
+    await page.keyboard.press('Escape');
+
     // Completion at a new key of "training": each key once, none the object already has.
     const training = lineColumnOf(noisyText, '"training": {');
     await goToLine(page, training.line, training.column + '"training": {'.length);
@@ -422,17 +433,6 @@ test('the config editor says each thing once: one diagnostic per mistake, comple
     await screenshot(page, 'extension-config-noise-completion');
     await page.keyboard.press('Escape');
     await runCommand(page, 'File: Revert File');
-
-    // Hover on a key: its documentation once.
-    const key = lineColumnOf(noisyText, '"testEpisodes"');
-    await goToLine(page, key.line, key.column + 3);
-    await runCommand(page, 'Show or Focus Hover');
-    const hover = page.locator('.monaco-hover').filter({ visible: true }).first();
-    await waitForText(hover, 'Episodes of the test', 30_000);
-    const hoverText = await hover.innerText();
-    assert.equal(hoverText.split('Episodes of the test').length - 1, 1, hoverText);
-    await screenshot(page, 'extension-config-noise-hover');
-    await page.keyboard.press('Escape');
 
     // A model folder that is not there: flagged at its path while editing, not only at Start Training.
     await quickOpen(page, 'missing-model.troupe.json', 60_000);
