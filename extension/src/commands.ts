@@ -50,6 +50,9 @@ export interface CommandContext {
 /** An error as the notification shows it (the output channel keeps the whole text). */
 const message = userMessage;
 
+/** Runs that no worker trains: what Delete Run offers (the server refuses the others). */
+const deletableStates = ['done', 'failed', 'paused'] as const;
+
 /** The run a command argument names: a run id, or any node of a run in the tree. */
 function runIdOf(arg: unknown): string | undefined {
   if (typeof arg === 'string') return arg;
@@ -344,8 +347,53 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     if (patch) c.tree.filter = updateFilter(f, patch);
   };
 
+  /** Runs the same config again (the run folder's copy, as the run resolved it). */
+  const rerun = async (arg: unknown) => {
+    const client = await connected();
+    const runId = runIdOf(arg) ?? (await pickRun(c.runs, { title: 'Run Again' }))?.summary.id;
+    if (runId === undefined) return;
+    const { run } = await client.request('run/rerun', { runId });
+    const choice = await vscode.window.showInformationMessage(`Troupe: started "${run.name}" again (${run.state}).`, 'Open Dashboard');
+    if (choice) c.showDashboard(run.id);
+  };
+
+  const renameRun = async (arg: unknown) => {
+    const client = await connected();
+    const runId = runIdOf(arg) ?? (await pickRun(c.runs, { title: 'Rename Run' }))?.summary.id;
+    if (runId === undefined) return;
+    const name = await vscode.window.showInputBox({
+      title: 'Rename Run',
+      prompt: 'The name the Runs view, the dashboard and the pickers show (the config keeps its own)',
+      value: c.runs.get(runId)?.summary.name ?? '',
+      validateInput: (v) => (v.trim() === '' ? 'A name cannot be empty' : v.trim().length > 200 ? 'At most 200 characters' : undefined),
+    });
+    if (name === undefined) return;
+    await client.request('run/rename', { runId, name });
+  };
+
+  /** Deletes an ended run after asking; a live one is refused by the server (stop it first). */
+  const deleteRun = async (arg: unknown) => {
+    const client = await connected();
+    const runId = runIdOf(arg) ?? (await pickRun(c.runs, { title: 'Delete Run', states: deletableStates }))?.summary.id;
+    if (runId === undefined) return;
+    const label = c.runs.labelOf(runId);
+    const answer = await vscode.window.showWarningMessage(
+      `Delete the run "${label}"?`,
+      { modal: true, detail: 'Its steps, metrics and trajectories go, and its folder in .troupe/runs with its checkpoints. This cannot be undone.' },
+      'Delete',
+    );
+    if (answer !== 'Delete') return;
+    const result = await client.request('run/delete', { runId });
+    const kept = result.keptFolder === null ? '' : ` Its folder ${result.keptFolder} lies outside .troupe/runs and was kept.`;
+    vscode.window.setStatusBarMessage(`Troupe: deleted ${label}`, 5000);
+    if (kept !== '') void vscode.window.showInformationMessage(`Troupe: deleted "${label}".${kept}`);
+  };
+
   return [
     command(commandIds.startTraining, 'Start Training', startTraining),
+    command(commandIds.rerun, 'Run Again', rerun),
+    command(commandIds.renameRun, 'Rename Run', renameRun),
+    command(commandIds.deleteRun, 'Delete Run', deleteRun),
     runAction('pause', 'Pause', 'run/pause', 'pausing at the next step boundary:'),
     runAction('resume', 'Resume', 'run/resume', 'resuming'),
     runAction('stop', 'Stop', 'run/stop', 'stopping at the next step boundary:'),

@@ -20,6 +20,9 @@ export const commandIds = {
   filterTrajectories: 'troupe.filterTrajectories',
   refreshRuns: 'troupe.refreshRuns',
   showServerOutput: 'troupe.showServerOutput',
+  rerun: 'troupe.rerun',
+  renameRun: 'troupe.renameRun',
+  deleteRun: 'troupe.deleteRun',
 } as const;
 
 /**

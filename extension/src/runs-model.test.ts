@@ -122,6 +122,27 @@ test('notifications keep the runs live', async () => {
   assert.equal(model.get('r2')!.steps, configSteps);
 });
 
+test('a renamed run keeps its details under its new name; a deleted run leaves the list', async () => {
+  const server = fakeServer({
+    'runs/list': () => ({ runs: [run('r1', { state: 'done' }), run('r2', { state: 'done', createdAt: 5_000 })] }),
+    'run/get': (p) => ({ run: { ...run(String(p['runId'])), config } }),
+    'metrics/query': () => ({ series: [] }),
+  });
+  const model = new RunsModel();
+  await model.setClient(server.client);
+  const changes: (string | undefined)[] = [];
+  model.onDidChange((id) => changes.push(id));
+
+  server.notify('run/didRename', { runId: 'r1', run: run('r1', { state: 'done', name: 'baseline' }) });
+  assert.equal(model.get('r1')?.summary.name, 'baseline');
+  assert.equal(model.labelOf('r1'), 'baseline');
+  assert.equal(model.get('r1')?.steps, configSteps, 'the details read before stay');
+
+  server.notify('run/didDelete', { runId: 'r2' });
+  assert.deepEqual(model.runs.map((r) => r.summary.id), ['r1']);
+  assert.equal(changes.at(-1), undefined, 'a deletion changes the list');
+});
+
 test('a dropped connection keeps the last run list until another server lists its own; a failed list is reported, not thrown', async () => {
   const first = fakeServer({
     'runs/list': () => ({ runs: [run('a'), run('b', { createdAt: 2_000 })] }),

@@ -133,6 +133,12 @@ export class RunsModel {
     }
     this.subscriptions.push(
       client.onNotification('run/didChangeState', (p) => this.upsert(p.run)),
+      client.onNotification('run/didRename', (p) => this.upsert(p.run)),
+      client.onNotification('run/didDelete', (p) => {
+        if (!this.views.delete(p.runId)) return;
+        this.outcomes.delete(p.runId);
+        this.fire(undefined);
+      }),
       client.onNotification('run/didWarmUp', (p) => {
         const v = this.views.get(p.runId);
         if (!v) return;
