@@ -230,7 +230,7 @@ export function baselineFlags(o: { pytorchPeak: number; troupePeak: number; choi
     flags.push({ code: 'peak-below-kernel', message: `PyTorch's MatMul peak in the run, ${o.pytorchPeak.toFixed(1)} GFLOP/s, is ${pct(o.pytorchPeak / usedPeak)} of the ${usedPeak.toFixed(1)} its kernel (${used ?? '?'}) reached in the probe: the machine was busy or the kernel changed, and the ratios favour Troupe` });
   }
   if (o.pytorchPeak < FAR_BELOW * o.troupePeak) {
-    flags.push({ code: 'peak-below-mlas', message: `PyTorch's MatMul peak, ${o.pytorchPeak.toFixed(1)} GFLOP/s, is ${pct(o.pytorchPeak / o.troupePeak)} of ORT MLAS's ${o.troupePeak.toFixed(1)} in the same rounds: the baseline's BLAS is weak on this CPU` });
+    flags.push({ code: 'peak-below-mlas', message: `PyTorch's MatMul peak, ${o.pytorchPeak.toFixed(1)} GFLOP/s, is ${pct(o.pytorchPeak / o.troupePeak)} of ORT MLAS's ${o.troupePeak.toFixed(1)} in the same rounds: the baseline's BLAS is weak on this CPU, or its threads lost more than ORT's to other processes` });
   }
   if (problem !== null) flags.push({ code: 'kernel-problem', message: problem });
   const load = Math.max(o.loadAverage.start, o.loadAverage.end);
