@@ -12,7 +12,7 @@
 // one window; each saves a screenshot under test/e2e/artifacts/ (`extension-*.png`).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -50,6 +50,9 @@ const runName = config.name;
 /** The tiny experiment with a warm-up of minutes (a few hundred steps of a fraction of a second). */
 const WARM_UP_STEPS = 400;
 const warmUpConfig = { ...config, name: 'tiny warm-up', warmStart: { ...config.warmStart, steps: WARM_UP_STEPS, batchSize: 4 } };
+
+/** The name of the run that the Runs-view management test renames, runs again and deletes. */
+const manageName = 'tiny to manage';
 
 /** The inline annotation after a turn rule (trajectory-document.ts `annotationLabel`). */
 const annotationPattern = /^team (?:[+-]\d+\.\d\d|0\.00) · local (?:[+-]\d+\.\d\d|0\.00)/;
@@ -131,6 +134,8 @@ before(
     // Valid for the JSON Schema, wrong for the environment: only the server's semantic check sees it.
     const misrouted = { ...config, router: { tool: 'tool-lora', planner: 'plan-lora' } };
     writeFileSync(join(workspace, 'configs', 'misrouted.troupe.json'), `${JSON.stringify(misrouted, null, 2)}\n`);
+    // A run to rename, run again and delete (its own name, so its row is apart from the others).
+    writeFileSync(join(workspace, 'configs', 'manage.troupe.json'), `${JSON.stringify({ ...tinyConfigWithSteps(50), name: manageName }, null, 2)}\n`);
     // Config-editor noise (issue 32 item 7): a value both the JSON Schema and the server reject,
     // and a duplicate key, which VS Code's JSON language features report (the sign that they have
     // checked the file); a config whose model folder does not exist, valid otherwise.
@@ -569,6 +574,54 @@ test('the warm-up is a phase of the run: its progress in the Runs view and the d
     await waitForNotification(page, new RegExp(`Troupe: "${escapeRegExp(warmUpConfig.name)}" stopped in the warm-up \\(step \\d+ of ${WARM_UP_STEPS}\\)`), 30_000);
     await screenshot(page, 'extension-warm-up-stopped');
     await runCommand(page, 'Notifications: Clear All Notifications');
+  }),
+);
+
+test('a run is renamed, run again and deleted from the Runs view commands; its folder goes with it', { timeout: 300_000 }, () =>
+  withFailureArtifacts(started(), 'extension-manage-runs', async () => {
+    const { page } = started();
+    const runsDir = join(workspace, '.troupe', 'runs');
+    await runCommand(page, 'Troupe: Start Training', { opensPicker: true, timeoutMs: 60_000 });
+    await pickItem(page, 'manage.troupe.json');
+    await waitForNotification(page, `Troupe: started "${manageName}"`, 120_000);
+    await runCommand(page, 'Troupe: Stop', { opensPicker: true });
+    await pickItem(page, manageName);
+    await waitForNotification(page, new RegExp(`Troupe: "${escapeRegExp(manageName)}" (stopped|finished)`), 120_000);
+    await runCommand(page, 'Notifications: Clear All Notifications');
+    const sideBar = await openView(page, 'Troupe');
+
+    // Rename: the row takes the new name.
+    await runCommand(page, 'Troupe: Rename Run', { opensPicker: true });
+    await pickItem(page, manageName);
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('managed run');
+    await page.keyboard.press('Enter');
+    const renamed = treeItem(sideBar, 'managed run');
+    await renamed.waitFor({ timeout: 30_000 });
+    await screenshot(page, 'extension-manage-renamed');
+
+    // Run Again: a new run of the same config, under the config's name.
+    await runCommand(page, 'Troupe: Run Again', { opensPicker: true });
+    await pickItem(page, 'managed run');
+    await waitForNotification(page, `Troupe: started "${manageName}" again`, 120_000);
+    const again = treeItem(sideBar, manageName);
+    await again.waitFor({ timeout: 30_000 });
+    await runCommand(page, 'Troupe: Stop', { opensPicker: true });
+    await pickItem(page, manageName);
+    await waitForNotification(page, new RegExp(`Troupe: "${escapeRegExp(manageName)}" (stopped|finished)`), 120_000);
+    await runCommand(page, 'Notifications: Clear All Notifications');
+
+    // Delete, after the modal's question: the row and the folder go.
+    const folders = readdirSync(runsDir).length;
+    await runCommand(page, 'Troupe: Delete Run', { opensPicker: true });
+    await pickItem(page, 'managed run');
+    const dialog = page.locator('.monaco-dialog-box');
+    await waitForText(dialog, 'Delete the run "managed run"?', 30_000);
+    await screenshot(page, 'extension-manage-delete-question');
+    await dialog.locator('.monaco-button', { hasText: /^Delete$/ }).click();
+    await renamed.waitFor({ state: 'detached', timeout: 30_000 });
+    assert.equal(readdirSync(runsDir).length, folders - 1, 'the run folder went with the run');
+    await screenshot(page, 'extension-manage-deleted');
   }),
 );
 
