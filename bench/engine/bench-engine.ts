@@ -93,6 +93,8 @@ async function main(): Promise<void> {
   // The optional second baseline, pinned to BENCH_ALSO_CORE, runs the same commands in the same rounds.
   const also = ALSO_CORE === null ? null : TorchServer.start(THREADS, 'fused', { OPENBLAS_CORETYPE: ALSO_CORE });
   const alsoCore = also === null ? null : (await also.call<TorchInfo>({ cmd: 'info' })).blasCore;
+  // OpenBLAS falls back to cpuid for a name it does not know: a misspelt core must not pass as that core.
+  if (also && alsoCore?.toLowerCase() !== ALSO_CORE?.toLowerCase()) throw new Error(`BENCH_ALSO_CORE=${ALSO_CORE}: the second PyTorch server loaded ${alsoCore ?? 'no OpenBLAS core'}`);
   const dir = await mkdtemp(join(tmpdir(), 'troupe-bench-'));
   const peak = { troupe: [] as number[], pytorch: [] as number[], also: [] as number[] };
   const results: Array<Record<string, unknown>> = [];

@@ -70,7 +70,7 @@ async function ortChainMs(engine: Engine, name: string, shapes: Array<[number, n
   return (performance.now() - t0) / REPS;
 }
 
-function torchChainMs(shapes: Array<[number, number]>, env: Record<string, string>): number {
+function torchChainMs(shapes: Array<[number, number]>, env: Record<string, string | undefined>): number {
   const script = `
 import json, sys, time, torch
 torch.set_num_threads(${THREADS})

@@ -12,8 +12,10 @@
  *    inherited OPENBLAS_CORETYPE if one is set, and the best core the CPU's flags allow;
  * 3. each probe (`blas_probe.py`) checks torch.mm against float64 sums done outside BLAS and times a
  *    512² matmul (best of several short tries: the most this kernel reached here);
- * 4. take the widest core that passes the check and is not clearly slower than the fastest, and pin
- *    it with OPENBLAS_CORETYPE, so the benchmarked process runs exactly the probed kernel.
+ * 4. take the widest core that passes the check and is not clearly slower than the fastest, and start
+ *    PyTorch with the OPENBLAS_CORETYPE its probe ran under (unset for OpenBLAS's own pick: this
+ *    OpenBLAS falls back to cpuid for a name it cannot force, Cooperlake among them), so the
+ *    benchmarked process runs exactly the probed kernel.
  *
  * Troupe's side is onnxruntime, whose MatMuls run on its own MLAS kernels (dispatched by cpuid inside
  * onnxruntime; OpenBLAS is not involved): `mlasSgemmKernel` says which one MLAS picks for these flags.
@@ -158,8 +160,8 @@ export interface CoreChoice {
   used: string | null;
   /** The GFLOP/s the used core reached in its probe (null without OpenBLAS). */
   usedPeak: number | null;
-  /** What to add to the PyTorch process's environment. */
-  env: Record<string, string>;
+  /** What to lay over the PyTorch process's environment (undefined: unset the variable). */
+  env: Record<string, string | undefined>;
   reason: string;
   /** Set when the baseline runs below what the flags allow or gave wrong results. */
   problem: string | null;
@@ -182,7 +184,7 @@ export function chooseCore(o: { flags: readonly string[]; cpuidPick: string | nu
   const failedNote = failed.length ? `; failed the float64 check: ${failed.join(', ')}` : '';
   if (passing.length === 0) {
     const p = o.probes.find((x) => x.core !== null)!;
-    return { ...base, used: p.core, usedPeak: p.gflops, env: p.coretypeEnv ? { OPENBLAS_CORETYPE: p.coretypeEnv } : {}, reason: `no core passed the float64 check${failedNote}`, problem: `every OpenBLAS core probed gave wrong results${failedNote}` };
+    return { ...base, used: p.core, usedPeak: p.gflops, env: probeEnv(p), reason: `no core passed the float64 check${failedNote}`, problem: `every OpenBLAS core probed gave wrong results${failedNote}` };
   }
   let pick: BlasProbe;
   let why: string;
@@ -203,10 +205,15 @@ export function chooseCore(o: { flags: readonly string[]; cpuidPick: string | nu
     ...base,
     used,
     usedPeak: pick.gflops,
-    env: { OPENBLAS_CORETYPE: used },
+    env: probeEnv(pick),
     reason: `${used}: ${why} (probe peaks, GFLOP/s: ${peaks}; OpenBLAS's own pick ${o.cpuidPick ?? 'none'}; inherited OPENBLAS_CORETYPE ${o.inherited ?? 'unset'})${failedNote}`,
     problem: o.forced !== undefined && !forced ? `BENCH_TORCH_CORETYPE=${o.forced} was not probed or failed the float64 check` : below,
   };
+}
+
+/** The environment a probe ran under, to start PyTorch the same way. */
+function probeEnv(p: BlasProbe): Record<string, string | undefined> {
+  return { OPENBLAS_CORETYPE: p.coretypeEnv ?? undefined };
 }
 
 /** A baseline peak under this fraction of its reference is "far below" it. */

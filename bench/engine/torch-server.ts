@@ -23,8 +23,8 @@ export class TorchServer {
     this.lines = createInterface({ input: proc.stdout })[Symbol.asyncIterator]();
   }
 
-  /** `env` is added to this process's environment: the OPENBLAS_CORETYPE `torchBlas` chose. */
-  static start(threads: number, variant: 'fused' | 'plain' = 'fused', env: Record<string, string> = {}): TorchServer {
+  /** `env` is laid over this process's environment (undefined unsets): the OPENBLAS_CORETYPE `torchBlas` chose. */
+  static start(threads: number, variant: 'fused' | 'plain' = 'fused', env: Record<string, string | undefined> = {}): TorchServer {
     const script = fileURLToPath(new URL('./torch_bench.py', import.meta.url));
     const proc = spawn(benchPython(), [script, '--threads', String(threads), '--variant', variant], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     proc.stderr.on('data', (d: Buffer) => process.stderr.write(`[torch] ${d.toString()}`));

@@ -207,7 +207,7 @@ function errorText(e: unknown): string {
 }
 
 /** `env`: the OPENBLAS_CORETYPE `torchBlas` chose (the tiny form runs PyTorch on the CPU). */
-async function runTorch(name: string, c: ModelConfig, result: Record<string, unknown>, save: () => void, env: Record<string, string>): Promise<void> {
+async function runTorch(name: string, c: ModelConfig, result: Record<string, unknown>, save: () => void, env: Record<string, string | undefined>): Promise<void> {
   const script = fileURLToPath(new URL('./torch_gpu_bench.py', import.meta.url));
   const spec = {
     name,
