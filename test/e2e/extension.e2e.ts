@@ -282,6 +282,11 @@ test('a trajectory opened from the Runs view shows its turns with reward annotat
     const id = /(\d+)/.exec(await tab.innerText())?.[1] ?? '?';
     await waitForText(visibleWebview(page).locator('h1'), `Trajectory #${id}`, 60_000);
     await waitForText(visibleWebview(page).locator('body'), 'Turn 0 · ');
+    // The inspector's header, beside the document, wraps between facts, never between a fact's name and its value.
+    const facts = await visibleWebview(page)
+      .locator('.facts dt')
+      .evaluateAll((terms) => terms.map((dt) => ({ term: dt.textContent, together: dt.nextElementSibling !== null && Math.abs(dt.nextElementSibling.getBoundingClientRect().top - dt.getBoundingClientRect().top) < 2 })));
+    assert.ok(facts.length >= 7 && facts.every((f) => f.together), JSON.stringify(facts));
     const editor = activeEditor(page);
     await waitForText(editor, 'Troupe trajectory', 30_000);
     // Decorations are set once the document is visible; wait for the first turn's.

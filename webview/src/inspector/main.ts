@@ -87,7 +87,8 @@ function render(d: TrajectoryDetail): void {
   ];
   header.replaceChildren(
     h('h1', { text: `Trajectory #${t.id}` }),
-    h('dl', { class: 'facts' }, ...facts.flatMap(([k, v]) => [h('dt', { text: k }), h('dd', { class: k === 'success' ? (t.success ? 'pos' : 'neg') : '', text: v })])),
+    // Each term with its value in one box, so a narrow panel wraps between facts, never inside one.
+    h('dl', { class: 'facts' }, ...facts.map(([k, v]) => h('div', { class: 'fact' }, h('dt', { text: k }), h('dd', { class: k === 'success' ? (t.success ? 'pos' : 'neg') : '', text: v })))),
     compare,
   );
   sections = buildTurnViews(d).map((v) => new TurnSection(v, { openTrajectory }));
