@@ -131,6 +131,10 @@ test('hover breakdown lists the rewards, group and every branch with the kept on
   assert.match(md, /\| \*\*▸ 2\*\* \| \+1\.25 \| \+1\.00 \| \+0\.25 \| \+1\.02 \| kept \|/);
   assert.match(md, /\| 1 \| -0\.25 \| 0\.00 \| -0\.25 \| -1\.02 \| {2}\|/);
   assert.match(annotationHoverMarkdown(plan), /\| parse error \| no MOVE line \|/);
+  // Every branch within the hover's first lines (it scrolls past 250 px): the table comes right after the title.
+  const lines = md.split('\n');
+  assert.equal(lines.findIndex((l) => l.startsWith('| branch |')), 2);
+  assert.ok(lines.findIndex((l) => l.startsWith('| **▸')) < lines.findIndex((l) => l.startsWith('| team reward |')));
 });
 
 test('an untrained turn has no advantage or group, and the annotation says so', () => {

@@ -354,6 +354,19 @@ export function annotationHoverMarkdown(a: TurnAnnotation): string {
   const md: string[] = [];
   md.push(`**turn ${a.turn} · ${escapeMarkdown(a.agentId)}** (policy ${escapeMarkdown(a.policyId)}) — branch ${a.branch} of ${a.k}${a.kept ? ', kept' : ''}`);
   md.push('');
+  // The branches first: VS Code's hover is at most a quarter of the editor tall (250 px at least)
+  // and scrolls past that, and with the breakdown first only two branches showed (issue 32).
+  md.push('| branch | reward | team | local | adv | |', '|---|---:|---:|---:|---:|---|');
+  const own = a.branches.find((b) => b.isThisTurn)?.trajectoryId;
+  for (const b of a.branches) {
+    const label = b.isThisTurn ? `**▸ ${b.branch}**` : String(b.branch);
+    // Under independent rollouts (GRPO baseline) the group spans trajectories; say whose sample it is.
+    const where = b.trajectoryId === own ? '' : ` (traj ${b.trajectoryId})`;
+    const note = [b.kept ? 'kept' : '', b.parseError === undefined ? '' : 'parse error'].filter((s) => s !== '').join(', ');
+    const adv = b.advantage === undefined ? '—' : formatSigned(b.advantage);
+    md.push(`| ${label}${where} | ${formatSigned(b.reward)} | ${formatSigned(b.teamReward)} | ${formatSigned(b.localReward)} | ${adv} | ${note} |`);
+  }
+  md.push('');
   md.push('| | |', '|---|---:|');
   md.push(`| team reward | ${formatSigned(a.teamReward)} |`);
   md.push(`| local reward | ${formatSigned(a.localReward)} |`);
@@ -365,17 +378,6 @@ export function annotationHoverMarkdown(a: TurnAnnotation): string {
     if (stats) md.push(`| group mean / std | ${formatSigned(stats.mean)} / ${stats.std.toFixed(2)} |`);
   }
   if (a.parseError !== undefined) md.push(`| parse error | ${escapeMarkdown(oneLine(a.parseError))} |`);
-  md.push('');
-  md.push('| branch | reward | team | local | adv | |', '|---|---:|---:|---:|---:|---|');
-  const own = a.branches.find((b) => b.isThisTurn)?.trajectoryId;
-  for (const b of a.branches) {
-    const label = b.isThisTurn ? `**▸ ${b.branch}**` : String(b.branch);
-    // Under independent rollouts (GRPO baseline) the group spans trajectories; say whose sample it is.
-    const where = b.trajectoryId === own ? '' : ` (traj ${b.trajectoryId})`;
-    const note = [b.kept ? 'kept' : '', b.parseError === undefined ? '' : 'parse error'].filter((s) => s !== '').join(', ');
-    const adv = b.advantage === undefined ? '—' : formatSigned(b.advantage);
-    md.push(`| ${label}${where} | ${formatSigned(b.reward)} | ${formatSigned(b.teamReward)} | ${formatSigned(b.localReward)} | ${adv} | ${note} |`);
-  }
   return md.join('\n');
 }
 
