@@ -134,7 +134,7 @@ describe('completion: values', () => {
   });
 
   test('environment names, and an option\'s constants', () => {
-    assert.deepEqual(labels(completeAt('{"env": {"name": ¦}}').list), ['"plan-path"', '"sudoku"', '"sokoban"', '"tic-tac-toe"', '"math"', '"code"']);
+    assert.deepEqual(labels(completeAt('{"env": {"name": ¦}}').list), ['"plan-path"', '"sudoku"', '"sokoban"', '"tic-tac-toe"', '"math"', '"code"', '"hanabi"']);
     assert.deepEqual(labels(completeAt('{"env": {"name": "sudoku", "options": {"size": ¦}}}').list), ['4', '9']);
   });
 
