@@ -133,8 +133,9 @@ let queryCache: readonly PositionQuery[] | null = null;
 function positionQueries(): readonly PositionQuery[] {
   queryCache ??= reachablePositions().map((board) => {
     const env = ticTacToe.create(0, { openingMoves: 0 });
-    const xs = legalMoves(board.map((m) => (m === 'X' ? null : 'X'))); // the cells X holds
-    const os = legalMoves(board.map((m) => (m === 'O' ? null : 'O')));
+    const cellsOf = (mark: 'X' | 'O') => board.flatMap((m, cell) => (m === mark ? [cell] : []));
+    const xs = cellsOf('X');
+    const os = cellsOf('O');
     for (let i = 0; i < xs.length; i++) {
       env.act('x', String(xs[i]! + 1));
       if (i < os.length) env.act('o', String(os[i]! + 1));
