@@ -132,6 +132,15 @@ export const algorithmSchema = z
       .describe(
         "std: A = (r - mean) / std within each group (GRPO as in the paper). none: A = r - mean (Dr. GRPO; verl's norm_adv_by_std_in_grpo=false): a group whose rewards barely differ then weighs little, one whose branches succeed and fail weighs a lot.",
       ),
+    invalidAdvantage: z
+      .number()
+      .min(-10)
+      .max(0)
+      .nullable()
+      .default(null)
+      .describe(
+        "Invalid acts (the text did not parse, or the rules refused the act whole: a tic-tac-toe forfeit, a Hanabi move it must pass on) set apart from their group: each group's baseline (mean, and std under advantageNorm std) is taken over its valid acts only, and every invalid act gets this advantage (0 or below). With them in the group, one forfeit's low reward lifts every legal branch of it, losing moves included. grpo: a trajectory with an invalid act is an invalid member. null: invalid acts are members of their group like any other (the paper).",
+      ),
     clipEps: z.number().positive().lt(1).default(0.2).describe('PPO clip range epsilon: the probability ratio is clipped to [1 - eps, 1 + eps].'),
     klCoef: z
       .number()
@@ -268,6 +277,15 @@ export const rolloutWeightKinds = ['fp32', 'fp16', 'int8', 'int4'] as const;
 /** Inference servers a rollout backend drives. */
 export const rolloutServerKinds = ['vllm', 'sglang'] as const;
 
+/**
+ * The environment variables `rollout.backend.apiKeyEnv` may name. A config can come from anyone
+ * (a cloned repository, a shared example) and names the hosts the key is sent to, so it may not
+ * pick any variable of the user's environment: only ones named for an inference engine's key.
+ * Another key is passed under such a name: `VLLM_API_KEY="$MY_KEY" troupe train …`.
+ */
+export const engineKeyEnvPattern = /^(TROUPE|VLLM|SGLANG)_[A-Z0-9_]*(KEY|TOKEN)$/;
+const engineKeyEnvRule = 'must be an engine key variable: upper case, starting TROUPE_, VLLM_ or SGLANG_ and ending KEY or TOKEN (e.g. VLLM_API_KEY), so that a config cannot send another secret of your environment to the servers it names';
+
 const engineServerSchema = z
   .object({
     kind: z.enum(rolloutServerKinds).describe('vllm: the OpenAI-compatible routes (/v1/completions, /v1/load_lora_adapter), which `troupe serve-openai` also serves. sglang: SGLang\'s native /generate and /load_lora_adapter.'),
@@ -283,10 +301,10 @@ const engineServerSchema = z
       .describe('Base URLs of the servers, e.g. "http://127.0.0.1:8000" (at most 64). Requests are spread over them by load; a server that fails is skipped and its requests are sent to another.'),
     apiKeyEnv: z
       .string()
-      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
       .max(128)
+      .regex(engineKeyEnvPattern, engineKeyEnvRule)
       .optional()
-      .describe('Name of the environment variable holding the servers\' API key (sent as "Authorization: Bearer <key>"). The key itself never goes in a config.'),
+      .describe(`Name of the environment variable holding the servers' API key (sent as "Authorization: Bearer <key>"). The key itself never goes in a config. The name ${engineKeyEnvRule}.`),
     timeoutMs: z.int().min(1000).max(3_600_000).default(600_000).describe('Longest wait for one request in milliseconds before it is sent to another server (default 600000).'),
     retries: z.int().min(0).max(16).default(3).describe('Further tries of a failed request (a refused connection, a timeout, a 5xx answer), each on another live server when there is one (default 3). A 4xx answer is not retried.'),
   })

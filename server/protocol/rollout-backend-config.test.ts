@@ -22,6 +22,17 @@ test('bad URLs and key variables are refused by field, without the value', () =>
   for (const i of bad) assert.ok(!i.message.includes('secret-host') && !i.message.includes('sk-abc'), i.message);
 });
 
+test('apiKeyEnv takes engine key names only, so a config cannot send another secret to the hosts it names', () => {
+  const withKey = (apiKeyEnv: string) => issues({ ...tinyConfig, warmStart: { enabled: false }, rollout: { backend: { ...fleet, apiKeyEnv } } });
+  for (const name of ['VLLM_API_KEY', 'SGLANG_API_KEY', 'TROUPE_ENGINE_KEY', 'TROUPE_FLEET_TOKEN']) assert.deepEqual(withKey(name), [], name);
+  for (const name of ['HOME', 'PATH', 'AWS_SECRET_ACCESS_KEY', 'OPENAI_API_KEY', 'GITHUB_TOKEN', 'HF_TOKEN', 'vllm_api_key', 'VLLM_HOST', 'TROUPE_SCHEME']) {
+    const bad = withKey(name);
+    assert.deepEqual(bad.map((i) => i.path), ['rollout.backend.apiKeyEnv'], name);
+    assert.match(bad[0]!.message, /VLLM_API_KEY/);
+    assert.ok(!bad[0]!.message.includes(name), bad[0]!.message);
+  }
+});
+
 test('a fleet needs LoRA policies, no warm start and no distinct branches', () => {
   const l3 = {
     ...tinyConfig,

@@ -13,7 +13,7 @@
  * - The API key comes from the environment variable the config names, never from the config.
  */
 import { errorMessage } from '../protocol/openai-api.ts';
-import type { RolloutBackendConfig } from '../protocol/experiment-config.ts';
+import { engineKeyEnvPattern, type RolloutBackendConfig } from '../protocol/experiment-config.ts';
 
 export type EngineFleetConfig = Exclude<RolloutBackendConfig, { kind: 'in-process' }>;
 
@@ -69,6 +69,8 @@ export class EngineFleet {
     this.servers = config.urls.map((url, index) => ({ index, url: url.replace(/\/+$/, ''), rowsInFlight: 0, down: false, requests: 0, failures: 0, generatedTokens: 0, busyMs: 0 }));
     this.headers = { 'content-type': 'application/json' };
     if (config.apiKeyEnv !== undefined) {
+      // The schema refuses other names; a config built in code is held to the same rule.
+      if (!engineKeyEnvPattern.test(config.apiKeyEnv)) throw new EngineFleetError('rollout.backend.apiKeyEnv: not an engine key variable (TROUPE_, VLLM_ or SGLANG_ … KEY or TOKEN)');
       const key = env[config.apiKeyEnv];
       if (!key) throw new EngineFleetError(`rollout.backend.apiKeyEnv: the environment variable ${config.apiKeyEnv} is unset or empty`);
       this.headers.authorization = `Bearer ${key}`;
