@@ -216,6 +216,16 @@ export interface EmitOptions {
    */
   readonly logSoftmax?: 'fused' | 'primitives';
   /**
+   * How `scatterAdd` is lowered: 'scatter' (default) is ScatterElements(add). 'select' turns a
+   * scatterAdd whose indices have extent 1 along its axis (one position picked per row: the
+   * gradient of the log-prob pick, `gatherElements`) into a comparison of the indices with the
+   * axis's positions and a Where, and keeps ScatterElements for the rest. ONNX Runtime's WebGPU
+   * ScatterElements(add) writes through atomics, which failed on an H100 once the output
+   * ([4096, 151936] fp32, 2.5 GB) no longer fit one storage-buffer binding; Equal and Where are
+   * plain elementwise kernels that run on tensors of any size.
+   */
+  readonly scatterAdd?: 'scatter' | 'select';
+  /**
    * Give an output computed by a node its public name on that node instead of through an
    * Identity (which copies the value on every run): the first output naming each such value. Off
    * by default; the fused decode graph sets it (2L + 1 fewer kernels a step).
@@ -235,6 +245,38 @@ const logSoftmaxFromPrimitives: Lower = (n, e, out) => {
   e.push({ opType: 'Log', inputs: [t('sum')], outputs: [t('logsum')], attrs: [] });
   e.push({ opType: 'Sub', inputs: [t('shifted'), t('logsum')], outputs: [out], attrs: [] });
 };
+
+/** True when x is a scalar 0 constant broadcast by expandLike (the zeros a gradient scatters into). */
+function isZerosExpand(x: Node): boolean {
+  const src = x.op === 'expandLike' ? x.inputs[0]! : x;
+  return src.op === 'constant' && (src.attrs['value'] as number[]).every((v) => v === 0);
+}
+
+/**
+ * scatterAdd as a select (see EmitOptions.scatterAdd): with indices of extent 1 along the axis,
+ * out = Where(positions == indices, data + updates, data), the positions an int64 [1…, size, …1]
+ * initializer broadcast against the indices. Into zeros (a gradient's adjoint) the Add is
+ * skipped: Where(…, updates, data). Anything else is ScatterElements(add).
+ */
+function scatterAddLowering(n: Node): Lower {
+  const [data, idx] = n.inputs as [Node, Node];
+  const rank = data.shape.length;
+  const axis = normAxis(n.attrs['axis'] as number, rank);
+  const size = data.shape[axis];
+  if (idx.shape[axis] !== 1 || typeof size !== 'number') return lowerings.scatterAdd;
+  return (_, e, out) => {
+    const dims = data.shape.map((_, i) => (i === axis ? size : 1));
+    const positions = e.ints(Array.from({ length: size }, (_, i) => i), dims);
+    const [d, i, u] = n.inputs.map((x) => e.name(x)) as [string, string, string];
+    e.push({ opType: 'Equal', inputs: [positions, i], outputs: [`${out}.hit`], attrs: [] });
+    if (isZerosExpand(data)) {
+      e.push({ opType: 'Where', inputs: [`${out}.hit`, u, d], outputs: [out], attrs: [] });
+      return;
+    }
+    e.push({ opType: 'Add', inputs: [d, u], outputs: [`${out}.sum`], attrs: [] });
+    e.push({ opType: 'Where', inputs: [`${out}.hit`, `${out}.sum`, d], outputs: [out], attrs: [] });
+  };
+}
 
 /** Emits an ONNX model computing `outputs` (pairs of output name and node). */
 export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, options: EmitOptions): Uint8Array {
@@ -321,7 +363,12 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
 
   for (const n of order) {
     if (n.op === 'input' || n.op === 'constant' || n.op === 'select') continue;
-    const lower: Lower = n.op === 'logSoftmax' && options.logSoftmax === 'primitives' ? logSoftmaxFromPrimitives : lowerings[n.op];
+    const lower: Lower =
+      n.op === 'logSoftmax' && options.logSoftmax === 'primitives'
+        ? logSoftmaxFromPrimitives
+        : n.op === 'scatterAdd' && options.scatterAdd === 'select'
+          ? scatterAddLowering(n)
+          : lowerings[n.op];
     lower(n, e, e.name(n));
   }
   // Outputs get their public names through Identity nodes: a value may be exposed under several

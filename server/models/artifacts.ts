@@ -107,14 +107,16 @@ export interface GraphOutputs {
 }
 
 /** Emission choices that depend on where a graph runs (`loweringFor`): the same math in other nodes. */
-export type Lowering = Pick<EmitOptions, 'logSoftmax'>;
+export type Lowering = Pick<EmitOptions, 'logSoftmax' | 'scatterAdd'>;
 
 /**
  * ONNX Runtime's WebGPU provider has no LogSoftmax kernel and would run it on the CPU between GPU
- * nodes, so on WebGPU it is emitted as primitives; CPU and CUDA keep the fused kernel.
+ * nodes, so on WebGPU it is emitted as primitives; and its ScatterElements(add) fails once the
+ * log-prob pick's [N,V] adjoint outgrows one storage-buffer binding, so that scatter is a select
+ * there (`EmitOptions.scatterAdd`). CPU and CUDA keep the fused kernels.
  */
 export function loweringFor(provider: ExecutionProviderName): Lowering {
-  return provider === 'webgpu' ? { logSoftmax: 'primitives' } : {};
+  return provider === 'webgpu' ? { logSoftmax: 'primitives', scatterAdd: 'select' } : {};
 }
 
 function emit(g: GraphOutputs, name: string, doc: string, lowering: Lowering = {}): Artifact {
