@@ -70,6 +70,12 @@ export interface AgentTurnResult {
   readonly localReward: number;
   /** Why the text could not be parsed, or null when it was a well-formed action. */
   readonly parseError: string | null;
+  /**
+   * The action was well-formed but the rules refused it whole (a tic-tac-toe move to a taken cell,
+   * forfeiting the game; a Hanabi move the rules forbid, passed on). Absent: it was legal, or only
+   * part of it was refused (a puzzle's blocked step). With a parse error, an invalid act (`Sample.invalid`).
+   */
+  readonly illegal?: true;
   /** Whether the episode is over after this act. */
   readonly done: boolean;
   /** Whether the task is solved (games: finished without forfeit) after this act. */

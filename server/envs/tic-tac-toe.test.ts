@@ -120,6 +120,7 @@ test('a malformed answer or an occupied cell forfeits: -2, game over, the oppone
     const env = ticTacToe.create(1);
     const r = env.act('x', text);
     assert.notEqual(r.parseError, null, text);
+    assert.equal(r.illegal, undefined, 'unparsed, not refused by the rules');
     assert.equal(r.localReward, ticTacToeRewards.forfeit);
     assert.ok(r.done && !r.success);
     assert.equal(env.winner, 'O');
@@ -130,6 +131,7 @@ test('a malformed answer or an occupied cell forfeits: -2, game over, the oppone
   env.act('x', '5');
   const r = env.act('o', ' 5\n');
   assert.equal(r.parseError, null);
+  assert.equal(r.illegal, true, 'a taken cell is a well-formed act the rules refuse');
   assert.equal(r.localReward, ticTacToeRewards.forfeit);
   assert.match(r.info, /cell 5 is taken: o forfeits/);
   assert.equal(env.winner, 'X');

@@ -160,7 +160,7 @@ export class TicTacToeEnvironment implements Environment {
     if (this.#board[cell] !== null) {
       stats.invalidMoves++;
       this.#forfeitedBy = me;
-      return this.#result(ticTacToeRewards.forfeit, null, `cell ${s} is taken: ${me} forfeits`);
+      return { ...this.#result(ticTacToeRewards.forfeit, null, `cell ${s} is taken: ${me} forfeits`), illegal: true };
     }
     const value = this.options.reward === 'minimax' ? moveValue(this.#board, cell) : 0;
     this.#board[cell] = markOf[me];

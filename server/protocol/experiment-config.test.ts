@@ -173,6 +173,7 @@ describe('defaults', () => {
       maxNewTokens: 24,
       distinctBranches: false,
       advantageNorm: 'std',
+      invalidAdvantage: null,
       clipEps: 0.2,
       klCoef: 0,
       entropyCoef: 0,

@@ -126,7 +126,7 @@ test("advantageNorm 'none' (Dr. GRPO): A = r − mean, so a group's weight is it
 });
 
 const keepAll = { dropZeroVariance: false, dropLowestMeanFraction: 0 };
-const settings = (name: AdvantageSettings['name'], advantageNorm: AdvantageSettings['advantageNorm'], filters = keepAll): AdvantageSettings => ({ name, advantageNorm, filters });
+const settings = (name: AdvantageSettings['name'], advantageNorm: AdvantageSettings['advantageNorm'], filters = keepAll, invalidAdvantage: AdvantageSettings['invalidAdvantage'] = null): AdvantageSettings => ({ name, advantageNorm, invalidAdvantage, filters });
 
 test('stepAdvantages: GRPO groups per trajectory, AT-GRPO per sample (hand-computed)', () => {
   // One task, two trajectories: return 1 over three acts, return 0 over one act.
@@ -169,4 +169,38 @@ test("stepAdvantages: the algorithm's filters pick the trained groups; empty tra
   const g = scoreGroups([{ samples: [{ groupId: 't', score: 2 }] }, { samples: [] }, { samples: [{ groupId: 't', score: 0 }] }], 'trajectory', 'none');
   assert.deepEqual([...g.advantages], [1, -1]);
   assert.equal(g.groups.get('t')!.size, 2);
+});
+
+test('invalid acts set apart: the baseline is over the valid branches, each invalid one gets invalidAdvantage (hand-computed)', () => {
+  // A "must block" group of tic-tac-toe: the block draws (0), a miss loses (-1), two forfeits (-2).
+  const g = treeGroupId(0, 'x', 1);
+  const branches = [
+    { groupId: g, score: 0 },
+    { groupId: g, score: -1 },
+    { groupId: g, score: -2, invalid: true },
+    { groupId: g, score: -2, invalid: true },
+  ];
+  // In the group (the paper): mean -1.25, so the losing move gains (+0.25 before scaling).
+  assert.ok(stepAdvantages([{ samples: branches }], settings('at-grpo', 'none')).advantages[1]! > 0);
+  // Apart: valid mean -0.5 → +0.5, -0.5; the forfeits get -1 whatever the valid rewards.
+  const none = stepAdvantages([{ samples: branches }], settings('at-grpo', 'none', keepAll, -1));
+  assert.deepEqual([...none.advantages], [0.5, -0.5, -1, -1]);
+  // std: the valid pair's unbiased std is sqrt(0.5), so ±0.5 / (sqrt(0.5) + ε) = ±0.7071.
+  const std = stepAdvantages([{ samples: branches }], settings('at-grpo', 'std', keepAll, -1));
+  close(std.advantages[0]!, 0.5 / (Math.sqrt(0.5) + ADVANTAGE_EPS), 1e-12);
+  close(std.advantages[1]!, -0.5 / (Math.sqrt(0.5) + ADVANTAGE_EPS), 1e-12);
+  assert.deepEqual([...std.advantages.slice(2)], [-1, -1]);
+  // The group's statistics stay those of all its rewards (what the store shows).
+  assert.deepEqual(std.groups.get(g), { groupId: g, size: 4, mean: -1.25, std: Math.sqrt(2.75 / 3) });
+  // One valid branch (nothing to compare it with) gets 0; a group of forfeits only gets invalidAdvantage.
+  const lone = stepAdvantages([{ samples: [{ groupId: 'a', score: 1 }, { groupId: 'a', score: -2, invalid: true }, { groupId: 'b', score: -2, invalid: true }, { groupId: 'b', score: -2, invalid: true }] }], settings('at-grpo', 'std', keepAll, -0.5));
+  assert.deepEqual([...lone.advantages], [0, -0.5, -0.5, -0.5]);
+});
+
+test('invalid acts set apart under GRPO: a trajectory with an invalid act is an invalid member', () => {
+  const t = (scores: number[], invalidAt = -1) => ({ samples: scores.map((score, i) => ({ groupId: taskGroupId(0), score, invalid: i === invalidAt })) });
+  // Returns 1, 0 (valid) and -2 (forfeited at its second act): the valid pair is compared alone.
+  const r = stepAdvantages([t([1, 1]), t([0]), t([-2, -2], 1)], settings('grpo', 'none', keepAll, -1));
+  assert.deepEqual([...r.advantages], [0.5, 0.5, -0.5, -1, -1]);
+  assert.equal(r.groups.get(taskGroupId(0))!.size, 3);
 });

@@ -8,6 +8,8 @@
  * and a group of one sample, or whose rewards are all equal, gives A = 0 (nothing to compare;
  * the unbiased std of one sample is undefined, and dividing a zero spread by 1e-6 would only
  * amplify float noise). A is broadcast to every response token of its sample.
+ * Departure (opt-in, `algorithm.invalidAdvantage`): invalid acts (unparsed, or refused whole by the
+ * rules) are kept out of their group's baseline and get a fixed advantage of their own.
  */
 import type { AlgorithmConfig } from '../protocol/experiment-config.ts';
 
@@ -24,7 +26,18 @@ export type AdvantageNorm = AlgorithmConfig['advantageNorm'];
 export interface Scored {
   readonly groupId: string;
   readonly reward: number;
+  /** The act was invalid (`Sample.invalid`); matters only when invalid acts are set apart (`InvalidAdvantage`). */
+  readonly invalid?: boolean;
 }
+
+/**
+ * `algorithm.invalidAdvantage`. null: an invalid act is a member of its group like any other (the
+ * paper). A number: each group's baseline (mean, and spread under `std`) is taken over its valid
+ * members only, and every invalid member gets this advantage. A forfeit's -2 in a group otherwise
+ * lifts every legal branch, losing ones included (measured on tic-tac-toe:
+ * bench/learning/ttt-signal.ts).
+ */
+export type InvalidAdvantage = AlgorithmConfig['invalidAdvantage'];
 
 export interface GroupStats {
   readonly groupId: string;
@@ -51,9 +64,12 @@ export function groupAdvantages(rewards: readonly number[]): number[] {
 /**
  * Advantages for many samples at once, in sample order, with per-group statistics: one pass to
  * accumulate sums per group, one to normalise. Equal to `groupAdvantages` applied group by group
- * (tested), in O(n).
+ * (tested), in O(n). With `invalidAdvantage` a number, invalid samples get it and the valid ones
+ * are compared among themselves (`groupAdvantages` of the valid rewards); the groups' statistics
+ * stay those of all members' rewards.
  */
-export function computeAdvantages(samples: readonly Scored[], norm: AdvantageNorm = 'std'): { advantages: Float64Array; groups: Map<string, GroupStats> } {
+export function computeAdvantages(samples: readonly Scored[], norm: AdvantageNorm = 'std', invalidAdvantage: InvalidAdvantage = null): { advantages: Float64Array; groups: Map<string, GroupStats> } {
+  if (invalidAdvantage !== null) return apartAdvantages(samples, norm, invalidAdvantage);
   const index = new Map<string, number>();
   const count: number[] = [];
   const sum: number[] = [];
@@ -93,6 +109,22 @@ export function computeAdvantages(samples: readonly Scored[], norm: AdvantageNor
   return { advantages, groups };
 }
 
+/**
+ * `computeAdvantages` with invalid samples set apart: the valid samples of each group are scored
+ * among themselves, every invalid one gets `invalidAdvantage`.
+ */
+function apartAdvantages(samples: readonly Scored[], norm: AdvantageNorm, invalidAdvantage: number): { advantages: Float64Array; groups: Map<string, GroupStats> } {
+  const valid: number[] = [];
+  samples.forEach((s, i) => {
+    if (!s.invalid) valid.push(i);
+  });
+  const { groups } = computeAdvantages(samples, norm);
+  const scored = computeAdvantages(valid.map((i) => samples[i]!), norm);
+  const advantages = new Float64Array(samples.length).fill(invalidAdvantage);
+  valid.forEach((i, j) => (advantages[i] = scored.advantages[j]!));
+  return { advantages, groups };
+}
+
 /** The config's `algorithm.filters`. */
 export type GroupFilter = Readonly<AlgorithmConfig['filters']>;
 
@@ -124,7 +156,7 @@ export function taskGroupId(envInstance: number): string {
 
 /** What the grouping needs of a trajectory: its samples, each with a group and a score. */
 export interface ScoredTrajectory {
-  readonly samples: ReadonlyArray<{ readonly groupId: string; readonly score: number }>;
+  readonly samples: ReadonlyArray<{ readonly groupId: string; readonly score: number; readonly invalid?: boolean }>;
 }
 
 /**
@@ -142,16 +174,21 @@ export function groupingUnit(algorithm: 'at-grpo' | 'grpo'): GroupingUnit {
 
 /**
  * Every sample's advantage, in the order of `trajectories.flatMap((t) => t.samples)`, and the
- * groups' statistics (sizes count members). Pure: nothing is written into the trajectories.
+ * groups' statistics (sizes count members). Pure: nothing is written into the trajectories. Per
+ * trajectory, a trajectory with an invalid act is an invalid member (for `invalidAdvantage`).
  */
-export function scoreGroups(trajectories: readonly ScoredTrajectory[], unit: GroupingUnit, norm: AdvantageNorm): { advantages: Float64Array; groups: Map<string, GroupStats> } {
-  if (unit === 'sample') return computeAdvantages(trajectories.flatMap((t) => t.samples).map((s) => ({ groupId: s.groupId, reward: s.score })), norm);
+export function scoreGroups(trajectories: readonly ScoredTrajectory[], unit: GroupingUnit, norm: AdvantageNorm, invalidAdvantage: InvalidAdvantage = null): { advantages: Float64Array; groups: Map<string, GroupStats> } {
+  if (unit === 'sample') return computeAdvantages(trajectories.flatMap((t) => t.samples).map((s) => ({ groupId: s.groupId, reward: s.score, invalid: s.invalid === true })), norm, invalidAdvantage);
   for (const t of trajectories) {
     const first = t.samples[0];
     if (first && t.samples.some((s) => s.groupId !== first.groupId || s.score !== first.score)) throw new Error(`scoreGroups: a trajectory of group ${first.groupId} has samples with different groups or scores`);
   }
   const members = trajectories.filter((t) => t.samples.length > 0);
-  const perMember = computeAdvantages(members.map((t) => ({ groupId: t.samples[0]!.groupId, reward: t.samples[0]!.score })), norm);
+  const perMember = computeAdvantages(
+    members.map((t) => ({ groupId: t.samples[0]!.groupId, reward: t.samples[0]!.score, invalid: t.samples.some((s) => s.invalid === true) })),
+    norm,
+    invalidAdvantage,
+  );
   const advantages = new Float64Array(trajectories.reduce((n, t) => n + t.samples.length, 0));
   let i = 0;
   let m = 0;
@@ -163,22 +200,27 @@ export function scoreGroups(trajectories: readonly ScoredTrajectory[], unit: Gro
   return { advantages, groups: perMember.groups };
 }
 
-/** What a training step's advantages depend on: the algorithm (its grouping unit), the scale and the filters. */
-export type AdvantageSettings = Readonly<Pick<AlgorithmConfig, 'name' | 'advantageNorm' | 'filters'>>;
+/** What a training step's advantages depend on: the algorithm (its grouping unit), the scale, invalid acts and the filters. */
+export type AdvantageSettings = Readonly<Pick<AlgorithmConfig, 'name' | 'advantageNorm' | 'invalidAdvantage' | 'filters'>>;
 
 /**
  * A training step's advantages, from its rollout's trajectories: grouped as the algorithm groups
- * (`groupingUnit`), scaled by `advantageNorm`, and the groups the update trains on (`filters`).
+ * (`groupingUnit`), scaled by `advantageNorm`, invalid acts set apart or not (`invalidAdvantage`), and the groups the update trains on (`filters`).
  * `advantages` is in the order of `trajectories.flatMap((t) => t.samples)`. Pure.
  */
 export function stepAdvantages(trajectories: readonly ScoredTrajectory[], settings: AdvantageSettings): { advantages: Float64Array; groups: Map<string, GroupStats>; trained: Set<string> } {
-  const { advantages, groups } = scoreGroups(trajectories, groupingUnit(settings.name), settings.advantageNorm);
+  const { advantages, groups } = scoreGroups(trajectories, groupingUnit(settings.name), settings.advantageNorm, settings.invalidAdvantage);
   return { advantages, groups, trained: filterGroups(groups, settings.filters) };
 }
 
 /** `scoreGroups`, written into each sample's `advantage`; returns the groups' statistics. */
-export function assignAdvantages(trajectories: ReadonlyArray<{ readonly samples: ReadonlyArray<{ readonly groupId: string; readonly score: number; advantage: number }> }>, unit: GroupingUnit, norm: AdvantageNorm): Map<string, GroupStats> {
-  const { advantages, groups } = scoreGroups(trajectories, unit, norm);
+export function assignAdvantages(
+  trajectories: ReadonlyArray<{ readonly samples: ReadonlyArray<{ readonly groupId: string; readonly score: number; readonly invalid?: boolean; advantage: number }> }>,
+  unit: GroupingUnit,
+  norm: AdvantageNorm,
+  invalidAdvantage: InvalidAdvantage = null,
+): Map<string, GroupStats> {
+  const { advantages, groups } = scoreGroups(trajectories, unit, norm, invalidAdvantage);
   trajectories.flatMap((t) => t.samples).forEach((s, i) => (s.advantage = advantages[i]!));
   return groups;
 }

@@ -80,6 +80,14 @@ test('alpha != 1: each branch is scored alpha*team + local and the best of those
   for (const t of r.trajectories) assert.equal(t.teamReturn, t.samples.filter((s) => s.kept).reduce((a, s) => a + s.teamReward, 0));
 });
 
+test('a branch is invalid when its text does not parse or the rules refuse it (a taken cell), not otherwise', async () => {
+  // Branches answer 5, 5, x, 1: x keeps 5 (ties keep the lowest index), so o's 5s take a taken cell.
+  const r = await rollout([createEnvironment('tic-tac-toe', trainSeed(0))], ctxOf(scripted(['5', '5', 'x', '1']), { x: 'p', o: 'p' }), opts);
+  const group = (agent: string) => r.samples.filter((s) => s.agent === agent && s.turn === 0).map((s) => s.invalid);
+  assert.deepEqual(group('x'), [false, false, true, false]);
+  assert.deepEqual(group('o'), [true, true, true, false]);
+});
+
 test('each policy samples from its own stream: the seed hashes the whole policy id', async () => {
   assert.notEqual(stringHash('agent-a'), stringHash('agent-b'));
   assert.notEqual(samplingSeed(7, 0, 'agent-a'), samplingSeed(7, 0, 'agent-b'), 'same length and first character, different streams');

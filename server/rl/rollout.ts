@@ -66,6 +66,8 @@ export interface Sample {
   readonly groupId: string;
   advantage: number;
   readonly parseError: string | null;
+  /** An invalid act: its text did not parse, or the rules refused it whole (`AgentTurnResult.illegal`). */
+  readonly invalid: boolean;
   readonly truncated: boolean;
   /** Programs the act ran in the sandbox, in order ([] when it ran none). */
   readonly executions: readonly Execution[];
@@ -267,6 +269,7 @@ export async function rollout(tasks: readonly Environment[], ctx: RolloutContext
             groupId,
             advantage: 0,
             parseError: r.parseError,
+            invalid: r.parseError !== null || r.illegal === true,
             truncated,
             executions,
           });

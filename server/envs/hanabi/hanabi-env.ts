@@ -213,7 +213,7 @@ export class HanabiEnvironment implements Environment {
     const why = illegality(this.#game, parsed.action);
     if (why !== null) {
       stats.invalidMoves++;
-      return this.#pass(seat, hanabiRewards.illegal, null, `${agent} passes (${moveText(parsed.action)}: ${why})`);
+      return { ...this.#pass(seat, hanabiRewards.illegal, null, `${agent} passes (${moveText(parsed.action)}: ${why})`), illegal: true };
     }
     const before = score(this.#game);
     const move = parsed.action;

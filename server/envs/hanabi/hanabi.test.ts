@@ -120,6 +120,7 @@ test('hints spend a token, discards regain one, a completed colour regains one; 
   const before = env.state;
   const [refused] = play(env, 'hint p2 G');
   assert.equal(refused!.localReward, hanabiRewards.illegal);
+  assert.equal(refused!.illegal, true);
   assert.match(refused!.info, /no hint tokens left/);
   assert.deepEqual({ ...env.state, current: before.current }, before, 'an illegal act changes nothing but the turn');
   play(env, 'discard 1');
