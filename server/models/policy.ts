@@ -17,7 +17,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Engine, type SessionOptions } from '../runtime/engine.ts';
-import type { GenerateResult } from '../runtime/generate.ts';
+import type { GenerateResult, GenerateStep } from '../runtime/generate.ts';
 import type { SamplingParams } from '../runtime/sampler.ts';
 import { f32, type HostTensor } from '../runtime/tensor.ts';
 import { buildAdamW, buildDecode, buildScore, buildTrainStep, loweringFor, type Artifact } from './artifacts.ts';
@@ -254,11 +254,23 @@ export class Policy {
   /**
    * Samples responses for a batch of prompts (token ids) with the KV-cache decoder. `rollout`
    * marks a training rollout: it samples with the configured rollout weights (int8/int4 when set),
-   * while validation and warm-start play always decode the fp32 policy.
+   * while validation and warm-start play always decode the fp32 policy. `topLogprobs` and
+   * `onStep` are `GenerateRequest.topLogprobs` and `Engine.generate`'s per-step callback.
    */
   async generate(
     prompts: readonly Int32Array[],
-    o: { maxNewTokens: number; sampling: SamplingParams; seed: number; stopTokens: readonly number[]; padToken: number; rollout?: boolean; distinctFirst?: number; rowSeeds?: readonly number[] },
+    o: {
+      maxNewTokens: number;
+      sampling: SamplingParams;
+      seed: number;
+      stopTokens: readonly number[];
+      padToken: number;
+      rollout?: boolean;
+      distinctFirst?: number;
+      rowSeeds?: readonly number[];
+      topLogprobs?: number;
+      onStep?: (step: GenerateStep) => void;
+    },
   ): Promise<GenerateResult> {
     const masked = this.options.maskedTokens ?? [];
     const run = {
@@ -271,9 +283,10 @@ export class Policy {
       ...(masked.length > 0 ? { maskedTokens: masked } : {}),
       ...(o.distinctFirst !== undefined && o.distinctFirst > 1 ? { distinctFirst: o.distinctFirst } : {}),
       ...(o.rowSeeds ? { rowSeeds: o.rowSeeds } : {}),
+      ...(o.topLogprobs ? { topLogprobs: o.topLogprobs } : {}),
     };
     const chosen = await this.decoder.choose(o.rollout ?? false);
-    if (chosen) return this.engine.generate({ ...chosen, ...run });
+    if (chosen) return this.engine.generate({ ...chosen, ...run }, o.onStep);
     const { L, Hkv, D, V } = modelDims(this.config);
     // On WebGPU the KV cache stays on the GPU between steps (runtime/generate.ts, 'device').
     const cache = this.engine.provider === 'webgpu' ? 'device' : 'time-major';
@@ -281,7 +294,7 @@ export class Policy {
     const a = await this.artifact(key, () => buildDecode(this.config, this.options.lora, 'float32', cache), cache === 'device' ? { outputsOnDevice: deviceCacheOutputs(this.config) } : {});
     const params: Record<string, string> = {};
     for (const n of a.tensorInputs) params[n] = this.weightRes(n);
-    return this.engine.generate({ ...run, session: this.sessionOf(key), params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, cacheLayout: cache } });
+    return this.engine.generate({ ...run, session: this.sessionOf(key), params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, cacheLayout: cache } }, o.onStep);
   }
 
   /**

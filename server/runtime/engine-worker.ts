@@ -6,7 +6,7 @@
 import { parentPort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { DeviceTensors } from './device-tensors.ts';
-import { generate } from './generate.ts';
+import { generate, type GenerateStep } from './generate.ts';
 import type { ExecutionProviderName, Fetch, Feed, Reply, Request, WorkerMessage } from './messages.ts';
 import { chooseProvider, providersToProbe } from './provider-choice.ts';
 import { firstLine, probeProviders, runProbeModel } from './provider-probe.ts';
@@ -221,7 +221,7 @@ function transferables(reply: Reply): ArrayBuffer[] {
   return bufs;
 }
 
-async function handle(req: Request): Promise<Reply> {
+async function handle(req: Request, id: number): Promise<Reply> {
   switch (req.kind) {
     case 'init':
       return init(req);
@@ -283,7 +283,8 @@ async function handle(req: Request): Promise<Reply> {
       const s = sessionOf(req.request.session);
       const weights: Record<string, ort.Tensor> = {};
       for (const [input, name] of Object.entries(req.request.params)) weights[input] = await residentFor(s, name);
-      return { kind: 'generated', result: await generate(req.request, s, weights, device) };
+      const onStep = req.steps ? (step: GenerateStep) => port.postMessage({ id, step } satisfies WorkerMessage) : undefined;
+      return { kind: 'generated', result: await generate(req.request, s, weights, device, onStep) };
     }
     case 'stats': {
       let residentBytes = 0;
@@ -301,7 +302,7 @@ let queue: Promise<void> = Promise.resolve();
 port.on('message', (msg: { id: number; req: Request }) => {
   queue = queue.then(async () => {
     try {
-      const reply = await handle(msg.req);
+      const reply = await handle(msg.req, msg.id);
       port.postMessage({ id: msg.id, ok: true, reply } satisfies WorkerMessage, transferables(reply));
     } catch (e) {
       port.postMessage({ id: msg.id, ok: false, error: e instanceof Error ? e.message : String(e) } satisfies WorkerMessage);

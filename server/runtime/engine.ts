@@ -8,7 +8,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import type { GenerateRequest, GenerateResult } from './generate.ts';
+import type { GenerateRequest, GenerateResult, GenerateStep } from './generate.ts';
 import type {
   ExecutionProviderChoice,
   ExecutionProviderName,
@@ -72,7 +72,7 @@ function buffersOf(tensors: Iterable<HostTensor>): ArrayBuffer[] {
 
 export class Engine {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void; what: string }>();
+  private readonly pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void; what: string; onStep?: (step: GenerateStep) => void }>();
   private closed = false;
   /** Worker-side things several users hold (see `acquireShared`), by key. */
   private readonly shared = new Map<string, { users: number; fingerprint: string; ready: Promise<void>; destroy: () => Promise<void> }>();
@@ -94,6 +94,10 @@ export class Engine {
       }
       const p = this.pending.get(m.id);
       if (!p) return;
+      if ('step' in m) {
+        p.onStep?.(m.step);
+        return;
+      }
       this.pending.delete(m.id);
       if ('reply' in m) p.resolve(m.reply);
       else p.reject(new Error(`${p.what}: ${m.error}`));
@@ -124,11 +128,11 @@ export class Engine {
     return engine;
   }
 
-  private call(req: Request, what: string, transfer: ArrayBuffer[] = []): Promise<Reply> {
+  private call(req: Request, what: string, transfer: ArrayBuffer[] = [], onStep?: (step: GenerateStep) => void): Promise<Reply> {
     if (this.closed) return Promise.reject(new Error(`${what}: engine is closed`));
     const id = this.nextId++;
     return new Promise<Reply>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, what });
+      this.pending.set(id, { resolve, reject, what, ...(onStep ? { onStep } : {}) });
       this.worker.postMessage({ id, req }, transfer);
     });
   }
@@ -191,8 +195,12 @@ export class Engine {
     return r.outputs;
   }
 
-  async generate(request: GenerateRequest): Promise<GenerateResult> {
-    const r = await this.call({ kind: 'generate', request }, `generate with '${request.session}'`);
+  /**
+   * Generates a batch in the worker. `onStep` receives each decoding step's tokens as the worker
+   * samples them (messages arrive in order, all before the result).
+   */
+  async generate(request: GenerateRequest, onStep?: (step: GenerateStep) => void): Promise<GenerateResult> {
+    const r = await this.call({ kind: 'generate', request, ...(onStep ? { steps: true } : {}) }, `generate with '${request.session}'`, [], onStep);
     if (r.kind !== 'generated') throw new Error('generate: unexpected reply');
     return r.result;
   }

@@ -27,6 +27,7 @@ import { DeviceKvDecoder } from './device-kv-decoder.ts';
 import type { DeviceTensors } from './device-tensors.ts';
 import { KvDecoder } from './kv-decoder.ts';
 import { maskLogits, Rng, sampleToken, streamSeed, validateSampling, type SamplingParams } from './sampler.ts';
+import { MAX_TOP_LOGPROBS, topLogprobs } from './top-logprobs.ts';
 
 export interface DecoderContract {
   readonly numLayers: number;
@@ -86,6 +87,31 @@ export interface GenerateRequest {
    * it would have had alone, so the split or join samples the same tokens.
    */
   readonly rowSeeds?: readonly number[];
+  /**
+   * k: also report each token's k most likely alternatives and their log-probs (the OpenAI APIs'
+   * `logprobs` / `top_logprobs`), under the distribution `logprobs` are reported from. 0 or absent: none.
+   */
+  readonly topLogprobs?: number;
+}
+
+/** A row's top alternatives per generated token, flat: token t's are [t·k, (t+1)·k), best first. */
+export interface TopAlternatives {
+  readonly ids: Int32Array;
+  readonly logprobs: Float32Array;
+}
+
+/**
+ * What one decoding step sampled (`generate`'s `onStep`), so a caller can pass tokens on while
+ * the batch is still generating (an HTTP stream). Row `rows[i]` drew `tokens[i]`, its `n`-th token
+ * (0-based); rows that had finished before the step are absent.
+ */
+export interface GenerateStep {
+  readonly n: number;
+  readonly rows: Int32Array;
+  readonly tokens: Int32Array;
+  readonly logprobs: Float32Array;
+  /** With `topLogprobs` k: row `rows[i]`'s alternatives at [i·k, (i+1)·k). */
+  readonly top?: TopAlternatives;
 }
 
 export interface GenerateResult {
@@ -94,6 +120,8 @@ export interface GenerateResult {
   /** Log-probability of each generated token under the temperature-scaled distribution. */
   readonly logprobs: Float32Array[];
   readonly finish: Array<'stop' | 'length'>;
+  /** With `GenerateRequest.topLogprobs`: each row's alternatives per generated token. */
+  readonly top?: TopAlternatives[];
   readonly prefillMs: number;
   readonly decodeMs: number;
   /**
@@ -128,6 +156,8 @@ export async function generate(
   /** Graph input name → tensor: `req.params`' residents, as the session takes them (on the GPU for a WebGPU session). */
   weights: Record<string, ort.Tensor>,
   device: DeviceTensors | null = null,
+  /** Called after each decoding step with the tokens it sampled, before the next step runs. */
+  onStep?: (step: GenerateStep) => void,
 ): Promise<GenerateResult> {
   validateSampling(req.sampling);
   const V = req.contract.vocabSize;
@@ -144,6 +174,8 @@ export async function generate(
   if (lens.some((n) => n === 0)) throw new Error('generate: every prompt needs at least one token');
   const limit = req.contract.maxPositions ?? Infinity;
   if (Tp + req.maxNewTokens > limit) throw new Error(`generate: prompt (${Tp}) + maxNewTokens (${req.maxNewTokens}) = ${Tp + req.maxNewTokens} positions exceed the decoder's ${limit}`);
+  const k = req.topLogprobs ?? 0;
+  if (!(Number.isInteger(k) && k >= 0 && k <= Math.min(MAX_TOP_LOGPROBS, V))) throw new Error(`generate: topLogprobs must be an integer from 0 to ${Math.min(MAX_TOP_LOGPROBS, V)}, got ${k}`);
   const G = req.distinctFirst ?? 1;
   if (!(Number.isInteger(G) && G >= 1 && B % G === 0)) throw new Error(`generate: distinctFirst must be a positive integer dividing the batch of ${B}, got ${G}`);
   if (G > 1) {
@@ -162,13 +194,13 @@ export async function generate(
     decoder = new KvDecoder(req, session, weights, Tp);
   }
   try {
-    return await decode(req, decoder);
+    return await decode(req, decoder, onStep);
   } finally {
     decoder.release?.();
   }
 }
 
-async function decode(req: GenerateRequest, decoder: Decoder): Promise<GenerateResult> {
+async function decode(req: GenerateRequest, decoder: Decoder, onStep?: (step: GenerateStep) => void): Promise<GenerateResult> {
   const V = req.contract.vocabSize;
   const B = req.prompts.length;
   const G = req.distinctFirst ?? 1;
@@ -184,6 +216,8 @@ async function decode(req: GenerateRequest, decoder: Decoder): Promise<GenerateR
   const order = new Int32Array(V);
   const outTokens = Array.from({ length: B }, () => new Int32Array(req.maxNewTokens));
   const outLogp = Array.from({ length: B }, () => new Float32Array(req.maxNewTokens));
+  const K = req.topLogprobs ?? 0;
+  const outTop = K > 0 ? Array.from({ length: B }, () => ({ ids: new Int32Array(req.maxNewTokens * K), logprobs: new Float32Array(req.maxNewTokens * K) })) : null;
   const produced = new Int32Array(B);
   const done = new Array<boolean>(B).fill(false);
   const finish = new Array<'stop' | 'length'>(B).fill('length');
@@ -200,12 +234,14 @@ async function decode(req: GenerateRequest, decoder: Decoder): Promise<GenerateR
       group?.add(token);
       outTokens[b]![n] = token;
       outLogp[b]![n] = logprob;
+      if (outTop) topLogprobs(decoder.logits, k * V, V, req.sampling.temperature, K, outTop[b]!.ids, outTop[b]!.logprobs, n * K);
       produced[b] = n + 1;
       if (stop.has(token)) {
         done[b] = true;
         finish[b] = 'stop';
       }
     });
+    if (onStep) onStep(stepOf(n, decoder.rows.filter((b) => produced[b] === n + 1), outTokens, outLogp, outTop, K));
     if (n === req.maxNewTokens - 1 || done.every(Boolean)) break;
     const live = decoder.rows.flatMap((b, k) => (done[b] ? [] : [k]));
     if (req.retireFinished !== false && live.length <= RETIRE_BELOW * decoder.rows.length) await decoder.retain(live);
@@ -218,8 +254,21 @@ async function decode(req: GenerateRequest, decoder: Decoder): Promise<GenerateR
     tokens: outTokens.map((t, b) => t.slice(0, produced[b]!)),
     logprobs: outLogp.map((l, b) => l.slice(0, produced[b]!)),
     finish,
+    ...(outTop ? { top: outTop.map((t, b) => ({ ids: t.ids.slice(0, produced[b]! * K), logprobs: t.logprobs.slice(0, produced[b]! * K) })) } : {}),
     prefillMs: t1 - t0,
     decodeMs: t2 - t1,
     decodeRun: { ms: decoder.runMs - prefill.ms, steps: decoder.runs - prefill.runs },
   };
+}
+
+function stepOf(n: number, rows: readonly number[], tokens: readonly Int32Array[], logprobs: readonly Float32Array[], top: readonly TopAlternatives[] | null, K: number): GenerateStep {
+  const step = { n, rows: Int32Array.from(rows), tokens: Int32Array.from(rows, (b) => tokens[b]![n]!), logprobs: Float32Array.from(rows, (b) => logprobs[b]![n]!) };
+  if (!top) return step;
+  const ids = new Int32Array(rows.length * K);
+  const lps = new Float32Array(rows.length * K);
+  rows.forEach((b, i) => {
+    ids.set(top[b]!.ids.subarray(n * K, (n + 1) * K), i * K);
+    lps.set(top[b]!.logprobs.subarray(n * K, (n + 1) * K), i * K);
+  });
+  return { ...step, top: { ids, logprobs: lps } };
 }

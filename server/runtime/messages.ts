@@ -3,7 +3,7 @@
  * process, so these are plain types, not a parsed boundary; untrusted data (configs, RPC,
  * checkpoints) is validated before it gets here.
  */
-import type { GenerateRequest, GenerateResult } from './generate.ts';
+import type { GenerateRequest, GenerateResult, GenerateStep } from './generate.ts';
 import type { ProviderReport } from './provider-choice.ts';
 import type { HostTensor, TensorDType } from './tensor.ts';
 
@@ -65,7 +65,8 @@ export type Request =
   | { kind: 'swap'; pairs: ReadonlyArray<readonly [string, string]> }
   | { kind: 'accumulate'; pairs: ReadonlyArray<readonly [into: string, from: string]>; scale: number }
   | { kind: 'run'; session: string; feeds: Record<string, Feed>; fetches: Record<string, Fetch> }
-  | { kind: 'generate'; request: GenerateRequest }
+  /** `steps`: post each decoding step's tokens (a `step` message) while generating. */
+  | { kind: 'generate'; request: GenerateRequest; steps?: boolean }
   | { kind: 'stats' };
 
 /** What the worker holds: resident tensors (count and bytes) and sessions. */
@@ -91,4 +92,6 @@ export type Reply =
 export type WorkerMessage =
   | { id: number; ok: true; reply: Reply }
   | { id: number; ok: false; error: string }
+  /** A decoding step of the `generate` request `id`, posted before its reply. */
+  | { id: number; step: GenerateStep }
   | { id: -1; log: string };

@@ -1,0 +1,107 @@
+/**
+ * `Policy.generate`'s per-step callback and top alternatives, through the real engine worker:
+ * the steps arrive while the batch generates (each before the result), add up to the result row
+ * by row, and leave rows out once they stop; the k alternatives per token are the k best of the
+ * distribution the sampled token's log-prob comes from, as the score graph computes it.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Engine } from '../runtime/engine.ts';
+import type { GenerateStep, TopAlternatives } from '../runtime/generate.ts';
+import { initParameters } from './init.ts';
+import { parseModelConfig } from './model-config.ts';
+import { optimizerSchema } from './optimizer.ts';
+import { Policy } from './policy.ts';
+
+const config = parseModelConfig({ vocabSize: 40, hiddenSize: 32, numLayers: 2, numHeads: 4, numKvHeads: 2, intermediateSize: 64, tieEmbeddings: true });
+const prompts = [Int32Array.from([1, 5, 7]), Int32Array.from([2, 3, 4, 9, 11, 6]), Int32Array.from([8])];
+
+let engine: Engine;
+let policy: Policy;
+before(async () => {
+  engine = await Engine.start({ log: () => {} });
+  policy = await Policy.create(engine, { id: 'steps', config, weights: initParameters(config, 3, { std: 0.3 }), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-3 }), kl: false, entropy: false });
+});
+after(async () => {
+  await engine.close();
+});
+
+test('each step arrives before the result, and the steps add up to it row by row', async () => {
+  const greedy = await policy.generate(prompts, { maxNewTokens: 10, sampling: { temperature: 0, topP: 1, topK: 0 }, seed: 0, stopTokens: [], padToken: 0 });
+  // A stop id that row 1 draws at its 3rd token ends that row early: later steps leave it out.
+  const stop = greedy.tokens[1]![2]!;
+  const steps: GenerateStep[] = [];
+  let resolved = false;
+  let late = 0;
+  const run = policy.generate(prompts, {
+    maxNewTokens: 10,
+    sampling: { temperature: 0, topP: 1, topK: 0 },
+    seed: 0,
+    stopTokens: [stop],
+    padToken: 0,
+    onStep: (s) => {
+      if (resolved) late++;
+      steps.push(s);
+    },
+  });
+  const r = await run.then((x) => ((resolved = true), x));
+  await new Promise((ok) => setImmediate(ok));
+  assert.equal(late, 0, 'no step arrives after the result');
+  assert.deepEqual(
+    steps.map((s) => s.n),
+    steps.map((_, n) => n),
+  );
+  assert.equal(steps.length, Math.max(...r.tokens.map((t) => t.length)));
+  prompts.forEach((_, b) => {
+    const mine = steps.filter((s) => s.rows.includes(b));
+    assert.deepEqual(
+      mine.map((s) => s.tokens[s.rows.indexOf(b)]),
+      Array.from(r.tokens[b]!),
+      `row ${b}`,
+    );
+    assert.deepEqual(
+      mine.map((s) => s.logprobs[s.rows.indexOf(b)]),
+      Array.from(r.logprobs[b]!),
+    );
+  });
+  assert.ok(r.tokens[1]!.length <= 3 && r.finish[1] === 'stop', 'row 1 stopped at its stop id');
+  assert.ok(!steps.at(-1)!.rows.includes(1), 'a stopped row is absent from later steps');
+});
+
+test('top alternatives: the k best ids of the sampled distribution, with the score graph\'s log-probs; the sampled token\'s own log-prob among them when it is one', async () => {
+  const k = 5;
+  const T = 0.8;
+  const steps: GenerateStep[] = [];
+  const r = await policy.generate(prompts, { maxNewTokens: 6, sampling: { temperature: T, topP: 1, topK: 0 }, seed: 4, stopTokens: [], padToken: 0, topLogprobs: k, onStep: (s) => steps.push(s) });
+  const alternatives: readonly TopAlternatives[] | undefined = r.top;
+  assert.ok(alternatives, 'the result carries the alternatives');
+  for (const [b, p] of prompts.entries()) {
+    const top: TopAlternatives = alternatives[b]!;
+    assert.equal(top.ids.length, r.tokens[b]!.length * k);
+    for (let t = 0; t < r.tokens[b]!.length; t++) {
+      const ids = Array.from(top.ids.subarray(t * k, (t + 1) * k));
+      const lps = Array.from(top.logprobs.subarray(t * k, (t + 1) * k));
+      // Each alternative scored as the response token after the same prefix: the engine's own log-prob.
+      const prefix = [...p, ...r.tokens[b]!.subarray(0, t)];
+      const scored = await policy.score(
+        ids.map((id) => ({ tokens: Int32Array.from([...prefix, id]), promptLength: prefix.length })),
+        T,
+      );
+      ids.forEach((id, j) => assert.ok(Math.abs(lps[j]! - scored[j]![0]!) < 1e-5, `row ${b} token ${t} alternative ${id}: ${lps[j]} vs ${scored[j]![0]}`));
+      for (let j = 1; j < k; j++) assert.ok(lps[j - 1]! >= lps[j]!, 'best first');
+      // Nothing outside the k is more likely than the k-th: the full distribution, scored.
+      const all = await policy.score(
+        Array.from({ length: config.vocabSize }, (_, id) => ({ tokens: Int32Array.from([...prefix, id]), promptLength: prefix.length })),
+        T,
+      );
+      const best = all.map((s, id) => ({ id, lp: s[0]! })).sort((x, y) => y.lp - x.lp || x.id - y.id);
+      assert.deepEqual(new Set(ids), new Set(best.slice(0, k).map((x) => x.id)), `row ${b} token ${t}`);
+      const sampled = r.tokens[b]![t]!;
+      if (ids.includes(sampled)) assert.ok(Math.abs(lps[ids.indexOf(sampled)]! - r.logprobs[b]![t]!) < 1e-6);
+      const step = steps[t]!;
+      const i = step.rows.indexOf(b);
+      assert.deepEqual(Array.from(step.top!.ids.subarray(i * k, (i + 1) * k)), ids, 'the step carries the same alternatives');
+    }
+  }
+  await assert.rejects(policy.generate(prompts, { maxNewTokens: 2, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: 0, stopTokens: [], padToken: 0, topLogprobs: 21 }), /topLogprobs must be an integer from 0 to 20/);
+});
