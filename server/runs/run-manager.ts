@@ -1,14 +1,8 @@
 /**
  * The run manager: the server's owner of training runs. Each live run trains in its own worker
- * thread (run-worker.ts); this class, on the server's main thread, owns the lifecycle state machine
- * and is the only writer of run states (the workers write steps):
- *
- *   start ─▶ queued ─(slot frees)─▶ running ─(every step trained)─────────────▶ done
- *                │                    │ ├─(pause: at the step boundary)──────▶ paused ─(resume)─▶ running | queued
- *                │                    │ └─(stop: 'stopping' at once)─▶ stopping ─(boundary)─▶ done
- *                │                    └─(the trainer throws, the worker crashes)─▶ failed ─(resume)─▶ …
- *                ├─(pause)─▶ paused
- *                └─(stop)──▶ done         paused | failed ─(stop)─▶ done;  done ─(resume with more steps)─▶ …
+ * thread (run-worker.ts, driven through run-thread.ts); this class, on the server's main thread,
+ * owns the lifecycle state machine (run-lifecycle.ts) and is the only writer of run states (the
+ * workers write steps). Runs past `maxConcurrentRuns` wait in its queue (run-queue.ts).
  *
  * Events, per run, in this order: the state change to 'running' comes before any progress of that
  * worker; progress comes once per committed step (step 0, the initial validation, included); the
@@ -23,7 +17,7 @@
 import { existsSync } from 'node:fs';
 import { totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
-import { Worker, type ResourceLimits } from 'node:worker_threads';
+import type { ResourceLimits } from 'node:worker_threads';
 import { readRunFolder, type RunFolder } from './run-folder.ts';
 import { RunLock, runLockHolder } from './run-lock.ts';
 import { deleteRunFolder, type RunFolderRemoval } from './run-deletion.ts';
@@ -34,9 +28,11 @@ import { ConfigError } from '../protocol/config-errors.ts';
 import type { Metric, RunState, RunSummary } from '../protocol/trajectory.ts';
 import { defaultDatabasePath, openRunStore, type RunStore } from '../store/index.ts';
 import { Emitter, type Disposable } from './emitter.ts';
-import { EngineCalls } from './engine-gate.ts';
 import { RunError } from './run-error.ts';
-import { fromRunWorkerSchema, type FromRunWorker, type RunWorkerData, type ToRunWorker } from './run-messages.ts';
+import { MemoryWatch, outOfMemoryFailure } from './memory-watch.ts';
+import { notLiveError, runEnd, type StopRequest } from './run-lifecycle.ts';
+import { RunQueue } from './run-queue.ts';
+import { defaultWorkerLimits, EXIT_GRACE_MS, RunThread, type RunReport, type WorkerEnd } from './run-thread.ts';
 import { ClientPathError, type PathConfinement } from './path-confinement.ts';
 import { createRun, loadConfigFile, loadInlineConfig, loadRunConfig, prepareResume, recordFailure, type LoadedConfig } from './run-session.ts';
 
@@ -135,21 +131,12 @@ interface LiveRun {
   readonly folder: RunFolder;
   readonly lock: RunLock;
   readonly resume: boolean;
-  worker: Worker | null;
-  /** The worker's engine calls in flight (shared memory): it is never terminated inside one. */
-  calls: EngineCalls | null;
+  /** The run's worker thread while it trains; null while queued and once it exited. */
+  thread: RunThread | null;
   /** What the user asked for; both stop the worker at the next step boundary. */
-  request: 'pause' | 'stop' | null;
-  /** How training ended, as the worker reported it; null after a crash. */
-  outcome: Extract<FromRunWorker, { kind: 'finished' | 'aborted' | 'failed' }> | null;
-  /** The first error the worker raised (uncaught exception, out of memory, a malformed message). */
-  crash: Error | null;
+  request: StopRequest | null;
   /** Why the manager stopped the run as failed (the memory limit); decides its end over anything else. */
   failure: string | null;
-  /** close() terminated the worker, as a last resort after asking it to abort. */
-  terminated: boolean;
-  /** terminateLater is watching the worker. */
-  terminating: boolean;
   /** Durations of this worker's RL steps, for the ETA. */
   readonly stepMs: number[];
   /** The warm-up's latest progress with its whole loss curve, until step 0 is committed; null outside the warm-up. */
@@ -158,38 +145,18 @@ interface LiveRun {
   markExited(): void;
 }
 
+/** The recent RL steps whose mean duration gives a run's ETA. */
 const ETA_WINDOW = 10;
-/** How often the process's memory is compared with `memoryLimitBytes` while a run trains. */
-const MEMORY_CHECK_MS = 1000;
-/** A run worker's heap limits when none are given (see `workerResourceLimits`). */
-const defaultWorkerLimits = (): ResourceLimits => ({ maxOldGenerationSizeMb: Math.min(4096, Math.max(512, Math.floor(totalmem() / 4 / 2 ** 20))) });
-const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
-/**
- * After a worker reports how training ended it should exit at once, and an aborted one as soon as
- * its engine call in flight returns; past this it is terminated, but never inside an engine call.
- */
-const EXIT_GRACE_MS = 30_000;
 
 /** Workspaces with an open manager in this process: two would each take the other's runs for dead. */
 const openWorkspaces = new Set<string>();
-
-function workerEntry(): { url: URL; data: Record<string, unknown> } {
-  const self = import.meta.url;
-  // From TypeScript sources the worker needs tsx's loader registered in its own thread (as the engine's does).
-  if (self.endsWith('.ts')) return { url: new URL('../runtime/tsx-worker-boot.mjs', self), data: { entry: new URL('./run-worker.ts', self).href } };
-  return { url: new URL('./run-worker.js', self), data: {} };
-}
 
 const message = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export class RunManager {
   private readonly live = new Map<string, LiveRun>();
-  /** Queued live runs in the order they start. */
-  private readonly queue: string[] = [];
   /** Runs with a start or resume in progress (between its checks and its worker). */
   private readonly busy = new Set<string>();
-  /** Slots promised to starts and resumes still awaiting their setup. */
-  private reserved = 0;
   private readonly pendingOps = new Set<Promise<unknown>>();
   private closing: Promise<void> | null = null;
   private readonly stateEmitter: Emitter<RunStateChange>;
@@ -197,19 +164,19 @@ export class RunManager {
   private readonly logEmitter: Emitter<RunLog>;
   private readonly warmUpEmitter: Emitter<RunWarmUp>;
   private readonly listEmitter: Emitter<RunListChange>;
-  private memoryTimer: NodeJS.Timeout | null = null;
+  private readonly memory: MemoryWatch;
 
   private constructor(
     /** The main thread's connection: queries for the RPC handlers, and every state change. */
     readonly store: RunStore,
     private readonly workspace: string,
     private readonly log: (line: string) => void,
-    private readonly maxConcurrent: number,
+    private readonly queue: RunQueue,
     private readonly closeTimeoutMs: number,
     private readonly resourceLimits: ResourceLimits,
     private readonly paths: PathConfinement | undefined,
     private readonly exitGraceMs: number,
-    private readonly memoryLimitBytes: number,
+    memoryLimitBytes: number,
   ) {
     const onListenerError = (e: unknown) => log(`run manager: an event listener threw: ${message(e)}`);
     this.stateEmitter = new Emitter(onListenerError);
@@ -217,6 +184,7 @@ export class RunManager {
     this.logEmitter = new Emitter(onListenerError);
     this.warmUpEmitter = new Emitter(onListenerError);
     this.listEmitter = new Emitter(onListenerError);
+    this.memory = new MemoryWatch(memoryLimitBytes, () => this.training() > 0, (rss) => this.failTraining(rss));
   }
 
   /**
@@ -227,14 +195,13 @@ export class RunManager {
    */
   static async open(o: RunManagerOptions): Promise<RunManager> {
     const workspace = resolve(o.workspace);
-    const maxConcurrent = o.maxConcurrentRuns ?? 1;
-    if (!Number.isSafeInteger(maxConcurrent) || maxConcurrent < 1) throw new RangeError(`maxConcurrentRuns must be an integer >= 1, got ${maxConcurrent}`);
+    const queue = new RunQueue(o.maxConcurrentRuns ?? 1);
     const dbPath = defaultDatabasePath(workspace);
     if (openWorkspaces.has(dbPath)) throw new Error(`a run manager is already open on ${dbPath} in this process`);
     const store = openRunStore(dbPath);
     openWorkspaces.add(dbPath);
     const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-    const manager = new RunManager(store, workspace, log, maxConcurrent, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits ?? defaultWorkerLimits(), o.paths, o.exitGraceMs ?? EXIT_GRACE_MS, o.memoryLimitBytes ?? Math.floor(totalmem() * 0.9));
+    const manager = new RunManager(store, workspace, log, queue, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits ?? defaultWorkerLimits(), o.paths, o.exitGraceMs ?? EXIT_GRACE_MS, o.memoryLimitBytes ?? Math.floor(totalmem() * 0.9));
     try {
       await manager.markInterrupted();
     } catch (e) {
@@ -347,12 +314,12 @@ export class RunManager {
 
   /** Runs with a live worker, from memory (no store read): what `server/status` reports. */
   activeRuns(): string[] {
-    return [...this.live.values()].filter((l) => l.worker !== null).map((l) => l.runId);
+    return [...this.live.values()].filter((l) => l.thread !== null).map((l) => l.runId);
   }
 
   /** Whether the run has a live worker (a queued run has none yet). */
   isActive(runId: string): boolean {
-    return this.live.get(runId)?.worker != null;
+    return this.live.get(runId)?.thread != null;
   }
 
   /**
@@ -432,7 +399,7 @@ export class RunManager {
     const run = this.require(runId);
     const live = this.live.get(runId);
     if (!live) throw this.notLive(run, 'paused');
-    if (!live.worker) return this.dequeue(live, 'paused');
+    if (!live.thread) return this.dequeue(live, 'paused');
     if (live.request === 'stop') throw new RunError('invalid-state', `run ${runId} is stopping; it cannot be paused`);
     if (live.request === null) this.requestStop(live, 'pause');
     return run;
@@ -446,7 +413,7 @@ export class RunManager {
     this.assertOpen();
     const run = this.require(runId);
     const live = this.live.get(runId);
-    if (live && !live.worker) return this.dequeue(live, 'done');
+    if (live && !live.thread) return this.dequeue(live, 'done');
     if (live) {
       if (live.request === 'stop') return run;
       if (live.request === null) this.requestStop(live, 'stop');
@@ -472,7 +439,7 @@ export class RunManager {
 
   private async shutDown(timeoutMs: number): Promise<void> {
     await Promise.allSettled([...this.pendingOps]);
-    for (const id of [...this.queue]) {
+    for (const id of [...this.queue.queued]) {
       const live = this.live.get(id);
       if (live) this.dequeue(live, 'paused');
     }
@@ -482,14 +449,13 @@ export class RunManager {
     const timedOut = new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)));
     await Promise.race([Promise.all(running.map((l) => l.exited)), timedOut]);
     clearTimeout(timer);
-    const late = running.filter((l) => l.worker);
+    const late = running.filter((l) => l.thread);
     for (const live of late) {
       this.log(`run ${live.runId}: still training ${timeoutMs} ms after shutdown began; abandoning its step in flight`);
       this.abort(live);
     }
     await Promise.all(late.map((l) => l.exited));
-    if (this.memoryTimer) clearInterval(this.memoryTimer);
-    this.memoryTimer = null;
+    this.memory.stop();
     this.stateEmitter.clear();
     this.progressEmitter.clear();
     this.logEmitter.clear();
@@ -520,13 +486,7 @@ export class RunManager {
 
   /** Why a run this manager does not own cannot be paused or stopped. */
   private notLive(run: RunSummary, verb: 'paused' | 'stopped'): RunError {
-    if (this.busy.has(run.id)) return new RunError('invalid-state', `run ${run.id} is being resumed; it can be ${verb} once it runs`);
-    if (run.state === 'running' || run.state === 'stopping' || run.state === 'queued') {
-      const holder = existsSync(run.runDir) ? runLockHolder(run.runDir) : null;
-      if (holder) return new RunError('invalid-state', `run ${run.id} is being trained by process ${holder.pid} on ${holder.host}, not by this server; it can only be ${verb} there`);
-      return new RunError('invalid-state', `run ${run.id} is recorded as ${run.state} but no process is training it; resume it first`);
-    }
-    return new RunError('invalid-state', `run ${run.id} is ${run.state}; only a running or queued run can be ${verb}`);
+    return notLiveError(run, verb, this.busy.has(run.id), () => (existsSync(run.runDir) ? runLockHolder(run.runDir) : null));
   }
 
   /**
@@ -534,16 +494,19 @@ export class RunManager {
    * so a run queued meanwhile must start now rather than wait for some other run to end.
    */
   private releaseSlot(): void {
-    this.reserved--;
+    this.queue.release();
     this.startQueued();
   }
 
   private reserveSlot(): boolean {
-    let training = this.reserved;
-    for (const l of this.live.values()) if (l.worker) training++;
-    if (training >= this.maxConcurrent) return false;
-    this.reserved++;
-    return true;
+    return this.queue.reserve(this.training());
+  }
+
+  /** Live runs with a worker. */
+  private training(): number {
+    let n = 0;
+    for (const l of this.live.values()) if (l.thread) n++;
+    return n;
   }
 
   private async loadConfig(req: StartRunRequest): Promise<LoadedConfig> {
@@ -574,7 +537,7 @@ export class RunManager {
   private addLive(runId: string, folder: RunFolder, lock: RunLock, resume: boolean): LiveRun {
     let markExited = () => {};
     const exited = new Promise<void>((r) => (markExited = r));
-    const live: LiveRun = { runId, folder, lock, resume, worker: null, calls: null, request: null, outcome: null, crash: null, failure: null, terminated: false, terminating: false, stepMs: [], warmUp: null, exited, markExited };
+    const live: LiveRun = { runId, folder, lock, resume, thread: null, request: null, failure: null, stepMs: [], warmUp: null, exited, markExited };
     this.live.set(runId, live);
     return live;
   }
@@ -591,36 +554,25 @@ export class RunManager {
   }
 
   private spawn(live: LiveRun): void {
-    const entry = workerEntry();
-    const calls = EngineCalls.create();
-    const data: RunWorkerData = { runId: live.runId, runDir: live.folder.dir, resume: live.resume, engineCalls: calls.buffer };
-    let worker: Worker;
     try {
-      worker = new Worker(entry.url, { workerData: { ...entry.data, ...data }, resourceLimits: this.resourceLimits });
+      live.thread = RunThread.start({
+        runId: live.runId,
+        runDir: live.folder.dir,
+        resume: live.resume,
+        resourceLimits: this.resourceLimits,
+        exitGraceMs: this.exitGraceMs,
+        log: this.log,
+        onReport: (r) => this.onReport(live, r),
+        onExit: (end) => this.onExit(live, end),
+      });
     } catch (e) {
       this.finish(live, 'failed', `cannot start the run worker: ${message(e)}`);
       return;
     }
-    live.worker = worker;
-    live.calls = calls;
-    this.watchMemory();
-    worker.on('message', (raw: unknown) => this.onMessage(live, raw));
-    worker.on('error', (e: Error) => {
-      live.crash ??= e;
-    });
-    // Node delivers every message the worker posted before it emits 'exit', so the run's last
-    // progress always precedes its final state.
-    worker.on('exit', (code) => this.onExit(live, code));
+    this.memory.start();
   }
 
-  private onMessage(live: LiveRun, raw: unknown): void {
-    const parsed = fromRunWorkerSchema.safeParse(raw);
-    if (!parsed.success) {
-      live.crash ??= new Error(`malformed message from the run worker: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
-      this.abort(live);
-      return;
-    }
-    const m = parsed.data;
+  private onReport(live: LiveRun, m: RunReport): void {
     switch (m.kind) {
       case 'log':
         this.log(`run ${live.runId}: ${m.line}`);
@@ -642,94 +594,29 @@ export class RunManager {
         this.progressEmitter.fire({ runId: live.runId, step: m.step, steps: m.steps, stepMs: m.stepMs, etaMs, metrics: m.metrics, timingsMs: m.timingsMs });
         return;
       }
-      case 'finished':
-      case 'aborted':
-      case 'failed':
-        // A run that finished right as it was aborted has finished.
-        if (live.outcome?.kind !== 'finished') live.outcome = m;
-        this.terminateLater(live, 'training ended');
-        return;
     }
   }
 
   /** Abandons the step in flight; the worker exits once its engine call in flight returns. */
   private abort(live: LiveRun): void {
-    const m: ToRunWorker = { kind: 'abort' };
-    live.worker?.postMessage(m);
-    this.terminateLater(live, 'it was asked to abort');
+    live.thread?.abort();
   }
 
-  /**
-   * The last resort for a worker that does not exit: terminated once `exitGraceMs` have passed and
-   * its engine has no call in flight (a thread torn down inside an ONNX Runtime call aborts the
-   * whole process, and a call can outlast any grace: a long train step on a big model). While one
-   * is in flight the manager waits, checking again every grace period.
-   */
-  private terminateLater(live: LiveRun, since: string): void {
-    const worker = live.worker;
-    const calls = live.calls;
-    if (!worker || !calls || live.terminating) return;
-    live.terminating = true;
-    let waited = 0;
-    const check = () => {
-      if (live.worker !== worker) return;
-      waited += this.exitGraceMs;
-      if (!calls.tryTerminate()) {
-        if (waited === this.exitGraceMs) this.log(`run ${live.runId}: its worker did not exit ${this.exitGraceMs} ms after ${since}; waiting for its engine call in flight to return`);
-        setTimeout(check, this.exitGraceMs).unref();
-        return;
-      }
-      this.log(`run ${live.runId}: its worker did not exit ${waited} ms after ${since} and has no engine call in flight; terminating it`);
-      live.terminated = true;
-      void worker.terminate();
-    };
-    setTimeout(check, this.exitGraceMs).unref();
-  }
-
-  /** While any run has a worker, compares the process's memory with the limit every second. */
-  private watchMemory(): void {
-    if (this.memoryTimer) return;
-    this.memoryTimer = setInterval(() => {
-      const training = [...this.live.values()].filter((l) => l.worker !== null);
-      if (training.length === 0) {
-        clearInterval(this.memoryTimer!);
-        this.memoryTimer = null;
-        return;
-      }
-      const rss = process.memoryUsage.rss();
-      if (rss <= this.memoryLimitBytes) return;
-      for (const live of training) {
-        if (live.failure !== null) continue;
-        live.failure =
-          `out of memory: the server reached ${gib(rss)}, over its limit of ${gib(this.memoryLimitBytes)} (of this machine's ${gib(totalmem())}), while this run trained; ` +
-          'the run was stopped so that the server keeps serving. Make the model, LoRA rank, batch or token budgets smaller, or train it apart with troupe train';
-        this.log(`run ${live.runId}: ${live.failure}`);
-        this.abort(live);
-      }
-    }, MEMORY_CHECK_MS);
-    this.memoryTimer.unref();
-  }
-
-  private onExit(live: LiveRun, code: number): void {
-    live.worker = null;
-    const o = live.outcome;
-    if (live.failure !== null) {
-      this.finish(live, 'failed', live.failure);
-    } else if (o?.kind === 'finished') {
-      this.finish(live, o.stopped && live.request !== 'stop' ? 'paused' : 'done');
-    } else if (o?.kind === 'failed') {
-      this.finish(live, 'failed', o.error);
-    } else if (live.crash && (live.crash as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY') {
-      const limit = this.resourceLimits.maxOldGenerationSizeMb;
-      this.finish(live, 'failed', `out of memory: the run worker's JavaScript heap reached its limit${limit === undefined ? '' : ` of ${limit} MB`} (${live.crash.message}); the server keeps serving. Make the demonstrations, batch or token budgets smaller`);
-    } else if (live.crash) {
-      this.finish(live, 'failed', `the run worker crashed: ${live.crash.message}`);
-    } else if (o?.kind === 'aborted' || live.terminated) {
-      // Shutdown cut the step in flight; everything committed and the last checkpoint are intact.
-      this.finish(live, live.request === 'stop' ? 'done' : 'paused');
-    } else {
-      this.finish(live, 'failed', `the run worker exited with code ${code} before training ended`);
+  /** The process is over its memory limit: every run training is stopped as failed. */
+  private failTraining(rss: number): void {
+    for (const live of this.live.values()) {
+      if (!live.thread || live.failure !== null) continue;
+      live.failure = outOfMemoryFailure(rss, this.memory.limitBytes);
+      this.log(`run ${live.runId}: ${live.failure}`);
+      this.abort(live);
     }
+  }
+
+  private onExit(live: LiveRun, end: WorkerEnd): void {
+    live.thread = null;
+    const e = runEnd(end, live, this.resourceLimits.maxOldGenerationSizeMb);
+    if (e.state === 'failed') this.finish(live, 'failed', e.error);
+    else this.finish(live, e.state);
   }
 
   /** The run leaves this manager: its final state is recorded, its lock released, the next queued run starts. */
@@ -752,10 +639,9 @@ export class RunManager {
   }
 
   private startQueued(): void {
-    while (this.queue.length > 0 && !this.closing) {
-      if (!this.reserveSlot()) return;
-      this.reserved--;
-      const id = this.queue.shift()!;
+    while (!this.closing) {
+      const id = this.queue.next(this.training());
+      if (id === undefined) return;
       const live = this.live.get(id);
       if (!live) continue;
       try {
@@ -772,8 +658,7 @@ export class RunManager {
   }
 
   private dequeue(live: LiveRun, state: 'paused' | 'done'): RunSummary {
-    const i = this.queue.indexOf(live.runId);
-    if (i >= 0) this.queue.splice(i, 1);
+    this.queue.remove(live.runId);
     this.live.delete(live.runId);
     try {
       return this.transition(live.runId, state, 'queued');
@@ -783,10 +668,9 @@ export class RunManager {
     }
   }
 
-  private requestStop(live: LiveRun, request: 'pause' | 'stop'): void {
+  private requestStop(live: LiveRun, request: StopRequest): void {
     live.request = request;
-    const m: ToRunWorker = { kind: 'stop' };
-    live.worker?.postMessage(m);
+    live.thread?.stop();
   }
 
   private transition(runId: string, state: RunState, previous: RunState | null): RunSummary {
