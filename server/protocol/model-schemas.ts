@@ -100,7 +100,6 @@ export const scheduleSchema = z.discriminatedUnion('kind', [
     })
     .strict(),
 ]);
-export type Schedule = z.output<typeof scheduleSchema>;
 
 /** AdamW with global-norm gradient clipping, as `models/optimizer.ts` and the `adamw` graph run it. */
 export const optimizerSchema = z

@@ -226,11 +226,9 @@ export const loadLoraRequestSchema = z.object({
   load_inplace: z.boolean().nullish(),
   pinned: z.boolean().nullish(),
 });
-export type LoadLoraRequest = z.output<typeof loadLoraRequestSchema>;
 
 /** vLLM `POST /v1/unload_lora_adapter`. */
 export const unloadLoraRequestSchema = z.object({ lora_name: loraNameSchema, lora_int_id: z.int().nullish() });
-export type UnloadLoraRequest = z.output<typeof unloadLoraRequestSchema>;
 
 /** OpenAI's error body (vLLM >= 0.8 answers this form; older ones a flat `{object: "error", message, ...}`). */
 export const errorResponseSchema = z.union([

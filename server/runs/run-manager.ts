@@ -36,9 +36,6 @@ import { defaultWorkerLimits, EXIT_GRACE_MS, RunThread, type RunReport, type Wor
 import { ClientPathError, type PathConfinement } from './path-confinement.ts';
 import { createRun, loadConfigFile, loadInlineConfig, loadRunConfig, prepareResume, recordFailure, type LoadedConfig } from './run-session.ts';
 
-export type { Disposable } from './emitter.ts';
-export { RunError, type RunErrorCode } from './run-error.ts';
-
 export interface RunManagerOptions {
   /** Folder holding .troupe/ (database at .troupe/troupe.db, run folders at .troupe/runs/<id>). */
   readonly workspace: string;
