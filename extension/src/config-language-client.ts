@@ -6,7 +6,8 @@
  * Until the server is up, the JSON Schema contributed in the manifest validates configs; while the
  * client runs, that schema is an empty one (config-schema-provider.ts), so nothing is said twice.
  * VS Code's JSON language features still report JSON syntax errors and duplicate keys, so the
- * server's are dropped.
+ * server's are dropped; in a config with its own `$schema` they also check that schema, and the
+ * server's copies of what they report are dropped too (schema-echoes.ts).
  */
 import * as vscode from 'vscode';
 import {
@@ -15,6 +16,7 @@ import {
   CloseAction,
   ErrorAction,
   LanguageClient,
+  RevealOutputChannelOn,
   State,
   type DataCallback,
   type Disposable,
@@ -28,6 +30,7 @@ import type { WebSocket } from 'ws';
 import { DiagnosticCode, diagnosticSource } from '../../server/protocol/lsp.ts';
 import { configFileGlobs, isExperimentConfigPath } from './config-files.ts';
 import { classifyLanguageFrame } from './lsp-frames.ts';
+import { withoutSchemaEchoes } from './schema-echoes.ts';
 import { openServerSocket, rawDataToText, type ServerConnection } from './server-connection.ts';
 
 /** Reads LSP messages from WebSocket text frames (one message per frame, no Content-Length headers). */
@@ -105,8 +108,42 @@ export function saidByJsonLanguage(d: { readonly source?: string | undefined; re
   return d.source === diagnosticSource && jsonLanguageCodes.has(code);
 }
 
+/**
+ * The server's diagnostics per document as they came, and what was shown of them: a config with a
+ * `$schema` is also checked by VS Code against that schema, and the server's copies of what that
+ * check reports are dropped (schema-echoes.ts), again whenever VS Code's diagnostics change.
+ */
+class ShownDiagnostics {
+  private readonly received = new Map<string, vscode.Diagnostic[]>();
+  private readonly shown = new Map<string, vscode.Diagnostic[]>();
+
+  /** What to show of the server's diagnostics for `uri` now. */
+  receive(uri: vscode.Uri, diagnostics: readonly vscode.Diagnostic[]): vscode.Diagnostic[] {
+    const fromServer = diagnostics.filter((d) => !saidByJsonLanguage(d));
+    if (fromServer.length === 0) this.received.delete(uri.toString());
+    else this.received.set(uri.toString(), fromServer);
+    return this.filter(uri);
+  }
+
+  /** The documents whose shown diagnostics change now that VS Code's changed, with what to show. */
+  *changed(uris: readonly vscode.Uri[]): Generator<[vscode.Uri, vscode.Diagnostic[]]> {
+    for (const uri of uris) {
+      const before = this.shown.get(uri.toString());
+      if (!this.received.has(uri.toString()) || before === undefined) continue;
+      const now = this.filter(uri);
+      if (now.length !== before.length || now.some((d, i) => d !== before[i])) yield [uri, now];
+    }
+  }
+
+  private filter(uri: vscode.Uri): vscode.Diagnostic[] {
+    const shown = withoutSchemaEchoes(this.received.get(uri.toString()) ?? [], vscode.languages.getDiagnostics(uri));
+    this.shown.set(uri.toString(), shown);
+    return shown;
+  }
+}
+
 /** Options for config documents; the middleware keeps `configs/schema.json` (matched by the globs) out. */
-function clientOptions(output: vscode.OutputChannel): LanguageClientOptions {
+function clientOptions(output: vscode.OutputChannel, shown: ShownDiagnostics): LanguageClientOptions {
   return {
     documentSelector: configFileGlobs.map((pattern) => ({ scheme: 'file', pattern })),
     outputChannel: output,
@@ -117,15 +154,19 @@ function clientOptions(output: vscode.OutputChannel): LanguageClientOptions {
       provideCompletionItem: (document, position, context, token, next) => (isConfig(document) ? next(document, position, context, token) : undefined),
       provideHover: (document, position, token, next) => (isConfig(document) ? next(document, position, token) : undefined),
       // Config files are JSON files: VS Code's JSON language features report their syntax errors
-      // and duplicate keys whatever schema they use.
-      handleDiagnostics: (uri, diagnostics, next) => next(uri, diagnostics.filter((d) => !saidByJsonLanguage(d))),
+      // and duplicate keys whatever schema they use, and check them against their own `$schema`.
+      handleDiagnostics: (uri, diagnostics, next) => next(uri, shown.receive(uri, diagnostics)),
     },
     // The connection decides when to come back (see ConfigLanguageClient); a close is expected
-    // whenever the server goes, so it is not reported as an error.
+    // whenever the server goes, so it is not reported as an error. Nor are the write errors that
+    // follow it (the client's `shutdown` on a socket the server's death closed): unhandled, the
+    // library pops up "connection to server is erroring" beside the extension's own notice, which
+    // has the Restart button. Both go to the output channel.
     errorHandler: {
-      error: () => ({ action: ErrorAction.Continue }),
+      error: () => ({ action: ErrorAction.Continue, handled: true }),
       closed: () => ({ action: CloseAction.DoNotRestart, handled: true }),
     },
+    revealOutputChannelOn: RevealOutputChannelOn.Never,
     initializationFailedHandler: () => false,
   };
 }
@@ -135,6 +176,7 @@ export class ConfigLanguageClient implements vscode.Disposable {
   /** Starts and stops run one at a time, in the order the connection changed. */
   private queue: Promise<void> = Promise.resolve();
   private readonly subscription: vscode.Disposable;
+  private readonly jsonDiagnostics: vscode.Disposable;
   private readonly running = new vscode.EventEmitter<boolean>();
   /** Fires true when the client runs (the server checks configs), false when it stops. */
   readonly onDidChangeRunning = this.running.event;
@@ -150,7 +192,17 @@ export class ConfigLanguageClient implements vscode.Disposable {
       const socket = await openServerSocket(endpoint);
       return { reader: new WebSocketMessageReader(socket, log), writer: new WebSocketMessageWriter(socket), detached: false };
     };
-    this.client = new LanguageClient('troupe.config', 'Troupe Config', serverOptions, clientOptions(output));
+    const shown = new ShownDiagnostics();
+    this.client = new LanguageClient('troupe.config', 'Troupe Config', serverOptions, clientOptions(output, shown));
+    // VS Code's check of a `$schema` may come before or after the server's diagnostics.
+    this.jsonDiagnostics = vscode.languages.onDidChangeDiagnostics((e) => {
+      try {
+        for (const [uri, diagnostics] of shown.changed(e.uris)) this.client.diagnostics?.set(uri, diagnostics);
+      } catch (error) {
+        // The client stopped meanwhile (its collection is disposed): its diagnostics went with it.
+        log(`config language client: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    });
     this.client.onDidChangeState((e) => {
       if (e.newState === State.Running) this.running.fire(true);
       else if (e.oldState === State.Running) this.running.fire(false);
@@ -166,6 +218,7 @@ export class ConfigLanguageClient implements vscode.Disposable {
 
   dispose(): void {
     this.subscription.dispose();
+    this.jsonDiagnostics.dispose();
     this.running.dispose();
     void this.client.dispose(2000).catch(() => {});
   }
