@@ -248,18 +248,24 @@ function legendLabel(text: string, color: string, dash: readonly number[]): HTML
   return label;
 }
 
-/** Width of the y axis: its longest label plus the ticks (uPlot's documented recipe); fixed widths clip "1500 ms" or "2.00e-4". */
-function fitLabels(u: uPlot, values: string[] | null, axisIdx: number, cycleNum: number): number {
+/**
+ * Width of the y axis: its widest label plus the ticks; fixed widths clip "1500 ms" or "2.00e-4".
+ * uPlot calls this once per round while it converges (`cycleNum` 1, 2, 3), and the labels of round
+ * 1 are the splits of a plot still as tall as the whole chart (the x axis not yet taken off), which
+ * can be fewer and shorter ("0 2 4 6" where the drawn axis reads "0 2.5 5 7.5"). So every round
+ * measures the labels it is given, and after the first the width only grows, which keeps the rounds
+ * from oscillating (uPlot's recipe, which keeps round 1's width, clipped "2.5" to ".5").
+ */
+export function fitLabels(u: uPlot, values: string[] | null, axisIdx: number, cycleNum: number): number {
   const axis = u.axes[axisIdx]!;
-  // uPlot calls this again while converging; after two rounds keep the size it has.
-  if (cycleNum > 1) return (axis as { _size?: number })._size ?? 50;
-  let size = (axis.ticks?.size ?? 4) + (axis.gap ?? 5) + 4;
-  const longest = (values ?? []).reduce((a, v) => (v.length > a.length ? v : a), '');
-  if (longest !== '') {
+  let widest = 0;
+  if (values && values.length > 0) {
     u.ctx.font = Array.isArray(axis.font) ? String(axis.font[0]) : String(axis.font ?? '');
-    size += u.ctx.measureText(longest).width / devicePixelRatio;
+    for (const v of values) widest = Math.max(widest, u.ctx.measureText(v).width / devicePixelRatio);
   }
-  return Math.ceil(size);
+  const size = Math.ceil((axis.ticks?.size ?? 4) + (axis.gap ?? 5) + 4 + widest);
+  const previous = (axis as { _size?: number })._size;
+  return cycleNum > 1 && previous !== undefined ? Math.max(size, previous) : size;
 }
 
 /**
