@@ -19,12 +19,14 @@ import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Locator } from 'playwright-core';
+import { experimentConfigJsonSchema } from '../../server/protocol/experiment-config.ts';
 import { SERVER_FILE_RELATIVE, serverFileSchema } from '../../server/protocol/server-file.ts';
 import { processAlive } from '../../server/runs/run-lock.ts';
 import { tinyConfigWithSteps } from '../fixtures/tiny-config.ts';
 import {
   activeEditor,
   activeTab,
+  artifactsDir,
   editorLines,
   editorText,
   launchVsCode,
@@ -54,7 +56,7 @@ const warmUpConfig = { ...config, name: 'tiny warm-up', warmStart: { ...config.w
 /** The name of the run that the Runs-view management test renames, runs again and deletes. */
 const manageName = 'tiny to manage';
 
-/** The inline annotation after a turn rule (trajectory-document.ts `annotationLabel`). */
+/** The inline annotation after a turn's `  reward` line (trajectory-document.ts `annotationLabel`). */
 const annotationPattern = /^team (?:[+-]\d+\.\d\d|0\.00) · local (?:[+-]\d+\.\d\d|0\.00)/;
 const turnRulePattern = /^── turn \d+ · \S+ \(policy \S+\) ──$/;
 
@@ -141,6 +143,12 @@ before(
     // checked the file); a config whose model folder does not exist, valid otherwise.
     const noisyText = `${JSON.stringify({ ...config, algorithm: { ...config.algorithm, branches: 1 } }, null, 2)}\n`.replace('"seed": 1,', '"seed": 1,\n  "seed": 1,');
     writeFileSync(join(workspace, 'configs', 'noisy.troupe.json'), noisyText);
+    // The same bound broken in a config with its own `$schema` (as the repository's configs have),
+    // which VS Code checks against that schema whatever the extension serves; and an option of the
+    // environment that only the server checks.
+    writeFileSync(join(workspace, 'configs', 'schema.json'), `${JSON.stringify(experimentConfigJsonSchema(), null, 2)}\n`);
+    const withSchema = { $schema: './schema.json', ...config, env: { ...config.env, options: { ...config.env.options, maxTurns: 'two' } }, algorithm: { ...config.algorithm, branches: 1 } };
+    writeFileSync(join(workspace, 'configs', 'with-schema.troupe.json'), `${JSON.stringify(withSchema, null, 2)}\n`);
     const missingModel = { ...config, models: { base: { checkpoint: '../models/no-such-model' } } };
     writeFileSync(join(workspace, 'configs', 'missing-model.troupe.json'), `${JSON.stringify(missingModel, null, 2)}\n`);
     // A first run: the workspace holds configs only (no installed troupe, no settings), and the
@@ -242,6 +250,34 @@ test('Open Dashboard shows the run and its charts', { timeout: 120_000 }, () =>
     for (const [stroke, dashes] of byColour) assert.equal(new Set(dashes).size, dashes.length, `series drawn in ${stroke} look alike: ${dashes.join(', ')}`);
     swatchColours.first = await agentColours(split);
     await screenshot(page, 'extension-dashboard');
+
+    // The y axis is as wide as its labels (issue 32: ".5 / 5 / .5" after hiding and restoring).
+    // uPlot draws them on the canvas, right-aligned against the axis: each label's left edge
+    // (recorded from fillText in the page) must clear the 18 px band of the axis title. Redrawn
+    // by hiding a chart and showing it again, then hiding a series of each chart and showing it again.
+    await dashboard.locator('body').evaluate(() => {
+      const labels: Array<{ text: string; left: number; band: number }> = [];
+      (window as unknown as { yLabels: typeof labels }).yLabels = labels;
+      const fillText = CanvasRenderingContext2D.prototype.fillText;
+      CanvasRenderingContext2D.prototype.fillText = function (text: string, x: number, y: number, maxWidth?: number) {
+        if (this.textAlign === 'right') labels.push({ text, left: x - this.measureText(text).width, band: 18 * devicePixelRatio });
+        return maxWidth === undefined ? fillText.call(this, text, x, y) : fillText.call(this, text, x, y, maxWidth);
+      };
+    });
+    const entropy = dashboard.locator('section.chart-card', { has: dashboard.locator('h2', { hasText: /^Entropy$/ }) });
+    await entropy.locator('button[title="Hide this chart"]').click();
+    await dashboard.locator('.toggles .chip', { hasText: /^Entropy/ }).click();
+    for (const card of await dashboard.locator('section.chart-card').all()) {
+      const legendEntry = card.locator('.u-legend .u-series').nth(1);
+      await legendEntry.click();
+      await legendEntry.click();
+    }
+    await dashboard.locator('body').evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    const yLabels = await dashboard.locator('body').evaluate(() => (window as unknown as { yLabels: Array<{ text: string; left: number; band: number }> }).yLabels);
+    assert.ok(yLabels.length > 0, 'no y-axis labels were drawn after the chart and a series came back');
+    const clipped = yLabels.filter((l) => l.left < l.band - 0.5);
+    assert.deepEqual(clipped, [], `y-axis labels reach into the axis title or past the canvas edge: ${JSON.stringify(clipped)}`);
+    await entropy.screenshot({ path: join(artifactsDir, 'extension-dashboard-y-axis.png') });
   }),
 );
 
@@ -289,11 +325,11 @@ test('a trajectory opened from the Runs view shows its turns with reward annotat
     assert.ok(facts.length >= 7 && facts.every((f) => f.together), JSON.stringify(facts));
     const editor = activeEditor(page);
     await waitForText(editor, 'Troupe trajectory', 30_000);
-    // Decorations are set once the document is visible; wait for the first turn's.
+    // Decorations are set once the document is visible; wait for the first turn's (after its `  reward` line).
     await page.waitForFunction(
       (selector) => {
         const lines = document.querySelectorAll(selector);
-        return Array.from(lines).some((line) => /^── turn 0 /.test((line.textContent ?? '').replace(/\u00a0/g, ' ')) && Array.from(line.querySelectorAll('span')).some((s) => getComputedStyle(s, '::after').content.startsWith('"team ')));
+        return Array.from(lines).some((line) => /^\s*reward$/.test((line.textContent ?? '').replace(/\u00a0/g, ' ')) && Array.from(line.querySelectorAll('span')).some((s) => getComputedStyle(s, '::after').content.startsWith('"team ')));
       },
       '.editor-group-container.active .monaco-editor .view-lines > .view-line',
       { timeout: 30_000 },
@@ -304,12 +340,25 @@ test('a trajectory opened from the Runs view shows its turns with reward annotat
     assert.match(text, new RegExp(`^ {2}step +${STEPS}$`, 'm'));
     const rules = turnRules(lines);
     assert.ok(rules.length > 0, `no turn rules in view:\n${text}`);
-    for (const rule of rules) {
-      assert.equal(rule.after.length, 1, `turn rule '${rule.text}' has annotations ${JSON.stringify(rule.after)}`);
-      assert.match(rule.after[0] ?? '', annotationPattern);
+    const rewardLines = lines.filter((l) => l.text === '  reward');
+    assert.equal(rewardLines.length, rules.length, `a reward line per turn rule:\n${text}`);
+    for (const line of rewardLines) {
+      assert.equal(line.after.length, 1, `reward line has annotations ${JSON.stringify(line.after)}`);
+      assert.match(line.after[0] ?? '', annotationPattern);
       // Trained turns show their advantage.
-      assert.match(rule.after[0] ?? '', / · adv (?:[+-]\d+\.\d\d|0\.00)/);
+      assert.match(line.after[0] ?? '', / · adv (?:[+-]\d+\.\d\d|0\.00)/);
     }
+    // Issue 32 item 9: with the inspector beside the document, every annotation is in view, not cut
+    // off at the editor's right edge (the span holding the ::after text ends left of the minimap).
+    const overflow = await editor.evaluate((root) => {
+      const area = root.querySelector('.editor-scrollable')?.getBoundingClientRect();
+      const minimap = root.querySelector('.minimap')?.getBoundingClientRect();
+      const right = Math.min(area?.right ?? Infinity, minimap && minimap.width > 0 ? minimap.left : Infinity);
+      const annotated = Array.from(root.querySelectorAll('.view-lines > .view-line span')).filter((s) => getComputedStyle(s, '::after').content.startsWith('"team '));
+      return { right, count: annotated.length, past: annotated.map((s) => s.getBoundingClientRect().right).filter((r) => r > right + 1) };
+    });
+    assert.ok(overflow.count > 0, 'no annotation found to measure');
+    assert.deepEqual(overflow.past, [], `annotations end past the visible right edge (${overflow.right} px)`);
     await screenshot(page, 'extension-trajectory');
 
     // The hover on a turn rule breaks the reward down.
@@ -443,6 +492,26 @@ test('the config editor says each thing once: one diagnostic per mistake, comple
     await screenshot(page, 'extension-config-noise-completion');
     await page.keyboard.press('Escape');
     await runCommand(page, 'File: Revert File');
+
+    // A config with its own `$schema`: VS Code's JSON language features check it against that
+    // schema (their "Value is below the minimum" shows it), and the server's copy of the same
+    // mistake goes; the server's word on the environment's option stays. (Closing noisy.troupe.json
+    // takes its rows about branches away.)
+    await runCommand(page, 'View: Close All Editor Groups');
+    await quickOpen(page, 'with-schema.troupe.json', 60_000);
+    await waitForText(problems, /env\.options\.maxTurns: /, 60_000);
+    await waitForText(problems, /Value is below the minimum of 2/, 60_000);
+    // The server's copy goes when VS Code's check arrives, which may be after the server's.
+    await page.waitForFunction(
+      () => Array.from(document.querySelectorAll('.markers-panel .monaco-list-row')).filter((r) => /branches|minimum/i.test(r.textContent ?? '')).length === 1,
+      undefined,
+      { timeout: 15_000 },
+    ).catch(() => {});
+    const schemaRows = (await problems.locator('.monaco-list-row').allInnerTexts()).map((r) => r.replace(/\s+/g, ' '));
+    assert.equal(schemaRows.filter((r) => /branches|minimum/i.test(r)).length, 1, schemaRows.join('\n'));
+    assert.equal(schemaRows.filter((r) => /maxTurns/.test(r)).length, 1, schemaRows.join('\n'));
+    await screenshot(page, 'extension-config-noise-schema');
+    await runCommand(page, 'View: Close All Editor Groups');
 
     // A model folder that is not there: flagged at its path while editing, not only at Start Training.
     await quickOpen(page, 'missing-model.troupe.json', 60_000);
@@ -649,6 +718,10 @@ test('a killed server: the runs stay listed, the reason is the kill, and Restart
     assert.equal(await runRows.count(), 2, 'the runs left the view with the server');
     const restart = treeItem(sideBar, 'Restart Server');
     await screenshot(page, 'extension-server-killed');
+    // Only the extension's notice, not vscode-languageclient's "connection to server is erroring"
+    // beside it (the config language client's socket died with the server).
+    const notices = await page.locator('.notifications-toasts .notification-list-item-message, .notifications-center .notification-list-item-message').allInnerTexts();
+    assert.deepEqual(notices.filter((n) => /erroring|Troupe Config|Go to output/i.test(n)), [], notices.join('\n'));
 
     await runCommand(page, 'Notifications: Clear All Notifications');
     await restart.click();

@@ -35,6 +35,7 @@ const GOLDEN = [
   '  turns     2',
   '',
   `── turn 0 · tool (policy tool) ──`,
+  '  reward',
   '  branch    2 of 4 · kept',
   '  group     0/tool/0 · 4 samples',
   '  parse     ok',
@@ -52,6 +53,7 @@ const GOLDEN = [
   '      3  +1.00  MOVE right',
   '',
   `── turn 1 · plan (policy plan) ──`,
+  '  reward',
   '  branch    0 of 4 · kept',
   '  group     0/plan/1 · 4 samples',
   '  parse     error: no MOVE line',
@@ -85,16 +87,19 @@ test('annotation line ranges match the rendered lines', () => {
   const lines = r.text.split('\n');
   assert.deepEqual(r.header, { startLine: 0, endLine: 10 });
   assert.equal(lines[r.header.endLine], '  turns     2');
-  assert.deepEqual(r.turns.map((t) => [t.headerLine, t.startLine, t.endLine]), [[12, 12, 27], [29, 29, 42]]);
+  assert.deepEqual(r.turns.map((t) => [t.headerLine, t.rewardLine, t.startLine, t.endLine]), [[12, 13, 12, 28], [30, 31, 30, 44]]);
   for (const t of r.turns) {
     assert.equal(lines[t.headerLine], turnRule(t));
+    // The reward annotation's line: a short label, no number (the decoration draws the values).
+    assert.equal(lines[t.rewardLine], '  reward');
     assert.ok(lines[t.endLine]?.startsWith('    '), 'a block ends on its last branch line');
     assert.equal(lines[t.endLine + 1], '', 'blocks are separated by one blank line');
     const block = lines.slice(t.startLine, t.endLine + 1);
     assert.equal(block.filter((l) => l.startsWith('── turn ')).length, 1, 'one rule per block');
   }
-  assert.equal(turnAtHeaderLine(r, 29)?.agentId, 'plan');
-  assert.equal(turnAtHeaderLine(r, 30), undefined);
+  assert.equal(turnAtHeaderLine(r, 30)?.agentId, 'plan');
+  assert.equal(turnAtHeaderLine(r, 31)?.agentId, 'plan', 'the hover works on the reward line too');
+  assert.equal(turnAtHeaderLine(r, 32), undefined);
 });
 
 test('annotation values: rewards, advantage, group, K, kept, parse error', () => {
@@ -179,7 +184,7 @@ test('diff alignment: two trajectories of the same task have the same line struc
   for (const t of early.turns) assert.equal(a[t.headerLine], b[t.headerLine], 'turn rules are identical, so the diff pairs them');
   // Only lines carrying volatile values differ: ids, step, success, totals, and branch rewards.
   const changed = a.flatMap((l, i) => (l === b[i] ? [] : [i]));
-  assert.deepEqual(changed, [1, 3, 7, 8, 24, 25, 26, 27, 39, 40, 41, 42]);
+  assert.deepEqual(changed, [1, 3, 7, 8, 25, 26, 27, 28, 41, 42, 43, 44]);
 });
 
 test('turn rules stay on one line whatever the ids', () => {
@@ -280,7 +285,7 @@ test('program positions: headers, block ends, and the turn positions around them
   const lines = r.text.split('\n');
   const [tool, plan] = r.turns;
   assert.ok(tool && plan);
-  assert.deepEqual(tool.executions.map((e) => [e.headerLine, e.endLine]), [[23, 32], [33, 102], [103, 109]]);
+  assert.deepEqual(tool.executions.map((e) => [e.headerLine, e.endLine]), [[24, 33], [34, 103], [104, 110]]);
   for (const e of tool.executions) {
     assert.ok(lines[e.headerLine]?.startsWith('  ▸ python · '), lines[e.headerLine]);
     assert.ok(e.headerLine > tool.startLine && e.endLine < tool.endLine);
@@ -290,11 +295,11 @@ test('program positions: headers, block ends, and the turn positions around them
   assert.deepEqual(tool.executions.map((e) => e.omittedLines.stdout), [0, 40, 0]);
   assert.deepEqual(plan.executions, []);
   // The second turn moved down by the programs' lines; its rule, decorations and CodeLens follow.
-  assert.deepEqual(r.turns.map((t) => [t.headerLine, t.endLine]), [[12, 114], [116, 129]]);
+  assert.deepEqual(r.turns.map((t) => [t.headerLine, t.endLine]), [[12, 115], [117, 131]]);
   assert.equal(lines[plan.headerLine], turnRule(plan));
-  assert.equal(turnAtHeaderLine(r, 116)?.agentId, 'plan');
-  assert.equal(turnAtHeaderLine(r, 23), undefined);
-  assert.equal(executionAtHeaderLine(r, 24), undefined);
+  assert.equal(turnAtHeaderLine(r, 117)?.agentId, 'plan');
+  assert.equal(turnAtHeaderLine(r, 24), undefined);
+  assert.equal(executionAtHeaderLine(r, 25), undefined);
   assert.equal(executionAtHeaderLine(r, 12), undefined);
 });
 

@@ -7,7 +7,10 @@
  * - Every line that should pair up across trajectories is free of volatile numbers. The turn rule
  *   `── turn 2 · plan (policy plan) ──` names only the turn, agent and policy; branch index, group
  *   and rewards go on lines of their own, so a changed reward shows as one changed line instead of
- *   unpairing the block. Rewards per turn are shown beside the rule by editor decorations instead.
+ *   unpairing the block. Rewards per turn are drawn by an editor decoration after the `  reward`
+ *   line under the rule, whose text has no number: a short line, so the annotation stays in view
+ *   in a narrow editor (the inspector beside it, a side of a diff), where after the rule it was cut
+ *   off at the right edge.
  * - The header block and each turn block have a fixed set of labelled lines whatever the values
  *   (a parse line is always present, "ok" or the error), so equal tasks give equal line structure.
  * - Prompt and response text is indented by four spaces, so no line of model output can look like a
@@ -65,8 +68,10 @@ export interface ExecutionAnnotation {
 export interface TurnAnnotation {
   /** Position of the turn in `detail.turns`. */
   readonly index: number;
-  /** Line of the `── turn …` rule: decorations, hover, and CodeLens attach here. */
+  /** Line of the `── turn …` rule: the hover and CodeLens attach here. */
   readonly headerLine: number;
+  /** Line of the `  reward` label under the rule: the reward annotation is drawn after it (and the hover works there too). */
+  readonly rewardLine: number;
   /** First and last line of the turn's block (inclusive). */
   readonly startLine: number;
   readonly endLine: number;
@@ -139,6 +144,8 @@ export function renderTrajectory(detail: TrajectoryDetail): RenderedTrajectory {
     const groupSize = turn.groupId === undefined ? undefined : turn.siblings.length + 1;
 
     lines.push(turnRule(turn));
+    const rewardLine = lines.length;
+    lines.push('  reward');
     field('branch', `${turn.branch} of ${k}${turn.kept ? ' · kept' : ''}`);
     field('group', turn.groupId === undefined ? 'none (not trained on)' : `${turn.groupId} · ${plural(groupSize ?? 1, 'sample')}`);
     field('parse', turn.parseError === undefined ? 'ok' : `error: ${oneLine(turn.parseError)}`);
@@ -153,6 +160,7 @@ export function renderTrajectory(detail: TrajectoryDetail): RenderedTrajectory {
     turns.push({
       index,
       headerLine: startLine,
+      rewardLine,
       startLine,
       endLine: lines.length - 1,
       turn: turn.turn,
@@ -426,7 +434,7 @@ export function executionAtHeaderLine(rendered: RenderedTrajectory, line: number
   return undefined;
 }
 
-/** The turn whose rule is on `line`, if any. */
+/** The turn whose rule or reward line is on `line`, if any. */
 export function turnAtHeaderLine(rendered: RenderedTrajectory, line: number): TurnAnnotation | undefined {
-  return rendered.turns.find((t) => t.headerLine === line);
+  return rendered.turns.find((t) => t.headerLine === line || t.rewardLine === line);
 }

@@ -1,7 +1,7 @@
 /**
  * Trajectory documents in the editor: the `troupe:` content provider, inline reward annotations
- * (decorations after each turn rule, a hover with the full breakdown, an "Inspect branches"
- * CodeLens), each program's time after its header (with a hover on how it ended; the time is not
+ * (a decoration after each turn's `  reward` line, a hover with the full breakdown on it and on
+ * the rule, an "Inspect branches" CodeLens), each program's time after its header (with a hover on how it ended; the time is not
  * in the text, so diffs of the same program stay clean), and the two entry points the commands
  * call: open one trajectory, diff two.
  *
@@ -63,8 +63,8 @@ export function registerTrajectoryFeatures(context: vscode.ExtensionContext, ser
     if (editor.document.uri.scheme !== TROUPE_SCHEME || r === undefined) return;
     const bySign: Record<keyof typeof decorations, vscode.DecorationOptions[]> = { positive: [], negative: [], zero: [] };
     for (const turn of r.turns) {
-      if (turn.headerLine >= editor.document.lineCount) continue;
-      const end = editor.document.lineAt(turn.headerLine).range.end;
+      if (turn.rewardLine >= editor.document.lineCount) continue;
+      const end = editor.document.lineAt(turn.rewardLine).range.end;
       bySign[annotationSign(turn)].push({
         range: new vscode.Range(end, end),
         renderOptions: { after: { contentText: annotationLabel(turn) } },
