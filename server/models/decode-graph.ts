@@ -20,6 +20,8 @@ import { toHalfPrecision } from '../compiler/half-precision.ts';
 import { emitOnnx } from '../compiler/onnx-emit.ts';
 import { type ModelConfig, modelDims, parameterShapes, ropeInverseFrequencies } from './model-config.ts';
 import type { QuantBits, QuantizedMatrix } from './quantize.ts';
+import { SAMPLE_OUTPUTS } from '../runtime/decode-inputs.ts';
+import { sampleOnDevice } from './device-sampling.ts';
 import { declareModelInputs, type LoraSpec } from './transformer-graph.ts';
 import type { RolloutConfig } from '../protocol/experiment-config.ts';
 
@@ -73,6 +75,12 @@ export interface FusedDecode {
    * the new [B,Hkv,T,D]; or 'device', the grown cache returned.
    */
   readonly cacheLayout: 'batch-major' | 'device';
+  /**
+   * The graph also draws each row's next token (device-sampling.ts): a 'device' cache graph in
+   * fp32, int8 or int4 (fp16 graphs compute in float16, too narrow for sums over the vocabulary,
+   * and sample on the host).
+   */
+  readonly sampling: 'device' | 'host';
 }
 
 export function quantBits(w: RolloutWeights): QuantBits | null {
@@ -230,6 +238,11 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
   const logits = project(last, headName, null, null); // [B,V]
   if (logits.shape[1] !== V) throw new Error(`fused decode graph: logits ${String(logits.shape)} are not [B, ${V}]`);
   outputs.push(['logits', logits], ...kv);
+  const sampling = onDevice && o.weights !== 'fp16' ? 'device' : 'host';
+  if (sampling === 'device') {
+    const drawn = sampleOnDevice(b, logits, V);
+    outputs.push([SAMPLE_OUTPUTS.token, drawn.token], [SAMPLE_OUTPUTS.logprob, drawn.logprob]);
+  }
   for (const name of used) {
     const t = o.baked?.get(name);
     if (t) inits.set(name, new Uint8Array(t.buffer, t.byteOffset, t.byteLength));
@@ -237,7 +250,7 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
   const half = o.weights === 'fp16' ? toHalfPrecision(outputs, inits, { saturate: (n) => n.startsWith('attention_bias') }) : null;
   const bytes = emitOnnx(half?.outputs ?? outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: half?.initializers ?? inits, outputsInPlace: true });
   const tensorInputs = [...m.weights.keys(), ...(m.lora ? [...m.lora.keys()] : [])].filter((n) => used.has(n) && !inits.has(n));
-  return { bytes, tensorInputs, outputs: outputs.map(([n]) => n), maxPositions, cacheLayout: onDevice ? 'device' : 'batch-major' };
+  return { bytes, tensorInputs, outputs: outputs.map(([n]) => n), maxPositions, cacheLayout: onDevice ? 'device' : 'batch-major', sampling };
 }
 
 function concatFloats(xs: readonly Float32Array[]): Float32Array {

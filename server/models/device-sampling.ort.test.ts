@@ -11,7 +11,8 @@ import { emitOnnx } from '../compiler/onnx-emit.ts';
 import { Engine } from '../runtime/engine.ts';
 import { Rng, maskLogits, sampleToken } from '../runtime/sampler.ts';
 import { f32 } from '../runtime/tensor.ts';
-import { SAMPLE_INPUTS, SAMPLE_OUTPUTS, sampleOnDevice } from './device-sampling.ts';
+import { SAMPLE_INPUTS, SAMPLE_OUTPUTS } from '../runtime/decode-inputs.ts';
+import { sampleOnDevice } from './device-sampling.ts';
 
 let engine: Engine;
 before(async () => {
@@ -40,7 +41,7 @@ async function deviceDraw(logits: Float32Array, u: readonly number[], temperatur
     { logits: f32([B, V], logits), [SAMPLE_INPUTS.uniform]: f32([B], u), [SAMPLE_INPUTS.inverseTemperature]: f32([1], [1 / temperature]), [SAMPLE_INPUTS.keep]: f32([V], keep) },
     { [SAMPLE_OUTPUTS.token]: 'return', [SAMPLE_OUTPUTS.logprob]: 'return' },
   );
-  return { token: Array.from(out[SAMPLE_OUTPUTS.token]!.data as BigInt64Array, Number), logprob: out[SAMPLE_OUTPUTS.logprob]!.data as Float32Array };
+  return { token: Array.from(out[SAMPLE_OUTPUTS.token]!.data as Float32Array), logprob: out[SAMPLE_OUTPUTS.logprob]!.data as Float32Array };
 }
 
 function hostDraw(logits: Float32Array, row: number, seed: number, temperature: number, masked: number[]): { token: number; logprob: number } {
@@ -73,7 +74,7 @@ test('the same uniform draws the same token as the host sampler, with its log-pr
 });
 
 test('edges: u = 0 draws the first kept id, u just below 1 the last; masked and padded ids never', async () => {
-  const flat = new Float32Array(4 * V); // uniform distribution
+  const flat = new Float32Array(5 * V); // uniform distribution
   const keep = new Float32Array(V).fill(1);
   for (let i = 0; i < 70; i++) keep[i] = 0; // the whole first block and part of the second
   for (let i = 990; i < V; i++) keep[i] = 0; // the tail of the padded last block

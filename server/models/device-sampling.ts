@@ -17,27 +17,10 @@
  * the host. Anything else samples on the host from the logits (generate.ts).
  */
 import type { Graph, Node } from '../compiler/ir.ts';
+import { SAMPLE_INPUTS } from '../runtime/decode-inputs.ts';
 
 /** Ids per block of the two-level running sum (about √V at Qwen's vocabulary). */
 export const SAMPLE_BLOCK = 512;
-
-/** Graph inputs of the sampling tail. */
-export const SAMPLE_INPUTS = {
-  /** [B] float32: each row's uniform in [0, 1) for this step. */
-  uniform: 'sample_u',
-  /** [1] float32: 1 / temperature. */
-  inverseTemperature: 'sample_inv_temperature',
-  /** [V] float32: 1 for ids that may be drawn, 0 for ids never drawn. */
-  keep: 'sample_keep',
-} as const;
-
-/** Graph outputs of the sampling tail. */
-export const SAMPLE_OUTPUTS = {
-  /** [B] int64: the drawn id. */
-  token: 'sample.token',
-  /** [B] float32: its log-probability under the temperature-scaled (kept) distribution. */
-  logprob: 'sample.logprob',
-} as const;
 
 /** The upper triangle with its diagonal: t[i][j] = 1 where i ≤ j, so x·t is x's running sum. */
 function runningSumMatrix(b: Graph, n: number): Node {
@@ -54,14 +37,20 @@ function runningSumMatrix(b: Graph, n: number): Node {
 function firstAbove(b: Graph, x: Node, cum: Node, at: Node, n: number): Node {
   const above = b.reduceSum(b.cast(b.greater(cum, at), 'float32'), [1], true); // [R,1]
   const index = b.sub(b.like(above, n), above);
-  const positions = b.constant(Array.from({ length: n }, (_, i) => i), [n], 'float32');
-  const lastWeighted = b.reduceMax(b.mul(positions, b.cast(b.greater(x, b.like(x, 0)), 'float32')), [1], true);
+  const lastWeighted = b.reduceMax(b.mul(positions(b, n), b.cast(b.greater(x, b.like(x, 0)), 'float32')), [1], true);
   return b.min(index, lastWeighted);
 }
 
+/** A float32 [n] constant 0, 1, …, n − 1 (positions compared with float indices, exact below 2^24). */
+function positions(b: Graph, n: number): Node {
+  return b.constant(Array.from({ length: n }, (_, i) => i), [n], 'float32');
+}
+
 /**
- * The sampling tail on logits [B, V]: returns the drawn ids [B] (int64) and their log-probs [B].
- * Declares the `SAMPLE_INPUTS` on `b`.
+ * The sampling tail on logits [B, V]: returns the drawn ids [B] and their log-probs [B], both
+ * float32 (ids are exact below 2^24). Declares the `SAMPLE_INPUTS` on `b`. Indices stay floats
+ * and picks are selects (Equal with positions, Where, ReduceSum): ONNX Runtime's WebGPU provider
+ * has no int64 Cast, and a CPU node in the tail would copy to the host mid-graph on every step.
  */
 export function sampleOnDevice(b: Graph, logits: Node, vocabSize: number, block = SAMPLE_BLOCK): { token: Node; logprob: Node } {
   const V = vocabSize;
@@ -70,6 +59,7 @@ export function sampleOnDevice(b: Graph, logits: Node, vocabSize: number, block 
   const u = b.unsqueeze(b.input(SAMPLE_INPUTS.uniform, 'float32', ['B']), [1]); // [B,1]
   const invT = b.input(SAMPLE_INPUTS.inverseTemperature, 'float32', [1]);
   const keep = b.input(SAMPLE_INPUTS.keep, 'float32', [V]);
+  const zero = b.like(logits, 0);
 
   const z = b.mul(b.sub(logits, b.reduceMax(logits, [1], true)), invT); // [B,V], ≤ 0
   const w = b.mul(b.exp(z), keep); // [B,V] weights
@@ -80,17 +70,16 @@ export function sampleOnDevice(b: Graph, logits: Node, vocabSize: number, block 
   const blockSums = b.reduceSum(blocks, [2]); // [B,G]
   const blockCum = b.matmul(blockSums, runningSumMatrix(b, G)); // [B,G]
   const at = b.mul(u, b.slice(blockCum, 1, G - 1, G)); // u·total, [B,1]
-  const gAt = firstAbove(b, blockSums, blockCum, at, G); // [B,1] float32
-  const g = b.cast(gAt, 'int64');
+  const g = firstAbove(b, blockSums, blockCum, at, G); // [B,1]
+  const inG = b.equal(positions(b, G), g); // [B,G]: block g
 
   // Within block g: the weight before it, its ids' running sums, the first above the rest of u·total.
-  const before = b.sub(b.gatherElements(blockCum, g, 1), b.gatherElements(blockSums, g, 1)); // [B,1]
-  const rest = b.max(b.sub(at, before), b.like(at, 0));
-  const rows = b.slice(blocks, 1, 0, 1); // [B,1,S]: only its shape is used
-  const inBlock = b.reshape(b.gatherElements(blocks, b.expandLike(b.unsqueeze(g, [2]), rows), 1), ['B', S]); // [B,S]
+  const before = b.reduceSum(b.where(inG, b.sub(blockCum, blockSums), zero), [1], true); // [B,1]
+  const rest = b.max(b.sub(at, before), zero);
+  const inBlock = b.reduceSum(b.where(b.unsqueeze(inG, [2]), blocks, zero), [1]); // [B,S]
   const s = firstAbove(b, inBlock, b.matmul(inBlock, runningSumMatrix(b, S)), rest, S); // [B,1]
 
-  const id = b.cast(b.add(b.mul(gAt, b.like(gAt, S)), s), 'int64'); // [B,1]
-  const logprob = b.sub(b.gatherElements(z, id, 1), logTotal); // [B,1]
-  return { token: b.squeeze(id, [1]), logprob: b.squeeze(logprob, [1]) };
+  const id = b.add(b.mul(g, b.like(g, S)), s); // [B,1]
+  const picked = b.reduceSum(b.where(b.equal(positions(b, V), id), z, zero), [1], true); // z at id, [B,1]
+  return { token: b.squeeze(id, [1]), logprob: b.squeeze(b.sub(picked, logTotal), [1]) };
 }

@@ -128,7 +128,8 @@ export class RolloutDecoder {
     const { bytes, ...graph } = await this.build(kind);
     const session = `${this.src.id}:decode-${kind}`;
     // A 'device' cache stays on the GPU between steps (generate.ts).
-    const outputsOnDevice = graph.cacheLayout === 'device' ? deviceCacheOutputs(this.src.config) : [];
+    // So do the logits when the graph samples: only its drawn ids and log-probs come back.
+    const outputsOnDevice = graph.cacheLayout === 'device' ? [...deviceCacheOutputs(this.src.config), ...(graph.sampling === 'device' ? ['logits'] : [])] : [];
     // The bytes are handed to the engine, not copied: nothing here reads them again.
     await this.src.engine.createSession(session, bytes, { spinning: this.settings.spinning ?? true, outputsOnDevice }, { transfer: true });
     const b: Built = { session, graph, baked: graph.baked, fresh: true };
@@ -166,7 +167,7 @@ export class RolloutDecoder {
     const { L, Hkv, D, V } = modelDims(this.src.config);
     const params: Record<string, string> = {};
     for (const n of graph.tensorInputs) params[n] = this.src.resident(n);
-    return { session, params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, maxPositions: graph.maxPositions, cacheLayout: graph.cacheLayout } };
+    return { session, params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, maxPositions: graph.maxPositions, cacheLayout: graph.cacheLayout, sampling: graph.sampling } };
   }
 
   /** Session names this decoder created (for the policy's dispose). */

@@ -5,6 +5,24 @@
  */
 import type { GenerateRequest } from './generate.ts';
 
+/** Graph inputs of a decode graph that samples (contract `sampling` 'device', models/device-sampling.ts). */
+export const SAMPLE_INPUTS = {
+  /** [B] float32: each row's uniform in [0, 1) for this step. */
+  uniform: 'sample_u',
+  /** [1] float32: 1 / temperature. */
+  inverseTemperature: 'sample_inv_temperature',
+  /** [V] float32: 1 for ids that may be drawn, 0 for ids never drawn. */
+  keep: 'sample_keep',
+} as const;
+
+/** Graph outputs of a decode graph that samples. */
+export const SAMPLE_OUTPUTS = {
+  /** [B] float32: the drawn id (exact: ids are below 2^24). */
+  token: 'sample.token',
+  /** [B] float32: its log-probability under the temperature-scaled (kept) distribution. */
+  logprob: 'sample.logprob',
+} as const;
+
 /** Additive attention bias: 0 where attending is allowed, a large negative number elsewhere. */
 export const MASKED = -1e9;
 

@@ -2,9 +2,10 @@
  * The KV cache on the GPU (`CacheLayout` 'device'), for the WebGPU execution provider.
  */
 import * as ort from 'onnxruntime-node';
-import { prefillInputs, promptClasses, spreadLogits, stepInputs } from './decode-inputs.ts';
+import { prefillInputs, promptClasses, SAMPLE_INPUTS, SAMPLE_OUTPUTS, spreadLogits, stepInputs } from './decode-inputs.ts';
 import type { DeviceTensors } from './device-tensors.ts';
 import type { Decoder, GenerateRequest } from './generate.ts';
+
 
 /**
  * The cache on the GPU (`CacheLayout` 'device'): each run's `cache.*` outputs stay there and are
@@ -14,10 +15,13 @@ import type { Decoder, GenerateRequest } from './generate.ts';
 export class DeviceKvDecoder implements Decoder {
   rows: number[];
   logits: Float32Array<ArrayBufferLike> = new Float32Array(0);
+  drawn: { tokens: Int32Array; logprobs: Float32Array } | null = null;
   runMs = 0;
   runs = 0;
   /** Per layer [key, value], [B,Hkv,P,D] on the device; null before the prefill. */
   private cache: ort.Tensor[] | null = null;
+  /** The sampling graph's [V] mask of ids that may be drawn (built once per request). */
+  private keep: ort.Tensor | null = null;
   private filled = 0;
 
   constructor(
@@ -30,8 +34,9 @@ export class DeviceKvDecoder implements Decoder {
     this.rows = req.prompts.map((_, b) => b);
   }
 
-  private async run(ids: BigInt64Array, pos: BigInt64Array, bias: Float32Array, T: number): Promise<void> {
-    const { numLayers: L, numKvHeads: Hkv, headDim: D } = this.req.contract;
+  /** `draws`: the rows' uniforms, for a graph that samples (contract `sampling` 'device'). */
+  private async run(ids: BigInt64Array, pos: BigInt64Array, bias: Float32Array, T: number, draws?: Float32Array): Promise<void> {
+    const { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V } = this.req.contract;
     const B = this.rows.length;
     const P = this.filled;
     const feeds: Record<string, ort.Tensor> = {
@@ -40,6 +45,15 @@ export class DeviceKvDecoder implements Decoder {
       position_ids: new ort.Tensor('int64', pos, [B, T]),
       attention_bias: new ort.Tensor('float32', bias, [B, T, P + T]),
     };
+    const sampling = this.req.contract.sampling === 'device';
+    if (sampling) {
+      // Without draws the graph's draw is computed and ignored (the logits come back instead).
+      feeds[SAMPLE_INPUTS.uniform] = new ort.Tensor('float32', draws ?? new Float32Array(B), [B]);
+      feeds[SAMPLE_INPUTS.inverseTemperature] = new ort.Tensor('float32', Float32Array.of(this.req.sampling.temperature > 0 ? 1 / this.req.sampling.temperature : 1), [1]);
+      feeds[SAMPLE_INPUTS.keep] = (this.keep ??= keepMask(V, this.req.maskedTokens ?? []));
+    } else if (draws) {
+      throw new Error("decode: draws for a graph that does not sample (contract sampling is not 'device')");
+    }
     // Before the prefill the past is empty: [B,Hkv,0,D] from the host.
     const past = this.cache ?? new Array<ort.Tensor>(2 * L).fill(new ort.Tensor('float32', new Float32Array(0), [B, Hkv, 0, D]));
     for (let i = 0; i < L; i++) {
@@ -59,10 +73,26 @@ export class DeviceKvDecoder implements Decoder {
       }
     }
     const logits = out['logits'];
-    if (!logits || logits.location !== 'cpu') throw new Error("decode: the graph's logits did not come back to the host");
+    if (!logits) throw new Error("decode: the graph returned no 'logits'");
     this.replace(next);
-    this.logits = logits.data as Float32Array;
     this.filled += T;
+    if (draws) {
+      const token = out[SAMPLE_OUTPUTS.token];
+      const logprob = out[SAMPLE_OUTPUTS.logprob];
+      if (!token || !logprob) throw new Error(`decode: a sampling graph returned no '${SAMPLE_OUTPUTS.token}' or '${SAMPLE_OUTPUTS.logprob}'`);
+      this.drawn = { tokens: Int32Array.from(token.data as Float32Array), logprobs: logprob.data as Float32Array };
+      if (logits.location === 'gpu-buffer') logits.dispose();
+      return;
+    }
+    this.drawn = null;
+    if (logits.location === 'gpu-buffer') {
+      // A sampling graph keeps its logits on the GPU; this step samples on the host. (A GPU
+      // tensor's own getData aborts in onnxruntime-node: device-tensors.ts copies it back.)
+      this.logits = (await this.device.toHost(logits)).data as Float32Array;
+      logits.dispose();
+    } else {
+      this.logits = logits.data as Float32Array;
+    }
   }
 
   private replace(next: ort.Tensor[]): void {
@@ -88,9 +118,9 @@ export class DeviceKvDecoder implements Decoder {
     this.logits = spreadLogits(this.logits, u, this.req.contract.vocabSize);
   }
 
-  async step(ids: BigInt64Array, n: number): Promise<void> {
+  async step(ids: BigInt64Array, n: number, draws?: Float32Array): Promise<void> {
     const { pos, bias } = stepInputs(this.req, this.rows, this.Tp, this.filled, n);
-    await this.run(ids, pos, bias, 1);
+    await this.run(ids, pos, bias, 1, draws);
   }
 
   async retain(keep: readonly number[]): Promise<void> {
@@ -103,4 +133,11 @@ export class DeviceKvDecoder implements Decoder {
   release(): void {
     this.replace([]);
   }
+}
+
+/** [V] float32: 1 for ids that may be drawn, 0 for the request's masked ids. */
+function keepMask(V: number, masked: ArrayLike<number>): ort.Tensor {
+  const keep = new Float32Array(V).fill(1);
+  for (let i = 0; i < masked.length; i++) keep[masked[i]!] = 0;
+  return new ort.Tensor('float32', keep, [V]);
 }

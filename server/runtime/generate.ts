@@ -38,6 +38,13 @@ export interface DecoderContract {
   readonly maxPositions?: number;
   /** The cache contract: time-major (default; the plain graph) or batch-major with capacity (the fused graph). */
   readonly cacheLayout?: CacheLayout;
+  /**
+   * 'device': the graph also draws each row's token from its logits with a uniform the loop
+   * passes in (models/device-sampling.ts), and keeps the logits on the GPU unless asked for them.
+   * The loop uses it for steps after the first when sampling has no top-k/top-p truncation, a
+   * temperature above 0 and no top alternatives; otherwise, and by default, it samples on the host.
+   */
+  readonly sampling?: 'device' | 'host';
 }
 
 /**
@@ -137,14 +144,20 @@ export interface GenerateResult {
  */
 const RETIRE_BELOW = 0.75;
 
+/** The largest float32 below 1: a uniform in [0, 1) rounded to float32 could otherwise reach 1. */
+const BELOW_ONE = 1 - 2 ** -24;
+
 /** What the generation loop needs of a decoder, whichever holds the cache. */
 export interface Decoder {
   readonly rows: number[];
   readonly logits: Float32Array;
+  /** After a `step` given draws: each row's drawn id and log-prob (the logits are then not read). */
+  readonly drawn: { readonly tokens: Int32Array; readonly logprobs: Float32Array } | null;
   readonly runMs: number;
   readonly runs: number;
   prefill(): Promise<void>;
-  step(ids: BigInt64Array, n: number): Promise<void>;
+  /** `draws`: one uniform per row, for a decoder whose contract samples on the device. */
+  step(ids: BigInt64Array, n: number, draws?: Float32Array): Promise<void>;
   retain(keep: readonly number[]): Promise<void>;
   release?(): void;
 }
@@ -222,15 +235,20 @@ async function decode(req: GenerateRequest, decoder: Decoder, onStep?: (step: Ge
   const done = new Array<boolean>(B).fill(false);
   const finish = new Array<'stop' | 'length'>(B).fill('length');
   const stop = new Set(req.stopTokens);
+  // Steps after the first draw on the device where its graph can: the rows' streams are consumed
+  // as on the host (one uniform per live row per token), so the draws are the host's.
+  const onDevice = req.contract.sampling === 'device' && req.sampling.temperature > 0 && req.sampling.topK === 0 && req.sampling.topP >= 1 && K === 0;
   // First tokens already drawn in each row group (distinctFirst); rows are still in order at n = 0.
   const taken = G > 1 ? Array.from({ length: B / G }, () => new Set<number>()) : null;
   for (let n = 0; n < req.maxNewTokens; n++) {
     // Each row samples from its own stream, so retiring rows changes no other row's draws.
     decoder.rows.forEach((b, k) => {
       if (done[b]) return;
-      if (masked.length > 0) maskLogits(decoder.logits, k * V, masked);
+      const drawn = n > 0 && onDevice;
+      if (masked.length > 0 && !drawn) maskLogits(decoder.logits, k * V, masked);
       const group = n === 0 && taken ? taken[Math.floor(b / G)]! : undefined;
-      const { token, logprob } = sampleToken(decoder.logits, k * V, V, req.sampling, rngs[b]!, scratch, order, group);
+      const { token, logprob } =
+        drawn ? { token: decoder.drawn!.tokens[k]!, logprob: decoder.drawn!.logprobs[k]! } : sampleToken(decoder.logits, k * V, V, req.sampling, rngs[b]!, scratch, order, group);
       group?.add(token);
       outTokens[b]![n] = token;
       outLogp[b]![n] = logprob;
@@ -247,7 +265,7 @@ async function decode(req: GenerateRequest, decoder: Decoder, onStep?: (step: Ge
     if (req.retireFinished !== false && live.length <= RETIRE_BELOW * decoder.rows.length) await decoder.retain(live);
     // A finished row still in the batch is fed padding; its outputs are never read.
     const ids = BigInt64Array.from(decoder.rows, (b) => BigInt(done[b] ? req.padToken : outTokens[b]![n]!));
-    await decoder.step(ids, n);
+    await decoder.step(ids, n, onDevice ? Float32Array.from(decoder.rows, (b) => (done[b] ? 0 : Math.min(rngs[b]!.next(), BELOW_ONE))) : undefined);
   }
   const t2 = performance.now();
   return {

@@ -19,6 +19,8 @@ export class KvDecoder implements Decoder {
   rows: number[];
   /** Logits of the last call, [rows, V]. */
   logits: Float32Array;
+  /** This decoder never samples: its contract has no 'device' sampling. */
+  readonly drawn = null;
   private readonly keys: Float32Array[];
   private readonly values: Float32Array[];
   private readonly Hkv: number;
