@@ -6,9 +6,12 @@
  * alone (`rowSeeds`: the stream of (its request's seed, its row in the request)), and a row of a
  * request with fewer `max_tokens` than the batch's is cut to its own (a row's tokens depend only
  * on its own prefix and stream), so joining changes no sample beyond float rounding of the
- * batched products.
+ * batched products. A call asks for the most top alternatives any of its requests wants, and each
+ * request gets its own first k (they are best first). A request with `onStep` receives its rows'
+ * tokens as the engine samples them (its rows numbered from 0, its own `max_tokens` respected).
  */
 import type { Policy } from '../models/policy.ts';
+import type { GenerateStep, TopAlternatives } from '../runtime/generate.ts';
 import { streamSeed, type SamplingParams } from '../runtime/sampler.ts';
 
 export interface RowsRequest {
@@ -20,12 +23,18 @@ export interface RowsRequest {
   readonly firstRow: number;
   readonly stopTokens: readonly number[];
   readonly padToken: number;
+  /** Alternatives per token (`GenerateRequest.topLogprobs`); 0 or absent: none. */
+  readonly topLogprobs?: number;
+  /** Receives each decoding step's tokens of this request's rows while the call runs. */
+  readonly onStep?: (step: GenerateStep) => void;
 }
 
 export interface RowsResult {
   readonly tokens: Int32Array[];
   readonly logprobs: Float32Array[];
   readonly finish: Array<'stop' | 'length'>;
+  /** With `topLogprobs`: each row's alternatives, k per token. */
+  readonly top?: TopAlternatives[];
 }
 
 interface Waiting {
@@ -86,6 +95,21 @@ export class BatchingGenerator {
     const first = batch[0]!.request;
     const rows = batch.flatMap((w) => w.request.rows);
     const rowSeeds = batch.flatMap((w) => w.request.rows.map((_, b) => streamSeed(w.request.seed >>> 0, w.request.firstRow + b)));
+    const K = Math.max(...batch.map((w) => w.request.topLogprobs ?? 0));
+    const starts = batch.map((_, i) => batch.slice(0, i).reduce((a, w) => a + w.request.rows.length, 0));
+    const streamed = batch.some((w) => w.request.onStep);
+    // A request whose step callback throws is failed with that error when the call ends; the
+    // other requests of the batch go on (the callback runs in the engine's message handler).
+    const broken = new Map<Waiting, unknown>();
+    const onStep = (step: GenerateStep): void =>
+      batch.forEach((w, i) => {
+        if (!w.request.onStep || broken.has(w)) return;
+        try {
+          forward(step, w.request, starts[i]!, K);
+        } catch (e) {
+          broken.set(w, e);
+        }
+      });
     let gen;
     try {
       gen = await policy.generate(rows, {
@@ -97,6 +121,8 @@ export class BatchingGenerator {
         padToken: first.padToken,
         // Served as training rollouts sample it (the experiment's rollout weights and kernels).
         rollout: true,
+        ...(K > 0 ? { topLogprobs: K } : {}),
+        ...(streamed ? { onStep } : {}),
       });
     } catch (e) {
       for (const w of batch) w.fail(e);
@@ -107,15 +133,48 @@ export class BatchingGenerator {
     let at = 0;
     for (const w of batch) {
       const max = w.request.maxNewTokens;
-      const out: RowsResult = { tokens: [], logprobs: [], finish: [] };
+      const k = w.request.topLogprobs ?? 0;
+      const out = { tokens: [] as Int32Array[], logprobs: [] as Float32Array[], finish: [] as Array<'stop' | 'length'>, top: [] as TopAlternatives[] };
       for (let b = 0; b < w.request.rows.length; b++, at++) {
         const tokens = gen.tokens[at]!;
         const cut = tokens.length > max;
+        const n = Math.min(tokens.length, max);
         out.tokens.push(cut ? tokens.slice(0, max) : tokens);
         out.logprobs.push(cut ? gen.logprobs[at]!.slice(0, max) : gen.logprobs[at]!);
         out.finish.push(cut ? 'length' : gen.finish[at] === 'stop' ? 'stop' : 'length');
+        if (k > 0) out.top.push(firstK(gen.top![at]!, n, K, k));
       }
-      w.done(out);
+      if (broken.has(w)) w.fail(broken.get(w));
+      else w.done(k > 0 ? out : { tokens: out.tokens, logprobs: out.logprobs, finish: out.finish });
     }
   }
+}
+
+/** The first k of each token's K alternatives, for n tokens. */
+function firstK(top: TopAlternatives, n: number, K: number, k: number): TopAlternatives {
+  const ids = new Int32Array(n * k);
+  const logprobs = new Float32Array(n * k);
+  for (let t = 0; t < n; t++) {
+    ids.set(top.ids.subarray(t * K, t * K + k), t * k);
+    logprobs.set(top.logprobs.subarray(t * K, t * K + k), t * k);
+  }
+  return { ids, logprobs };
+}
+
+/** Passes a request the part of a batch step that is its own: its rows (renumbered from 0), within its max_tokens. */
+function forward(step: GenerateStep, r: RowsRequest, start: number, K: number): void {
+  if (step.n >= r.maxNewTokens) return;
+  const mine: number[] = [];
+  step.rows.forEach((b, i) => {
+    if (b >= start && b < start + r.rows.length) mine.push(i);
+  });
+  if (mine.length === 0) return;
+  const k = r.topLogprobs ?? 0;
+  const own: GenerateStep = {
+    n: step.n,
+    rows: Int32Array.from(mine, (i) => step.rows[i]! - start),
+    tokens: Int32Array.from(mine, (i) => step.tokens[i]!),
+    logprobs: Float32Array.from(mine, (i) => step.logprobs[i]!),
+  };
+  r.onStep!(k > 0 && step.top ? { ...own, top: firstK({ ids: Int32Array.from(mine.flatMap((i) => [...step.top!.ids.subarray(i * K, (i + 1) * K)])), logprobs: Float32Array.from(mine.flatMap((i) => [...step.top!.logprobs.subarray(i * K, (i + 1) * K)])) }, mine.length, K, k) } : own);
 }

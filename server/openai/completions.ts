@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import type { Policy } from '../models/policy.ts';
+import type { TopAlternatives } from '../runtime/generate.ts';
 import type { ChatTurn } from '../models/tokenizer.ts';
 import type {
   ChatCompletionRequest,
@@ -32,6 +33,21 @@ export interface SampledChoice {
   readonly finish: 'stop' | 'length';
   /** The request's stop id that ended it (not an end-of-sequence id of the model), else null. */
   readonly stopReason: number | null;
+  /** With `SampleJob.topLogprobs` k: the k most likely tokens at each position, best first. */
+  readonly top: TopAlternatives | null;
+}
+
+/** One token of a choice as the engine samples it (streaming). */
+export interface SampledToken {
+  /** The choice index (prompt i's k-th sample is i·n + k). */
+  readonly choice: number;
+  readonly token: number;
+  readonly logprob: number;
+  /** Its k alternatives (ids and log-probs), or null. */
+  readonly top: TopAlternatives | null;
+  /** Set on the choice's last token: why it ended, as in `SampledChoice`. */
+  readonly finish: 'stop' | 'length' | null;
+  readonly stopReason: number | null;
 }
 
 export interface SampleJob {
@@ -45,13 +61,25 @@ export interface SampleJob {
   readonly firstRow: number;
   readonly stopTokenIds: readonly number[];
   readonly ignoreEos: boolean;
+  /** Alternatives to report per token (0: none). */
+  readonly topLogprobs: number;
 }
 
 /** Default `max_tokens` of the completions API (OpenAI's). */
 const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
 
-/** Samples `n` choices per prompt with `policy` (joined with concurrent requests by `batching`), in choice-index order. */
-export async function sample(policy: Policy, tok: TextTokenizer, job: SampleJob, defaultMaxTokens: number | 'rest', batching: BatchingGenerator): Promise<SampledChoice[]> {
+/**
+ * Samples `n` choices per prompt with `policy` (joined with concurrent requests by `batching`), in
+ * choice-index order. `onToken` receives each token as the engine samples it, before the result.
+ */
+export async function sample(
+  policy: Policy,
+  tok: TextTokenizer,
+  job: SampleJob,
+  defaultMaxTokens: number | 'rest',
+  batching: BatchingGenerator,
+  onToken?: (t: SampledToken) => void,
+): Promise<SampledChoice[]> {
   const vocab = policy.config.vocabSize;
   const maxLen = policy.config.maxSequenceLength;
   const longest = Math.max(...job.prompts.map((p) => p.length));
@@ -65,14 +93,30 @@ export async function sample(policy: Policy, tok: TextTokenizer, job: SampleJob,
   for (const p of job.prompts) for (let k = 0; k < job.n; k++) rows.push(p);
   const stops = new Set(job.stopTokenIds);
   const eos = job.ignoreEos ? [] : tok.stopTokenIds;
+  const stopReason = (token: number): number | null => (stops.has(token) && !eos.includes(token) ? token : null);
+  const ends = new Set([...stops, ...eos]);
+  const k = job.topLogprobs;
   const gen = await batching.generate(policy, {
     rows,
     maxNewTokens,
     sampling: { temperature: job.temperature, topP: job.topP, topK: job.topK },
     seed: job.seed === null ? randomBytes(4).readUInt32LE(0) : job.seed >>> 0,
     firstRow: job.firstRow,
-    stopTokens: [...new Set([...stops, ...eos])],
+    stopTokens: [...ends],
     padToken: tok.padTokenId,
+    ...(k > 0 ? { topLogprobs: k } : {}),
+    ...(onToken
+      ? {
+          onStep: (s) =>
+            s.rows.forEach((choice, i) => {
+              const token = s.tokens[i]!;
+              // Generation ends a row on a stop id, or at max_tokens (the batching generator cuts there).
+              const finish = ends.has(token) ? 'stop' : s.n + 1 === maxNewTokens ? 'length' : null;
+              const top = s.top ? { ids: s.top.ids.slice(i * k, (i + 1) * k), logprobs: s.top.logprobs.slice(i * k, (i + 1) * k) } : null;
+              onToken({ choice, token, logprob: s.logprobs[i]!, top, finish, stopReason: finish === 'stop' ? stopReason(token) : null });
+            }),
+        }
+      : {}),
   });
   return rows.map((_, j) => {
     const tokens = gen.tokens[j]!;
@@ -83,14 +127,15 @@ export async function sample(policy: Policy, tok: TextTokenizer, job: SampleJob,
       tokens,
       logprobs: gen.logprobs[j]!,
       finish,
-      stopReason: finish === 'stop' && last !== undefined && stops.has(last) && !eos.includes(last) ? last : null,
+      stopReason: finish === 'stop' && last !== undefined ? stopReason(last) : null,
+      top: gen.top?.[j] ?? null,
     };
   });
 }
 
 const topK = (k: number | null | undefined): number => (k == null || k < 0 ? 0 : k);
-const now = (): number => Math.floor(Date.now() / 1000);
-const requestId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
+export const now = (): number => Math.floor(Date.now() / 1000);
+export const requestId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
 
 /** The prompts of a completions request as token ids. */
 export function completionPrompts(r: CompletionRequest, tok: TextTokenizer): Int32Array[] {
@@ -115,6 +160,7 @@ export function completionJob(r: CompletionRequest, prompts: Int32Array[]): Samp
     firstRow: r.troupe_row_offset ?? 0,
     stopTokenIds: r.stop_token_ids ?? [],
     ignoreEos: r.ignore_eos ?? false,
+    topLogprobs: r.logprobs ?? 0,
   };
 }
 
@@ -126,7 +172,32 @@ export function tokenText(tok: TextTokenizer, id: number, asIds: boolean): strin
 /** The text of tokens [0, t) of a choice, special tokens dropped (what `text` carries). */
 export const choiceText = (tok: TextTokenizer, tokens: ArrayLike<number>): string => tok.decode(tokens, { specials: 'skip' });
 
-function completionLogprobs(tok: TextTokenizer, c: SampledChoice, asIds: boolean): NonNullable<CompletionChoice['logprobs']> {
+/** vLLM clamps -inf log-probs (a masked id among the alternatives) to this, JSON having no -Infinity. */
+const LOGPROB_FLOOR = -9999;
+const finiteLogprob = (lp: number): number => Math.max(lp, LOGPROB_FLOOR);
+
+/**
+ * vLLM's `top_logprobs` entry of one token: the sampled token first, then its k most likely
+ * alternatives `ids` (so k or k + 1 entries, as vLLM returns them), keyed by their text.
+ */
+export function completionTopLogprobs(tok: TextTokenizer, token: number, logprob: number, ids: ArrayLike<number>, logprobs: ArrayLike<number>, asIds: boolean): Record<string, number> {
+  const out: Record<string, number> = { [tokenText(tok, token, asIds)]: finiteLogprob(logprob) };
+  for (let j = 0; j < ids.length; j++) {
+    const id = ids[j]!;
+    if (id < 0 || id === token) continue;
+    const text = tokenText(tok, id, asIds);
+    // Two ids can read the same; the key keeps the likelier (the earlier, best first).
+    if (!(text in out)) out[text] = finiteLogprob(logprobs[j]!);
+  }
+  return out;
+}
+
+/** The k alternatives of token t of a choice whose alternatives are `top` (k per token). */
+export function alternativesAt(top: TopAlternatives, k: number, t: number): { ids: Int32Array; logprobs: Float32Array } {
+  return { ids: top.ids.subarray(t * k, (t + 1) * k), logprobs: top.logprobs.subarray(t * k, (t + 1) * k) };
+}
+
+function completionLogprobs(tok: TextTokenizer, c: SampledChoice, asIds: boolean, k: number): NonNullable<CompletionChoice['logprobs']> {
   const tokens = Array.from(c.tokens, (id) => tokenText(tok, id, asIds));
   const text_offset: number[] = [];
   let at = 0;
@@ -134,7 +205,13 @@ function completionLogprobs(tok: TextTokenizer, c: SampledChoice, asIds: boolean
     text_offset.push(at);
     at += t.length;
   }
-  return { text_offset, token_logprobs: Array.from(c.logprobs), tokens, top_logprobs: tokens.map(() => null) };
+  const top = c.top;
+  const top_logprobs = Array.from(c.tokens, (id, t) => {
+    if (!top || k === 0) return null;
+    const alt = alternativesAt(top, k, t);
+    return completionTopLogprobs(tok, id, c.logprobs[t]!, alt.ids, alt.logprobs, asIds);
+  });
+  return { text_offset, token_logprobs: Array.from(c.logprobs), tokens, top_logprobs };
 }
 
 /**
@@ -158,7 +235,7 @@ export function completionResponse(r: CompletionRequest, tok: TextTokenizer, pro
     choices: choices.map((c, index) => ({
       index,
       text: choiceText(tok, c.tokens),
-      logprobs: r.logprobs != null ? completionLogprobs(tok, c, r.return_tokens_as_token_ids ?? false) : null,
+      logprobs: r.logprobs != null ? completionLogprobs(tok, c, r.return_tokens_as_token_ids ?? false, r.logprobs) : null,
       finish_reason: c.finish,
       stop_reason: c.stopReason,
       ...(r.return_token_ids ? { token_ids: Array.from(c.tokens), prompt_token_ids: Array.from(prompts[c.prompt]!) } : {}),
@@ -189,16 +266,26 @@ export function chatJob(r: ChatCompletionRequest, prompt: Int32Array): SampleJob
     firstRow: 0,
     stopTokenIds: r.stop_token_ids ?? [],
     ignoreEos: r.ignore_eos ?? false,
+    topLogprobs: r.logprobs ? (r.top_logprobs ?? 0) : 0,
   };
 }
 
-/** OpenAI's per-token log-prob entry (UTF-8 bytes of the token's text). */
-export function chatTokenLogprob(tok: TextTokenizer, id: number, logprob: number) {
+const chatAlternative = (tok: TextTokenizer, id: number, logprob: number) => {
   const token = tok.decode([id]);
-  return { token, logprob, bytes: [...Buffer.from(token, 'utf8')], top_logprobs: [] };
+  return { token, logprob: finiteLogprob(logprob), bytes: [...Buffer.from(token, 'utf8')] };
+};
+
+/**
+ * OpenAI's per-token log-prob entry (UTF-8 bytes of the token's text), with `top_logprobs` the k
+ * most likely tokens at that position, best first (OpenAI's: they need not include the sampled one).
+ */
+export function chatTokenLogprob(tok: TextTokenizer, id: number, logprob: number, alternatives: { ids: ArrayLike<number>; logprobs: ArrayLike<number> } | null = null) {
+  const top = alternatives ? Array.from({ length: alternatives.ids.length }, (_, j) => j).filter((j) => alternatives.ids[j]! >= 0) : [];
+  return { ...chatAlternative(tok, id, logprob), top_logprobs: top.map((j) => chatAlternative(tok, alternatives!.ids[j]!, alternatives!.logprobs[j]!)) };
 }
 
 export function chatResponse(r: ChatCompletionRequest, tok: TextTokenizer, prompt: Int32Array, choices: readonly SampledChoice[]): ChatCompletionResponse {
+  const k = r.logprobs ? (r.top_logprobs ?? 0) : 0;
   const completionTokens = choices.reduce((a, c) => a + c.tokens.length, 0);
   return {
     id: requestId('chatcmpl'),
@@ -208,7 +295,7 @@ export function chatResponse(r: ChatCompletionRequest, tok: TextTokenizer, promp
     choices: choices.map((c, index) => ({
       index,
       message: { role: 'assistant', content: choiceText(tok, c.tokens) },
-      logprobs: r.logprobs ? { content: Array.from(c.tokens, (id, t) => chatTokenLogprob(tok, id, c.logprobs[t]!)) } : null,
+      logprobs: r.logprobs ? { content: Array.from(c.tokens, (id, t) => chatTokenLogprob(tok, id, c.logprobs[t]!, c.top && k > 0 ? alternativesAt(c.top, k, t) : null)) } : null,
       finish_reason: c.finish,
       stop_reason: c.stopReason,
       ...(r.return_token_ids ? { token_ids: Array.from(c.tokens) } : {}),
@@ -250,6 +337,7 @@ export function sglangJob(r: SglangGenerateRequest): SampleJob & { model: string
     firstRow: r.troupe_row_offset ?? 0,
     stopTokenIds: s.stop_token_ids ?? [],
     ignoreEos: s.ignore_eos ?? false,
+    topLogprobs: 0,
     model: paths[0] ?? null,
   };
 }

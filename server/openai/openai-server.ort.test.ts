@@ -263,3 +263,93 @@ test('concurrent requests are joined into fewer engine calls and sample what eac
     }),
   );
 });
+
+test('streams send each token as it is generated: chunks reach the openai client before the engine call ends', async () => {
+  const prompts = [Array.from(tok().encode('live')), Array.from(tok().encode('stream'))];
+  const body = { model: 'tool-lora', prompt: prompts, n: 2, max_tokens: 120, seed: 21, logprobs: 0, ignore_eos: true };
+  const whole = completionResponseSchema.parse(await post('/completions', body));
+  const calls = models.batching.calls;
+  const start = performance.now();
+  let first = 0;
+  let duringGeneration = 0;
+  let chunks = 0;
+  const texts = ['', '', '', ''];
+  const stream = await client.completions.create({ ...body, stream: true } as OpenAI.CompletionCreateParamsStreaming);
+  for await (const chunk of stream) {
+    if (chunks++ === 0) first = performance.now() - start;
+    // The batching generator counts an engine call when it has returned.
+    if (models.batching.calls === calls) duringGeneration++;
+    for (const c of chunk.choices) texts[c.index] += c.text;
+  }
+  const total = performance.now() - start;
+  assert.equal(chunks, 4 * 120);
+  assert.deepEqual(
+    texts,
+    whole.choices.map((c) => c.text),
+  );
+  assert.ok(duringGeneration > 0, `all ${chunks} chunks arrived after the engine call ended`);
+  // Ratios only: the machine may be loaded. Seen: first chunk at a few % of the total.
+  assert.ok(first < total / 2, `first chunk after ${first.toFixed(0)} ms of ${total.toFixed(0)} ms`);
+  console.log(`# stream of 4 x 120 tokens: first chunk ${first.toFixed(0)} ms, last ${total.toFixed(0)} ms, ${duringGeneration} of ${chunks} chunks while the engine call ran`);
+
+  const chatCalls = models.batching.calls;
+  let chatDuring = 0;
+  let content = '';
+  const chat = await client.chat.completions.create({ model: 'base', messages: [{ role: 'user', content: 'hi' }], max_tokens: 80, seed: 2, stream: true, ignore_eos: true } as OpenAI.ChatCompletionCreateParamsStreaming);
+  for await (const chunk of chat) {
+    if (models.batching.calls === chatCalls && chunk.choices[0]?.delta.content !== undefined) chatDuring++;
+    content += chunk.choices[0]?.delta.content ?? '';
+  }
+  assert.ok(chatDuring > 0, 'chat chunks arrive while the engine call runs');
+  const unstreamed = await client.chat.completions.create({ model: 'base', messages: [{ role: 'user', content: 'hi' }], max_tokens: 80, seed: 2, ignore_eos: true } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+  assert.equal(content, unstreamed.choices[0]!.message.content);
+});
+
+test('logprobs > 0: completions top_logprobs (the sampled token, then the k best) and chat top_logprobs (the k best) equal the score graph', async () => {
+  const k = 3;
+  const prompt = tok().encodePrompt([{ role: 'user', text: 'go left' }]);
+  const body = { model: 'plan-lora', prompt: Array.from(prompt), max_tokens: 6, seed: 8, temperature: 0.7, logprobs: k, return_token_ids: true, return_tokens_as_token_ids: true };
+  const r = completionResponseSchema.parse(await post('/completions', body));
+  const c = r.choices[0]!;
+  const policy = await policyOf('plan-lora');
+  const tops = c.logprobs!.top_logprobs!;
+  assert.equal(tops.length, c.token_ids!.length);
+  for (const [t, top] of tops.entries()) {
+    const entries = Object.entries(top!).map(([key, lp]) => ({ id: Number(/^token_id:(\d+)$/.exec(key)![1]), lp }));
+    assert.equal(entries[0]!.id, c.token_ids![t], 'the sampled token comes first');
+    assert.equal(entries[0]!.lp, c.logprobs!.token_logprobs[t]);
+    assert.ok(entries.length === k || entries.length === k + 1, `${entries.length} entries`);
+    const prefix = [...prompt, ...c.token_ids!.slice(0, t)];
+    const scored = await policy.score(
+      entries.map((e) => ({ tokens: Int32Array.from([...prefix, e.id]), promptLength: prefix.length })),
+      0.7,
+    );
+    entries.forEach((e, j) => assert.ok(Math.abs(e.lp - scored[j]![0]!) < 1e-5, `token ${t} alternative ${e.id}: ${e.lp} vs ${scored[j]![0]}`));
+    // The k best: no other id scores above the least of them.
+    const all = await policy.score(
+      Array.from({ length: policy.config.vocabSize }, (_, id) => ({ tokens: Int32Array.from([...prefix, id]), promptLength: prefix.length })),
+      0.7,
+    );
+    const best = all.map((s, id) => ({ id, lp: s[0]! })).sort((a, b) => b.lp - a.lp || a.id - b.id).slice(0, k);
+    for (const b of best) assert.ok(entries.some((e) => e.id === b.id), `token ${t}: id ${b.id} is among the ${k} best`);
+  }
+  // Streamed, each chunk carries its token's entry.
+  const streamed: Array<Record<string, number> | null> = [];
+  for await (const chunk of await client.completions.create({ ...body, stream: true } as OpenAI.CompletionCreateParamsStreaming)) {
+    for (const ch of chunk.choices) streamed.push(...((ch.logprobs?.top_logprobs ?? []) as Array<Record<string, number> | null>));
+  }
+  assert.deepEqual(streamed, tops);
+
+  const messages = [{ role: 'user' as const, content: 'Where next?' }];
+  const chat = await client.chat.completions.create({ model: 'plan-lora', messages, max_tokens: 5, seed: 4, temperature: 0.7, logprobs: true, top_logprobs: k });
+  const own = await policy.generate([tok().encodePrompt([{ role: 'user', text: 'Where next?' }])], { maxNewTokens: 5, sampling: { temperature: 0.7, topP: 1, topK: 0 }, seed: 4, stopTokens: tok().stopTokenIds, padToken: tok().padTokenId, rollout: true, topLogprobs: k });
+  chat.choices[0]!.logprobs!.content!.forEach((entry, t) => {
+    assert.equal(entry.top_logprobs.length, k);
+    entry.top_logprobs.forEach((alt, j) => {
+      assert.equal(alt.token, tok().decode([own.top![0]!.ids[t * k + j]!]));
+      assert.equal(alt.logprob, own.top![0]!.logprobs[t * k + j]);
+    });
+    for (let j = 1; j < k; j++) assert.ok(entry.top_logprobs[j - 1]!.logprob >= entry.top_logprobs[j]!.logprob);
+  });
+  await assert.rejects(client.chat.completions.create({ model: 'base', messages, top_logprobs: 2 }), (e: unknown) => e instanceof OpenAI.BadRequestError && (e.error as { param?: string }).param === 'top_logprobs');
+});

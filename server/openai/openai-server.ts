@@ -11,8 +11,7 @@
  * with the field named and no value quoted.
  *
  * Streaming (`stream: true`) answers server-sent events in OpenAI's chunk format, one chunk per
- * token, ending with `data: [DONE]`. The engine generates a request in one call, so the chunks
- * are sent once it has finished, not as each token is sampled.
+ * token as the engine samples it, ending with `data: [DONE]` (`streaming.ts`).
  */
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -33,8 +32,6 @@ import {
   chatJob,
   chatPrompt,
   chatResponse,
-  chatTokenLogprob,
-  choiceText,
   completionJob,
   completionPrompts,
   completionResponse,
@@ -44,10 +41,9 @@ import {
   SGLANG_DEFAULT_MAX_NEW_TOKENS,
   sglangJob,
   sglangOutputs,
-  tokenText,
-  type SampledChoice,
 } from './completions.ts';
 import { ModelRequestError, UnknownModelError, type ServedModels } from './served-models.ts';
+import { streamChat, streamCompletion } from './streaming.ts';
 
 /** Default bound on a request body: 4096 prompts of ~1000 token ids fit. */
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -184,22 +180,25 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
       checkSupported(r);
       const prompts = completionPrompts(r, tok);
       const job = completionJob(r, prompts);
+      if (r.stream) {
+        return models.use(r.model, async (policy) => {
+          const promptLps = r.prompt_logprobs != null ? await Promise.all(prompts.map((p) => promptLogprobs(policy, tok, p, job.temperature))) : null;
+          await streamCompletion(res, r, tok, prompts, job.n, promptLps, (onToken) => sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS, models.batching, onToken));
+        });
+      }
       const { choices, promptLps } = await models.use(r.model, async (policy) => ({
         choices: await sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS, models.batching),
         promptLps: r.prompt_logprobs != null ? await Promise.all(prompts.map((p) => promptLogprobs(policy, tok, p, job.temperature))) : null,
       }));
-      const body = completionResponse(r, tok, prompts, choices, promptLps);
-      if (!r.stream) return sendJson(res, 200, body);
-      return streamCompletion(res, r, body, choices, tok);
+      return sendJson(res, 200, completionResponse(r, tok, prompts, choices, promptLps));
     }
     case 'POST /v1/chat/completions': {
       const r = parse(chatCompletionRequestSchema, await readJson(req, limit));
       checkSupported(r);
       const prompt = chatPrompt(r, tok);
+      if (r.stream) return models.use(r.model, (policy) => streamChat(res, r, tok, prompt, (onToken) => sample(policy, tok, chatJob(r, prompt), 'rest', models.batching, onToken)));
       const choices = await models.use(r.model, (policy) => sample(policy, tok, chatJob(r, prompt), 'rest', models.batching));
-      const body = chatResponse(r, tok, prompt, choices);
-      if (!r.stream) return sendJson(res, 200, body);
-      return streamChat(res, r, body, choices, tok);
+      return sendJson(res, 200, chatResponse(r, tok, prompt, choices));
     }
     case 'POST /generate': {
       const r = parse(sglangGenerateRequestSchema, await readJson(req, limit));
@@ -250,76 +249,4 @@ function sendError(res: ServerResponse, e: HttpError): void {
     return;
   }
   sendJson(res, e.status, { error: { message: e.message, type: errorTypes[e.status] ?? 'Error', param: e.param, code: e.status } });
-}
-
-function startStream(res: ServerResponse): (data: unknown) => void {
-  res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
-  return (data) => void res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
-}
-
-/** The text each token adds to a choice: decoded prefixes, so multi-token characters come out whole. */
-function textDeltas(tok: ServedModels['tokenizer'], tokens: Int32Array): string[] {
-  const out: string[] = [];
-  let before = '';
-  for (let t = 1; t <= tokens.length; t++) {
-    const text = choiceText(tok, tokens.subarray(0, t));
-    out.push(text.startsWith(before) ? text.slice(before.length) : text);
-    before = text;
-  }
-  return out;
-}
-
-function streamCompletion(res: ServerResponse, r: CompletionRequest, body: ReturnType<typeof completionResponse>, choices: readonly SampledChoice[], tok: ServedModels['tokenizer']): void {
-  const send = startStream(res);
-  const head = { id: body.id, object: 'text_completion', created: body.created, model: body.model };
-  choices.forEach((c, index) => {
-    const deltas = textDeltas(tok, c.tokens);
-    deltas.forEach((text, t) => {
-      const id = c.tokens[t]!;
-      const last = t === deltas.length - 1;
-      send({
-        ...head,
-        choices: [
-          {
-            index,
-            text,
-            logprobs: r.logprobs != null ? { text_offset: [0], token_logprobs: [c.logprobs[t]!], tokens: [tokenText(tok, id, r.return_tokens_as_token_ids ?? false)], top_logprobs: [null] } : null,
-            finish_reason: last ? c.finish : null,
-            stop_reason: last ? c.stopReason : null,
-            ...(r.return_token_ids ? { token_ids: [id], ...(t === 0 ? { prompt_token_ids: body.choices[index]!.prompt_token_ids } : {}) } : {}),
-          },
-        ],
-      });
-    });
-  });
-  if (r.stream_options?.include_usage) send({ ...head, choices: [], usage: body.usage });
-  send('[DONE]');
-  res.end();
-}
-
-function streamChat(res: ServerResponse, r: ChatCompletionRequest, body: ReturnType<typeof chatResponse>, choices: readonly SampledChoice[], tok: ServedModels['tokenizer']): void {
-  const send = startStream(res);
-  const head = { id: body.id, object: 'chat.completion.chunk', created: body.created, model: body.model };
-  choices.forEach((c, index) => {
-    send({ ...head, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
-    const deltas = textDeltas(tok, c.tokens);
-    deltas.forEach((content, t) => {
-      const last = t === deltas.length - 1;
-      send({
-        ...head,
-        choices: [
-          {
-            index,
-            delta: { content },
-            logprobs: r.logprobs ? { content: [chatTokenLogprob(tok, c.tokens[t]!, c.logprobs[t]!)] } : null,
-            finish_reason: last ? c.finish : null,
-            ...(r.return_token_ids ? { token_ids: [c.tokens[t]!] } : {}),
-          },
-        ],
-      });
-    });
-  });
-  if (r.stream_options?.include_usage) send({ ...head, choices: [], usage: body.usage });
-  send('[DONE]');
-  res.end();
 }

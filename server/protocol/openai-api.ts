@@ -64,7 +64,7 @@ export const completionRequestSchema = z.object({
   /** Text, texts, token ids, or one token-id list per prompt. */
   prompt: z.union([text, z.array(text).min(1).max(MAX_PROMPTS_PER_REQUEST), tokenIds, z.array(tokenIds).min(1).max(MAX_PROMPTS_PER_REQUEST)]),
   ...samplingFields,
-  /** Log-probs of each sampled token; the number is how many alternatives to add (Troupe: 0 only). */
+  /** Log-probs of each sampled token; the number is how many alternatives to add per token (`logprobs.top_logprobs`: the sampled token, then the k most likely). */
   logprobs: z.int().min(0).max(20).nullish(),
   /** vLLM: log-probs of the prompt's tokens (the first is null); the number of alternatives (0 only). */
   prompt_logprobs: z.int().min(0).max(20).nullish(),
@@ -99,7 +99,7 @@ export const chatCompletionRequestSchema = z.object({
   max_completion_tokens: z.int().min(1).max(MAX_NEW_TOKENS).nullish(),
   /** Log-probs of each sampled token in `choices[].logprobs.content`. */
   logprobs: z.boolean().nullish(),
-  /** Alternatives per token (Troupe: 0 only). */
+  /** Alternatives per token in `logprobs.content[].top_logprobs` (the k most likely); needs `logprobs: true`. */
   top_logprobs: z.int().min(0).max(20).nullish(),
   return_token_ids: z.boolean().nullish(),
   tools: z.array(z.unknown()).nullish(),
@@ -121,13 +121,12 @@ export function unsupportedCompletionFields(r: CompletionRequest | ChatCompletio
   if (r.logit_bias && Object.keys(r.logit_bias).length > 0) add('logit_bias', 'logit_bias is not supported');
   if (r.min_p) add('min_p', 'min_p is not supported; leave it 0');
   if ('prompt' in r) {
-    if (r.logprobs) add('logprobs', 'only 0 is supported: the sampled token\'s log-prob, no alternatives');
     if (r.prompt_logprobs) add('prompt_logprobs', 'only 0 is supported: each prompt token\'s log-prob, no alternatives');
     if (r.echo) add('echo', 'echo is not supported');
     if (r.best_of != null && r.best_of !== r.n) add('best_of', 'best_of is not supported');
     if (r.suffix) add('suffix', 'suffix is not supported');
   } else {
-    if (r.top_logprobs) add('top_logprobs', 'only 0 is supported: the sampled token\'s log-prob, no alternatives');
+    if (r.top_logprobs && !r.logprobs) add('top_logprobs', 'needs logprobs: true');
     if (r.tools && r.tools.length > 0) add('tools', 'tool calls are not supported');
   }
   return out;
