@@ -13,6 +13,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 export const webviewEntries = {
   dashboard: 'webview/src/dashboard/main.ts',
   inspector: 'webview/src/inspector/main.ts',
+  compare: 'webview/src/compare/main.ts',
 };
 
 /**

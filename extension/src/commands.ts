@@ -30,7 +30,7 @@ import {
 } from './run-format.ts';
 import type { RunsModel } from './runs-model.ts';
 import type { RunsNode, RunsTree } from './runs-tree.ts';
-import { pickConfigFile, pickRun, pickSameTask, pickTrajectory, pickTrajectoryOfRun } from './quick-picks.ts';
+import { pickConfigFile, pickRun, pickRuns, pickSameTask, pickTrajectory, pickTrajectoryOfRun } from './quick-picks.ts';
 import type { ServerConnection } from './server-connection.ts';
 import { normalizeServerUrl } from './server-discovery.ts';
 import type { ServerProcess } from './server-process.ts';
@@ -45,6 +45,8 @@ export interface CommandContext {
   readonly trajectories: TrajectoryFeatures;
   readonly showDashboard: (runId: string) => void;
   readonly showInspector: (trajectoryId: number) => void;
+  /** Opens the run comparison on these runs (in this order). */
+  readonly showComparison: (runIds: readonly string[]) => void;
 }
 
 /** An error as the notification shows it (the output channel keeps the whole text). */
@@ -142,6 +144,23 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     await connected();
     const runId = runIdOf(arg) ?? c.runs.activeRun()?.summary.id ?? (await pickRun(c.runs, { title: 'Open Dashboard' }))?.summary.id;
     if (runId !== undefined) c.showDashboard(runId);
+  };
+
+  /**
+   * Compare Runs: on the rows selected in the Runs view (VS Code passes the clicked row and the
+   * selection), or from the palette on the view's selection; with fewer than two runs so given, a
+   * picker with checkboxes asks (the given one checked).
+   */
+  const compareRuns = async (arg: unknown, selection: unknown) => {
+    await connected();
+    const fromTree = Array.isArray(selection) && selection.length > 0 ? selection : arg !== undefined ? [arg] : c.tree.view.visible ? [...c.tree.view.selection] : [];
+    let runIds = [...new Set(fromTree.map(runIdOf).filter((id): id is string => id !== undefined))];
+    if (runIds.length < 2) {
+      const picked = await pickRuns(c.runs, { title: 'Compare Runs', selected: runIds });
+      if (picked === undefined || picked.length === 0) return;
+      runIds = picked;
+    }
+    c.showComparison(runIds);
   };
 
   const openTrajectory = async (arg: unknown) => {
@@ -398,6 +417,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     runAction('resume', 'Resume', 'run/resume', 'resuming'),
     runAction('stop', 'Stop', 'run/stop', 'stopping at the next step boundary:'),
     command(commandIds.openDashboard, 'Open Dashboard', openDashboard),
+    command(commandIds.compareRuns, 'Compare Runs', compareRuns),
     command(commandIds.openTrajectory, 'Open Trajectory', openTrajectory),
     command(commandIds.compareTrajectories, 'Compare Trajectories', compareTrajectories),
     command(commandIds.exportAdapters, 'Export Adapters', exportAdapters),

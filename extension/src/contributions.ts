@@ -23,6 +23,7 @@ export const commandIds = {
   rerun: 'troupe.rerun',
   renameRun: 'troupe.renameRun',
   deleteRun: 'troupe.deleteRun',
+  compareRuns: 'troupe.compareRuns',
 } as const;
 
 /**

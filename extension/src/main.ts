@@ -4,7 +4,7 @@
  *   ServerProcess (find/start troupe serve) ──▶ ServerConnection (ws + RpcClient, reconnects)
  *        ServerConnection ──▶ RunsModel ──▶ RunsTree, RunStatusBar
  *                         ──▶ ConfigLanguageClient (LSP over its own socket)
- *                         ──▶ dashboard, inspector, trajectory documents (features take ServerClient)
+ *                         ──▶ dashboard, inspector, run comparison, trajectory documents (features take ServerClient)
  *   commands act on all of the above.
  */
 import * as vscode from 'vscode';
@@ -12,6 +12,7 @@ import { registerCommands } from './commands.ts';
 import { ConfigLanguageClient } from './config-language-client.ts';
 import { ConfigSchemaProvider } from './config-schema-provider.ts';
 import { configSchemaScheme, serverOutputChannelName } from './contributions.ts';
+import { ComparePanel, registerCompareSerializer } from './panels/compare-panel.ts';
 import { DashboardPanel, registerDashboardSerializer } from './panels/dashboard-panel.ts';
 import { InspectorPanel, registerInspectorSerializer } from './panels/inspector-panel.ts';
 import { forwardRunLogs } from './run-log.ts';
@@ -40,6 +41,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const trajectories = registerTrajectoryFeatures(context, server);
   registerDashboardSerializer(context, server);
   registerInspectorSerializer(context, server);
+  const labelOf = (runId: string) => runs.labelOf(runId);
+  registerCompareSerializer(context, server, labelOf);
 
   context.subscriptions.push(
     serverProcess,
@@ -61,6 +64,7 @@ export function activate(context: vscode.ExtensionContext): void {
       trajectories,
       showDashboard: (runId) => DashboardPanel.show(context, server, runId),
       showInspector: (trajectoryId) => InspectorPanel.show(context, server, trajectoryId, { beside: true, reuse: true }),
+      showComparison: (runIds) => ComparePanel.show(context, server, runIds, labelOf),
     }),
     // Last: VS Code disposes subscriptions in order, and the ones above log while they stop (an
     // appendLine on a disposed channel throws, which stopped ServerProcess before it ended the server).

@@ -54,6 +54,19 @@ export async function pickRun(runs: RunsModel, o: { readonly title: string; read
   return pick(items, { title: o.title, placeHolder: 'Run', matchOnDetail: true });
 }
 
+/** Several runs (checkboxes), those in `selected` checked; undefined when cancelled. */
+export async function pickRuns(runs: RunsModel, o: { readonly title: string; readonly selected?: readonly string[] }): Promise<string[] | undefined> {
+  if (runs.runs.length === 0) {
+    void vscode.window.showInformationMessage(`Troupe: ${o.title}: there are no runs.`);
+    return undefined;
+  }
+  const items = runs.runs.map(
+    (r): Item<string> => ({ label: `$(${runIcon(r)}) ${runs.labelOf(r.summary.id)}`, description: describeRun(r), detail: r.summary.id, value: r.summary.id, picked: o.selected?.includes(r.summary.id) ?? false }),
+  );
+  const chosen = await vscode.window.showQuickPick(items, { title: o.title, placeHolder: 'Runs to overlay (check two or more)', canPickMany: true, matchOnDescription: true, matchOnDetail: true });
+  return chosen?.map((i) => i.value);
+}
+
 /** A committed step of a run, newest first. */
 export async function pickStep(client: RpcClient, runId: string, title: string): Promise<StepSummary | undefined> {
   const items = client.request('steps/list', { runId, limit: 10_000 }).then(({ steps }) => {

@@ -3,8 +3,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
+  compareStateSchema,
+  compareToHostSchema,
   dashboardStateSchema,
   dashboardToHostSchema,
+  hostToCompareSchema,
   hostToDashboardSchema,
   hostToInspectorSchema,
   inspectorStateSchema,
@@ -115,4 +118,22 @@ test('saved webview states parse with defaults; junk does not', () => {
   assert.ok(!dashboardStateSchema.safeParse(undefined).success);
   assert.ok(!dashboardStateSchema.safeParse({ runId: '' }).success);
   assert.ok(!inspectorStateSchema.safeParse({ trajectoryId: 3, shading: 'rainbow' }).success);
+});
+
+test('run comparison messages and state parse; a bad one is refused naming the field', () => {
+  const good = [
+    { type: 'init', runs: [{ runId: 'r1', label: 'tiny · 15:40', run, series: [{ name: 'entropy', agentId: 'plan', points: [{ step: 0, value: 2 }] }] }, { runId: 'r2', label: 'tiny · 15:52', run: null, series: [], error: 'run not found' }] },
+    { type: 'progress', runId: 'r1', step: 4, metrics: [{ name: 'entropy', value: 1.2, agentId: 'plan' }] },
+    { type: 'state', run, label: 'tiny · 15:40' },
+    { type: 'connection', connected: true },
+  ];
+  for (const m of good) {
+    const r = parseMessage(hostToCompareSchema, m, 'host → compare');
+    assert.ok(r.ok, r.ok ? '' : r.error);
+  }
+  const bad = parseMessage(hostToCompareSchema, { type: 'init', runs: [] }, 'host → compare');
+  assert.ok(!bad.ok && /runs/.test(bad.error), bad.ok ? '' : bad.error);
+  assert.ok(parseMessage(compareToHostSchema, { type: 'ready' }, 'compare → host').ok);
+  assert.deepEqual(compareStateSchema.parse({ runIds: ['r1', 'r2'] }), { runIds: ['r1', 'r2'], smoothing: 0.6 });
+  assert.ok(!compareStateSchema.safeParse({ runIds: ['r1'], smoothing: 1 }).success, 'a weight of 1 would flatten every line');
 });

@@ -1,5 +1,6 @@
 /**
- * Every message between the extension host and the two webviews (dashboard, trajectory inspector),
+ * Every message between the extension host and the webviews (dashboard, trajectory inspector, run
+ * comparison),
  * both directions, declared once as zod schemas; the types are `z.infer` of them. Both ends parse
  * what they receive (`parseMessage`): the host parses what a webview posts, a webview parses what
  * the host posts. A message that does not parse is logged with what was wrong and dropped, never
@@ -106,6 +107,40 @@ export const inspectorToHostSchema = z.discriminatedUnion('type', [
   logMessage,
 ]);
 export type InspectorToHost = z.infer<typeof inspectorToHostSchema>;
+
+// ---- Run comparison -----------------------------------------------------------------------------
+
+/** What the comparison remembers across hide/show and reloads: which runs, how smooth (never the data). */
+export const compareStateSchema = z.object({
+  runIds: z.array(idSchema).min(1).max(50),
+  /** The EMA weight of the smoothed lines, 0 (raw) to 0.99. */
+  smoothing: z.number().min(0).max(0.99).default(0.6),
+});
+export type CompareState = z.infer<typeof compareStateSchema>;
+
+/** One run of the comparison with its history; `series` is empty when it could not be read (`error` says why). */
+const comparedRunSchema = z.object({
+  runId: idSchema,
+  label: z.string(),
+  run: runSummarySchema.nullable(),
+  series: z.array(metricSeriesSchema),
+  error: z.string().optional(),
+});
+
+export const hostToCompareSchema = z.discriminatedUnion('type', [
+  /** The runs and their whole histories, in the order picked; replaces anything the view holds. */
+  message('init', { runs: z.array(comparedRunSchema).min(1).max(50) }),
+  /** A step one of the runs committed. */
+  message('progress', { runId: idSchema, step: z.int().nonnegative(), metrics: runDidProgressSchema.shape.metrics }),
+  /** A run's state or name changed. */
+  message('state', { run: runSummarySchema, label: z.string() }),
+  connectionMessage,
+  errorMessage,
+]);
+export type HostToCompare = z.infer<typeof hostToCompareSchema>;
+
+export const compareToHostSchema = z.discriminatedUnion('type', [readyMessage, logMessage]);
+export type CompareToHost = z.infer<typeof compareToHostSchema>;
 
 // ---- Parsing ------------------------------------------------------------------------------------
 

@@ -26,8 +26,8 @@ export function webviewOptions(context: vscode.ExtensionContext): vscode.Webview
   };
 }
 
-/** Sets the panel's options and its HTML for one bundle (`dashboard` or `inspector`), with a fresh nonce. */
-export function loadBundle(panel: vscode.WebviewPanel, context: vscode.ExtensionContext, bundle: 'dashboard' | 'inspector', title: string): void {
+/** Sets the panel's options and its HTML for one bundle (`dashboard`, `inspector` or `compare`), with a fresh nonce. */
+export function loadBundle(panel: vscode.WebviewPanel, context: vscode.ExtensionContext, bundle: 'dashboard' | 'inspector' | 'compare', title: string): void {
   const webview = panel.webview;
   webview.options = webviewOptions(context);
   const root = bundleRoot(context);

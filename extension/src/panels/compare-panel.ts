@@ -1,0 +1,168 @@
+/**
+ * The run comparison panel: several runs' metrics overlaid, a chart per metric with a line per run
+ * (webview/src/compare). One panel; comparing another set of runs replaces its runs. On `ready` it
+ * loads each run's summary and history (`run/get`, `metrics/query`; a run that cannot be read is
+ * shown as such, the others still are), then forwards the runs' committed steps and state changes.
+ * Panels come back after a reload through the serializer, from the webview state (run ids).
+ */
+import * as vscode from 'vscode';
+import type { Disposable as RpcDisposable, RpcClient } from '../../../server/protocol/rpc-client.ts';
+import { runSummarySchema } from '../../../server/protocol/trajectory.ts';
+import { compareStateSchema, compareToHostSchema, type CompareToHost, type HostToCompare } from '../../../webview/src/messages.ts';
+import type { ServerClient } from '../server-client.ts';
+import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, webviewOptions } from './panel-support.ts';
+
+/** The webview panel type; activation (`onWebviewPanel:troupe.compare`) must name it. */
+export const COMPARE_VIEW_TYPE = 'troupe.compare';
+
+/** The most runs one comparison overlays (the message schema's bound; the palette has 6 colours). */
+export const COMPARE_MAX_RUNS = 50;
+
+/** How the Runs view labels a run (names repeat across runs of one config). */
+export type RunLabeller = (runId: string) => string;
+
+type Progress = Extract<HostToCompare, { type: 'progress' }>;
+
+export class ComparePanel {
+  static #current: ComparePanel | undefined;
+
+  /** Compares `runIds` (in this order), in the open comparison if there is one. */
+  static show(context: vscode.ExtensionContext, server: ServerClient, runIds: readonly string[], labelOf: RunLabeller): void {
+    const ids = [...new Set(runIds)].slice(0, COMPARE_MAX_RUNS);
+    const open = ComparePanel.#current;
+    if (open) {
+      open.#setRuns(ids);
+      open.panel.reveal();
+      return;
+    }
+    const panel = vscode.window.createWebviewPanel(COMPARE_VIEW_TYPE, titleOf(ids), vscode.ViewColumn.Active, webviewOptions(context));
+    new ComparePanel(context, server, ids, panel, labelOf);
+  }
+
+  /** Adopts a panel VS Code restored after a reload. */
+  static restore(context: vscode.ExtensionContext, server: ServerClient, panel: vscode.WebviewPanel, runIds: readonly string[], labelOf: RunLabeller): void {
+    if (ComparePanel.#current) {
+      panel.dispose();
+      return;
+    }
+    new ComparePanel(context, server, runIds, panel, labelOf);
+  }
+
+  readonly #subscriptions: vscode.Disposable[] = [];
+  #notifications: RpcDisposable[] = [];
+  #runIds: readonly string[];
+  /** Steps that arrived while the histories were loading: sent after them. */
+  #pending: Progress[] | null = null;
+  #loadGeneration = 0;
+
+  private constructor(
+    context: vscode.ExtensionContext,
+    private readonly server: ServerClient,
+    runIds: readonly string[],
+    readonly panel: vscode.WebviewPanel,
+    private readonly labelOf: RunLabeller,
+  ) {
+    ComparePanel.#current = this;
+    this.#runIds = runIds;
+    loadBundle(panel, context, 'compare', 'Troupe: compare runs');
+    this.#subscriptions.push(
+      onWebviewMessage(panel, compareToHostSchema, 'compare → host', (m) => this.#onMessage(m)),
+      server.onDidChangeConnection((client) => {
+        this.#attach(client);
+        // Steps committed while disconnected: load everything again.
+        if (client) void this.#load();
+      }),
+      panel.onDidDispose(() => this.#dispose()),
+    );
+    this.#attach(server.client);
+  }
+
+  #post(m: HostToCompare): void {
+    if (this.panel.visible) void this.panel.webview.postMessage(m);
+  }
+
+  async #onMessage(m: CompareToHost): Promise<void> {
+    if (m.type === 'ready') await this.#load();
+    else logFromWebview('compare', m.level, m.message);
+  }
+
+  #setRuns(runIds: readonly string[]): void {
+    this.#runIds = runIds;
+    this.panel.title = titleOf(runIds);
+    void this.#load();
+  }
+
+  #attach(client: RpcClient | undefined): void {
+    for (const n of this.#notifications) n.dispose();
+    this.#notifications = [];
+    this.#post({ type: 'connection', connected: client !== undefined });
+    if (!client) return;
+    this.#notifications.push(
+      client.onNotification('run/didProgress', (p) => {
+        if (!this.#runIds.includes(p.runId)) return;
+        const progress: Progress = { type: 'progress', runId: p.runId, step: p.step, metrics: p.metrics };
+        if (this.#pending) this.#pending.push(progress);
+        else this.#post(progress);
+      }),
+      client.onNotification('run/didChangeState', (s) => {
+        if (this.#runIds.includes(s.runId)) this.#post({ type: 'state', run: s.run, label: this.labelOf(s.runId) });
+      }),
+    );
+  }
+
+  /** Sends every run with its history (`init`), then the steps that arrived meanwhile. */
+  async #load(): Promise<void> {
+    const generation = ++this.#loadGeneration;
+    this.#pending = [];
+    const client = this.server.client;
+    const runIds = this.#runIds;
+    const runs = await Promise.all(
+      runIds.map(async (runId) => {
+        const label = this.labelOf(runId);
+        if (!client) return { runId, label, run: null, series: [], error: 'the training server is not connected' };
+        try {
+          const [got, metrics] = await Promise.all([client.request('run/get', { runId }), client.request('metrics/query', { runId })]);
+          return { runId, label, run: runSummarySchema.parse(got.run), series: metrics.series };
+        } catch (e) {
+          panelLog().warn(`compare: loading run ${runId} failed: ${errorText(e)}`);
+          return { runId, label, run: null, series: [], error: errorText(e) };
+        }
+      }),
+    );
+    if (generation !== this.#loadGeneration) return;
+    const pending = this.#pending ?? [];
+    this.#pending = null;
+    if (runs.length === 0) return;
+    this.#post({ type: 'init', runs });
+    this.#post({ type: 'connection', connected: client !== undefined });
+    for (const p of pending) this.#post(p);
+  }
+
+  #dispose(): void {
+    if (ComparePanel.#current === this) ComparePanel.#current = undefined;
+    for (const n of this.#notifications) n.dispose();
+    for (const d of this.#subscriptions) d.dispose();
+    this.#loadGeneration++;
+  }
+}
+
+function titleOf(runIds: readonly string[]): string {
+  return `Troupe: compare ${runIds.length} runs`;
+}
+
+/** Restores the comparison after a reload (its webview state holds the run ids). Call once on activation. */
+export function registerCompareSerializer(context: vscode.ExtensionContext, server: ServerClient, labelOf: RunLabeller): void {
+  context.subscriptions.push(
+    vscode.window.registerWebviewPanelSerializer(COMPARE_VIEW_TYPE, {
+      async deserializeWebviewPanel(panel: vscode.WebviewPanel, state: unknown) {
+        const parsed = compareStateSchema.safeParse(state);
+        if (!parsed.success) {
+          panelLog().warn(`compare: cannot restore a panel without run ids in its state (${JSON.stringify(state)?.slice(0, 200)})`);
+          panel.dispose();
+          return;
+        }
+        ComparePanel.restore(context, server, panel, parsed.data.runIds, labelOf);
+      },
+    }),
+  );
+}
