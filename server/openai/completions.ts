@@ -337,7 +337,7 @@ export function sglangJob(r: SglangGenerateRequest): SampleJob & { model: string
     firstRow: r.troupe_row_offset ?? 0,
     stopTokenIds: s.stop_token_ids ?? [],
     ignoreEos: s.ignore_eos ?? false,
-    topLogprobs: 0,
+    topLogprobs: r.return_logprob ? (r.top_logprobs_num ?? 0) : 0,
     model: paths[0] ?? null,
   };
 }
@@ -359,6 +359,14 @@ export function sglangOutputs(r: SglangGenerateRequest, tok: TextTokenizer, job:
       prompt_tokens: job.prompts[c.prompt]!.length,
       completion_tokens: c.tokens.length,
       ...(r.return_logprob ? { output_token_logprobs: Array.from(c.tokens, (id, t): [number, number, null] => [c.logprobs[t]!, id, null]) } : {}),
+      ...(r.return_logprob && job.topLogprobs > 0 && c.top
+        ? {
+            output_top_logprobs: Array.from(c.tokens, (_, t) => {
+              const alt = alternativesAt(c.top!, job.topLogprobs, t);
+              return Array.from(alt.ids, (id, j): [number, number, null] => [finiteLogprob(alt.logprobs[j]!), id, null]).filter((e) => e[1] >= 0);
+            }),
+          }
+        : {}),
     },
   }));
 }

@@ -225,22 +225,27 @@ test("SGLang's /generate: a batch answers one output per row, parallel samples o
   const res = await fetch(`${server.url.replace(/\/v1$/, '')}/generate`, {
     method: 'POST',
     headers: { authorization: `Bearer ${KEY}` },
-    body: JSON.stringify({ input_ids: prompts, sampling_params: { n: 2, max_new_tokens: 4, sampling_seed: 11 }, return_logprob: true, lora_path: 'tool-lora' }),
+    body: JSON.stringify({ input_ids: prompts, sampling_params: { n: 2, max_new_tokens: 4, sampling_seed: 11 }, return_logprob: true, top_logprobs_num: 2, lora_path: 'tool-lora' }),
   });
   assert.equal(res.status, 200);
-  const outs = (await res.json()) as Array<{ output_ids: number[]; meta_info: { prompt_tokens: number; output_token_logprobs: Array<[number, number, null]> } }>;
+  const outs = (await res.json()) as Array<{ output_ids: number[]; meta_info: { prompt_tokens: number; output_token_logprobs: Array<[number, number, null]>; output_top_logprobs: Array<Array<[number, number, null]>> } }>;
   assert.deepEqual(
     outs.map((o) => o.meta_info.prompt_tokens),
     [prompts[0]!.length, prompts[1]!.length, prompts[0]!.length, prompts[1]!.length],
   );
   const policy = await policyOf('tool-lora');
   const rows = [prompts[0]!, prompts[0]!, prompts[1]!, prompts[1]!].map((p) => Int32Array.from(p));
-  const own = await policy.generate(rows, { maxNewTokens: 4, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: 11, stopTokens: tok().stopTokenIds, padToken: tok().padTokenId, rollout: true });
+  const own = await policy.generate(rows, { maxNewTokens: 4, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: 11, stopTokens: tok().stopTokenIds, padToken: tok().padTokenId, rollout: true, topLogprobs: 2 });
   // Output j is prompt j mod 2's sample floor(j / 2): row (j mod 2)·2 + floor(j / 2).
   outs.forEach((o, j) => {
     const row = (j % 2) * 2 + Math.floor(j / 2);
     assert.deepEqual(o.output_ids, Array.from(own.tokens[row]!));
     assert.deepEqual(o.meta_info.output_token_logprobs.map((e) => e[1]), o.output_ids);
+    // top_logprobs_num: SGLang's [logprob, id, text] triples of the 2 best per token.
+    assert.deepEqual(
+      o.meta_info.output_top_logprobs,
+      o.output_ids.map((_, t) => [0, 1].map((j) => [own.top![row]!.logprobs[t * 2 + j]!, own.top![row]!.ids[t * 2 + j]!, null])),
+    );
   });
 });
 

@@ -264,6 +264,8 @@ export const sglangGenerateRequestSchema = z.object({
   /** One object for every prompt, or one per prompt (batch form). */
   sampling_params: z.union([sglangSamplingSchema, z.array(sglangSamplingSchema).min(1).max(MAX_PROMPTS_PER_REQUEST)]).default({}),
   return_logprob: z.boolean().nullish(),
+  /** With `return_logprob`: the k most likely tokens at each position in `meta_info.output_top_logprobs`. */
+  top_logprobs_num: z.int().min(0).max(20).nullish(),
   logprob_start_len: z.int().min(-1).nullish(),
   /** The LoRA adapter's name (loaded by `/load_lora_adapter`), or one per prompt. */
   lora_path: z.union([z.string().min(1).max(256), z.array(z.string().min(1).max(256)).min(1).max(MAX_PROMPTS_PER_REQUEST)]).nullish(),
@@ -290,6 +292,8 @@ export const sglangGenerateOutputSchema = z.object({
     completion_tokens: z.int(),
     /** `[logprob, token id, text or null]` per generated token. */
     output_token_logprobs: z.array(z.tuple([z.number().nullable(), z.int(), z.string().nullable()])).nullish(),
+    /** Per generated token, its k most likely tokens as `[logprob, token id, text or null]`, best first. */
+    output_top_logprobs: z.array(z.array(z.tuple([z.number().nullable(), z.int(), z.string().nullable()])).nullable()).nullish(),
   }),
 });
 export type SglangGenerateOutput = z.output<typeof sglangGenerateOutputSchema>;
