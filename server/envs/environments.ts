@@ -4,11 +4,12 @@
  *
  * Recipe, adding an environment: write `my-env.ts` exporting a factory (`satisfies
  * EnvironmentFactory<MyOptions>`, options as a strict zod object with defaults), register it below
- * and in `environmentNames`, and add it to the shared contract tests in `environments.test.ts`
+ * and in `environmentNames` (and its evaluation measures, if any, in `environmentMeasures`), and add it to the shared contract tests in `environments.test.ts`
  * (solver solves, determinism, clone independence, parser fuzzing, printable text).
  */
 import { z } from 'zod';
 import { checkSeed, type Environment, type EnvironmentFactory } from './environment.ts';
+import type { MeasureEnvironment } from './environment-measures.ts';
 import { seedRanges, seedSplit, type SeedSplit } from './seed-ranges.ts';
 import { planPath } from './plan-path.ts';
 import { sokoban } from './sokoban.ts';
@@ -17,6 +18,7 @@ import { ticTacToe } from './tic-tac-toe.ts';
 import { math } from './math/math-env.ts';
 import { code } from './code/code-env.ts';
 import { hanabi } from './hanabi/hanabi-env.ts';
+import { ticTacToeMeasures } from './tic-tac-toe-measures.ts';
 
 export const environments = {
   'plan-path': planPath,
@@ -59,6 +61,21 @@ export function createEnvironment(name: string, seed: number, options?: unknown,
     throw new RangeError(`${name}: seed ${seed} is not a ${split} seed (the ${split} range is [${r.start}, ${r.end}))`);
   }
   return environments[name].create(seed, options);
+}
+
+/**
+ * The evaluation measures environments contribute beyond success and rewards
+ * (environment-measures.ts); an environment not listed has none. Scored games (an environment that
+ * keeps a `score`, such as Hanabi) need no entry: `evaluate` adds their score and the scripted-partner
+ * games from the score itself.
+ */
+export const environmentMeasures: { readonly [N in EnvironmentName]?: MeasureEnvironment } = {
+  'tic-tac-toe': ticTacToeMeasures,
+};
+
+/** The measures of environments of this name, if it contributes any. */
+export function measuresOf(name: string): MeasureEnvironment | undefined {
+  return isEnvironmentName(name) ? environmentMeasures[name] : undefined;
 }
 
 /** Whether environments of this name run model-written code (and so need the sandbox). */

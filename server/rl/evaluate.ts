@@ -4,8 +4,9 @@
  * and rewards per agent. The same seeds at every evaluation make the numbers comparable.
  */
 import type { Environment } from '../envs/environment.ts';
+import type { EnvironmentMeasures, GreedyAnswer, GreedyAnswers } from '../envs/environment-measures.ts';
+import { measuresOf } from '../envs/environments.ts';
 import { validationSeed } from '../envs/seed-ranges.ts';
-import { evaluateAgainst, minimaxPlayer, randomPlayer, scorePositions, type BatchTextPolicy, type MatchResult, type PositionScore, type TextPolicy } from '../envs/tic-tac-toe-players.ts';
 import type { AlgorithmConfig } from '../protocol/experiment-config.ts';
 import type { ResolvedExperiment } from './experiment.ts';
 import { evaluateWithPartners, type PartnerEvaluation } from './partner-evaluation.ts';
@@ -51,7 +52,8 @@ export interface AgentEvaluation {
   readonly acts: number;
 }
 
-export interface Evaluation {
+/** Success and rewards, and the measures the environment contributes (environment-measures.ts). */
+export interface Evaluation extends EnvironmentMeasures {
   /** Fraction of episodes solved (0..1). */
   readonly success: number;
   /** Mean per-episode team return + local returns (α-weighted), all agents. */
@@ -61,21 +63,14 @@ export interface Evaluation {
   readonly episodes: number;
   readonly seeds: readonly number[];
   readonly trajectories: Trajectory[];
-  /**
-   * Games against scripted opponents, for symmetric games (tic-tac-toe): the policy plays each
-   * side in turn, `episodes` games per opponent, greedy.
-   */
-  readonly opponents?: { readonly random: MatchResult; readonly minimax: MatchResult };
   /** Scored games (Hanabi): the mean final score in self-play. */
   readonly score?: number;
   /** Scored games: the policy with the scripted partner, and the scripted team alone (`partner-evaluation.ts`). */
   readonly partners?: PartnerEvaluation;
-  /** Tic-tac-toe: the greedy move in every reachable position, scored against perfect play (`scorePositions`). */
-  readonly positions?: Record<'x' | 'o' | 'all', PositionScore>;
 }
 
 /** A text policy that answers with the routed policy's greedy response. */
-export function greedyTextPolicy(ctx: RolloutContext, maxNewTokens: number): TextPolicy {
+export function greedyTextPolicy(ctx: RolloutContext, maxNewTokens: number): GreedyAnswer {
   const tok = ctx.tokenizer;
   return async (observation, game) => {
     const { policy } = ctx.route(game.agent);
@@ -91,7 +86,7 @@ export function greedyTextPolicy(ctx: RolloutContext, maxNewTokens: number): Tex
 }
 
 /** `greedyTextPolicy` for many positions at once: one batched generation per agent. */
-export function greedyBatchTextPolicy(ctx: RolloutContext, maxNewTokens: number): BatchTextPolicy {
+export function greedyBatchTextPolicy(ctx: RolloutContext, maxNewTokens: number): GreedyAnswers {
   const tok = ctx.tokenizer;
   return async (queries) => {
     const answers = new Array<string>(queries.length).fill('');
@@ -134,20 +129,13 @@ export async function evaluate(make: (seed: number) => Environment, ctx: Rollout
     }
   }
   const n = trajectories.length;
-  let opponents: Evaluation['opponents'];
-  let positions: Evaluation['positions'];
-  if (trajectories[0] && make(seeds[0]!).name === 'tic-tac-toe') {
-    const policy = greedyTextPolicy(ctx, o.maxNewTokens);
-    const match = { games: o.episodes, side: 'both' as const, seed: seeds[0]! };
-    opponents = { random: await evaluateAgainst(policy, randomPlayer, match), minimax: await evaluateAgainst(policy, minimaxPlayer, match) };
-    positions = await scorePositions(greedyBatchTextPolicy(ctx, o.maxNewTokens));
-  }
+  const measure = measuresOf(make(seeds[0]!).name);
+  const measures = measure ? await measure({ answer: greedyTextPolicy(ctx, o.maxNewTokens), answerAll: greedyBatchTextPolicy(ctx, o.maxNewTokens) }, { games: o.episodes, seed: seeds[0]! }) : {};
   const scores = trajectories.flatMap((t) => (t.score === undefined ? [] : [t.score]));
   const scored = scores.length > 0 ? { score: scores.reduce((a, b) => a + b, 0) / scores.length, partners: await evaluateWithPartners(make, seeds, ctx, o) } : {};
   return {
-    ...(opponents ? { opponents } : {}),
+    ...measures,
     ...scored,
-    ...(positions ? { positions } : {}),
     success: success / n,
     meanReward: reward / n,
     meanTeamReturn: team / n,
