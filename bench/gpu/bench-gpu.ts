@@ -25,7 +25,11 @@
  * (64x256x256: rows × prompt × new), BENCH_GPU_MICRO_TOKENS (4096), BENCH_GPU_ROUNDS (3; Troupe
  * BENCH_GPU_TROUPE_ROUNDS, 2), BENCH_GPU_PHASE_S (60), BENCH_GPU_PHASE_TIMEOUT_S (300),
  * BENCH_GPU_DECODE (fused), BENCH_GPU_OUT (bench/results/gpu.json), BENCH_GPU_PROVIDER (Troupe's:
- * webgpu; cpu in the tiny form), BENCH_GPU_SIDES (pytorch,troupe).
+ * webgpu; cpu in the tiny form), BENCH_GPU_SIDES (pytorch,troupe), BENCH_GPU_PHASES (Troupe's: ppo,decode),
+ * BENCH_GPU_DECODE_WARMUP_TOKENS (2: the warm-up decode builds graphs and sessions on a short run,
+ * so build and decode are timed apart). BENCH_GPU_DECODE may add host-sampling: the fused graph
+ * with every token drawn on the host (its logits downloaded each step), the baseline for the
+ * device-side sampling that the fused graph does on WebGPU by default.
  * BENCH_GPU_TINY=1: the CI-sized form — tiny models of the same two architectures, Troupe on the
  * CPU provider and PyTorch fp32 on the CPU, written to bench/results/gpu-tiny.json.
  * On the lent GPU machine: bench/gpu/run-on-device.sh (after bench/gpu/pack-for-device.sh here).
@@ -88,7 +92,11 @@ const ROUNDS = Number(env['BENCH_GPU_ROUNDS'] ?? 3);
 const TROUPE_ROUNDS = Number(env['BENCH_GPU_TROUPE_ROUNDS'] ?? 2);
 const PHASE_S = Number(env['BENCH_GPU_PHASE_S'] ?? (TINY ? 10 : 60));
 const PHASE_TIMEOUT_S = Number(env['BENCH_GPU_PHASE_TIMEOUT_S'] ?? 300);
-const DECODE_VARIANTS = (env['BENCH_GPU_DECODE'] ?? 'fused').split(',').filter((v) => v === 'fused' || v === 'fp16' || v === 'plain');
+const DECODE_VARIANTS = (env['BENCH_GPU_DECODE'] ?? 'fused').split(',').filter((v) => v === 'fused' || v === 'fp16' || v === 'plain' || v === 'host-sampling');
+/** Tokens the warm-up decode generates (it builds the graph and compiles shaders; 2 by default). */
+const DEC_WARMUP_TOKENS = Number(env['BENCH_GPU_DECODE_WARMUP_TOKENS'] ?? 2);
+/** Which of Troupe's phases run (BENCH_GPU_PHASES: ppo,decode). */
+const PHASES = (env['BENCH_GPU_PHASES'] ?? 'ppo,decode').split(',');
 const OUT = env['BENCH_GPU_OUT'] ?? fileURLToPath(new URL(`../results/${TINY ? 'gpu-tiny' : 'gpu'}.json`, import.meta.url));
 /** Which sides run (BENCH_GPU_SIDES: pytorch,troupe). */
 const SIDES = (env['BENCH_GPU_SIDES'] ?? 'pytorch,troupe').split(',');
@@ -284,7 +292,8 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
     // LoRA PPO step.
     const ppo: PhaseResult = {};
     troupe['ppo'] = ppo;
-    try {
+    if (!PHASES.includes('ppo')) ppo.error = 'skipped: BENCH_GPU_PHASES has no ppo';
+    else try {
       const raw = randomBatch(c, PPO_B, PPO_T, 11);
       const s0 = performance.now();
       const old = await deadline(policy.score(raw, 1), PHASE_TIMEOUT_S, 'score');
@@ -316,18 +325,27 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
     const decodeWith = async (label: string, p: Policy, rollout: boolean): Promise<PhaseResult> => {
       const out: PhaseResult = {};
       if (busy) return { error: 'skipped: an earlier phase of this engine outlived its time limit' };
+      // The warm-up (graph build, session creation, shader compilation) decodes only a few
+      // tokens, so the build is measured apart from the decode it enables.
+      let last: Awaited<ReturnType<Policy['generate']>> | null = null;
       try {
         const r = await deadline(
           rounds(`${name} Troupe decode ${label}`, TROUPE_ROUNDS, async (i) => {
+            const n = i < 0 ? Math.min(DEC_WARMUP_TOKENS, DEC_N) : DEC_N;
             const t = performance.now();
-            const g = await p.generate(prompts, { maxNewTokens: DEC_N, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: i + 2, stopTokens: [], padToken: 0, rollout });
-            if (g.tokens.some((x) => x.length !== DEC_N)) throw new Error('decode produced fewer tokens than asked');
+            const g = await p.generate(prompts, { maxNewTokens: n, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: i + 2, stopTokens: [], padToken: 0, rollout });
+            if (g.tokens.some((x) => x.length !== n)) throw new Error('decode produced fewer tokens than asked');
+            if (i >= 0) last = g;
             return performance.now() - t;
           }),
           PHASE_TIMEOUT_S,
           `decode ${label}`,
         );
-        Object.assign(out, { ms: r.ms, warmupMs: r.warmupMs, medianMs: median(r.ms), tokens: DEC_B * DEC_N, tokPerSec: (DEC_B * DEC_N) / (median(r.ms) / 1000) });
+        Object.assign(out, { ms: r.ms, warmupMs: r.warmupMs, warmupTokens: Math.min(DEC_WARMUP_TOKENS, DEC_N), medianMs: median(r.ms), tokens: DEC_B * DEC_N, tokPerSec: (DEC_B * DEC_N) / (median(r.ms) / 1000) });
+        const g = last as Awaited<ReturnType<Policy['generate']>> | null;
+        // Where the last timed round's time went: prefill, then per step inside session.run
+        // (device work, transfers) and outside it (feeds, sampling on the host, bookkeeping).
+        if (g) out['lastRound'] = { prefillMs: g.prefillMs, decodeMs: g.decodeMs, runMs: g.decodeRun?.ms, steps: g.decodeRun?.steps, hostMsPerStep: g.decodeRun ? (g.decodeMs - g.decodeRun.ms) / g.decodeRun.steps : undefined, runMsPerStep: g.decodeRun ? g.decodeRun.ms / g.decodeRun.steps : undefined };
       } catch (e) {
         out.error = errorText(e);
         busy = /phase time limit/.test(out.error);
@@ -337,14 +355,21 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
     };
     const decodes: Record<string, PhaseResult> = {};
     troupe['decode'] = decodes;
-    if (DECODE_VARIANTS.includes('fused')) decodes['fused-fp32'] = await decodeWith('fused fp32', policy, true);
+    if (PHASES.includes('decode') && DECODE_VARIANTS.includes('fused')) decodes['fused-fp32'] = await decodeWith('fused fp32', policy, true);
     save();
     // The plain decoder when asked for, or when the fused one failed for a reason other than time.
     const fusedFailed = decodes['fused-fp32']?.error !== undefined && !busy;
-    if (DECODE_VARIANTS.includes('plain') || fusedFailed) decodes['plain-fp32'] = await decodeWith('plain fp32', policy, false);
+    if (PHASES.includes('decode') && (DECODE_VARIANTS.includes('plain') || fusedFailed)) decodes['plain-fp32'] = await decodeWith('plain fp32', policy, false);
     save();
     if (!busy) await policy.dispose();
-    if (DECODE_VARIANTS.includes('fp16') && !TINY && !busy) {
+    // The same fused graph drawing every token on the host: the baseline for sampling on the device.
+    if (PHASES.includes('decode') && DECODE_VARIANTS.includes('host-sampling') && !busy) {
+      const ph = await Policy.create(engine, { id: `${name}-host-sampling`, config: c, weights: benchWeights(c), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false, decode: { ...decode, sampleOnDevice: false } });
+      decodes['fused-fp32-host-sampling'] = await decodeWith('fused fp32, host sampling', ph, true);
+      if (!busy) await ph.dispose();
+      save();
+    }
+    if (PHASES.includes('decode') && DECODE_VARIANTS.includes('fp16') && !TINY && !busy) {
       const p16 = await Policy.create(engine, { id: `${name}-fp16`, config: c, weights: benchWeights(c), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false, decode: { weights: 'fp16', fusedDecode: true, blockSize: 32 } });
       decodes['fused-fp16'] = await decodeWith('fused fp16', p16, true);
       if (!busy) await p16.dispose();

@@ -61,6 +61,12 @@ export interface FusedDecodeOptions {
    * back; the join that the host layout avoids costs little on a GPU, the copies it saves a lot).
    */
   readonly cache?: 'host' | 'device';
+  /**
+   * With a 'device' cache, end in the sampling tail (`FusedDecode.sampling`). Default: for
+   * vocabularies of `DEVICE_SAMPLING_MIN_VOCAB` ids or more. False keeps every draw on the host:
+   * a baseline for benchmarks, and a way to rule the tail out.
+   */
+  readonly sampleOnDevice?: boolean;
 }
 
 export interface FusedDecode {
@@ -82,6 +88,15 @@ export interface FusedDecode {
    */
   readonly sampling: 'device' | 'host';
 }
+
+/**
+ * Smallest vocabulary that samples on the device by default. The tail is ~20 small kernels a step
+ * whatever V is; host sampling costs B·V work in JavaScript plus the logits' download. On lavapipe
+ * at V = 512 the tail cost 8–17 ms a step against 0.2–0.6 ms on the host (`BENCH_GPU_TINY=1
+ * BENCH_GPU_PROVIDER=webgpu BENCH_GPU_DECODE=fused,host-sampling npm run bench:gpu`); at Qwen's
+ * 151,936 ids the host spent 60–140 ms a step on 64 rows.
+ */
+export const DEVICE_SAMPLING_MIN_VOCAB = 8192;
 
 export function quantBits(w: RolloutWeights): QuantBits | null {
   return w === 'int8' ? 8 : w === 'int4' ? 4 : null;
@@ -238,7 +253,7 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
   const logits = project(last, headName, null, null); // [B,V]
   if (logits.shape[1] !== V) throw new Error(`fused decode graph: logits ${String(logits.shape)} are not [B, ${V}]`);
   outputs.push(['logits', logits], ...kv);
-  const sampling = onDevice && o.weights !== 'fp16' ? 'device' : 'host';
+  const sampling = onDevice && o.weights !== 'fp16' && (o.sampleOnDevice ?? V >= DEVICE_SAMPLING_MIN_VOCAB) ? 'device' : 'host';
   if (sampling === 'device') {
     const drawn = sampleOnDevice(b, logits, V);
     outputs.push([SAMPLE_OUTPUTS.token, drawn.token], [SAMPLE_OUTPUTS.logprob, drawn.logprob]);

@@ -127,16 +127,24 @@ describe('WebGPU equals CPU', { skip }, () => {
     const weights = initParameters(config, 1);
     const a = adapter();
     const c = await Policy.create(cpu, { id: 'plain-ref', config, weights, lora, adapter: a, optimizer, kl: false, entropy: false });
-    const g = await Policy.create(gpu, { id: 'fused-device', config, weights, lora, adapter: a, optimizer, kl: false, entropy: false, decode: { weights: 'fp32', fusedDecode: true, blockSize: 32 } });
     const shared = [0, 0, 1, 1, 2, 2, 3, 3].map((i) => prompts[i]!);
     const o = { maxNewTokens: 12, sampling: { temperature: 0.8, topP: 1, topK: 0 }, seed: 11, stopTokens: [3, 7, 11, 19, 23, 29, 31], padToken: 0 };
     const rc = await c.generate(shared, o);
-    const rg = await g.generate(shared, o);
-    assert.deepEqual(rg.tokens, rc.tokens, 'tokens');
-    rc.logprobs.forEach((row, b) => {
-      const e = relErr(rg.logprobs[b]!, row);
-      assert.ok(e <= 1e-4, `row ${b} log-probs: relative error ${e.toExponential(2)} > 1e-4`);
-    });
+    // Drawn on the host (this small vocabulary's default) and in the graph (device-sampling.ts):
+    // the same uniforms give the same tokens as the CPU's host sampler.
+    for (const sampleOnDevice of [false, true]) {
+      const g = await Policy.create(gpu, { id: `fused-device-${sampleOnDevice}`, config, weights, lora, adapter: a, optimizer, kl: false, entropy: false, decode: { weights: 'fp32', fusedDecode: true, blockSize: 32, sampleOnDevice } });
+      const rg = await g.generate(shared, o);
+      assert.deepEqual(rg.tokens, rc.tokens, `sampleOnDevice ${sampleOnDevice}: tokens`);
+      rc.logprobs.forEach((row, b) => {
+        const e = relErr(rg.logprobs[b]!, row);
+        assert.ok(e <= 1e-4, `sampleOnDevice ${sampleOnDevice} row ${b} log-probs: relative error ${e.toExponential(2)} > 1e-4`);
+      });
+      // Greedy decoding on a sampling graph takes its logits to the host.
+      const greedy = { ...o, sampling: { temperature: 0, topP: 1, topK: 0 } };
+      assert.deepEqual((await g.generate(shared, greedy)).tokens, (await c.generate(shared, greedy)).tokens, `sampleOnDevice ${sampleOnDevice}: greedy tokens`);
+      await g.dispose();
+    }
   });
 
   test('score: per-token log-probs, with the adapter and of the base (reference)', async () => {

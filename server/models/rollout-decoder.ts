@@ -14,7 +14,7 @@
  */
 import type { Engine } from '../runtime/engine.ts';
 import type { DecoderContract } from '../runtime/generate.ts';
-import { buildFusedDecode, quantBits, quantizedWeightNames, type FusedDecode, type RolloutWeights } from './decode-graph.ts';
+import { buildFusedDecode, DEVICE_SAMPLING_MIN_VOCAB, quantBits, quantizedWeightNames, type FusedDecode, type RolloutWeights } from './decode-graph.ts';
 import { type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize } from './model-config.ts';
 import { checkBlockSize, mergeLora, quantizeBlockwise, type QuantBits, type QuantizedMatrix } from './quantize.ts';
 import { deviceCacheOutputs, type LoraSpec } from './transformer-graph.ts';
@@ -39,6 +39,8 @@ export interface DecodeSettings extends Readonly<Pick<RolloutConfig, 'weights' |
    * cores) sleeping threads were 1.7–2.9x faster. Set false where the cores are shared.
    */
   readonly spinning?: boolean;
+  /** On WebGPU, draw tokens inside the fused graph (decode-graph.ts `sampleOnDevice`; default by vocabulary size). */
+  readonly sampleOnDevice?: boolean;
 }
 
 export const plainDecode: DecodeSettings = { weights: 'fp32', fusedDecode: false, blockSize: 32 };
@@ -147,20 +149,21 @@ export class RolloutDecoder {
     const bakedBytes = kind === 'fp16' ? fp32Bytes / 2 : fp32Bytes; // fp16 bakes half-size copies
     // On WebGPU the KV cache stays on the GPU between steps (generate.ts 'device').
     const cache = this.src.engine.provider === 'webgpu' ? 'device' : 'host';
+    const sampleOnDevice = this.settings.sampleOnDevice ?? modelDims(c).V >= DEVICE_SAMPLING_MIN_VOCAB;
     if (!bits && bakedBytes > maxBaked) {
       // Too large to bake: weights (and the adapter) stay inputs, fed from the residents.
-      return { ...buildFusedDecode(c, { weights: kind, lora: this.src.lora, cache }), baked: false };
+      return { ...buildFusedDecode(c, { weights: kind, lora: this.src.lora, cache, sampleOnDevice }), baked: false };
     }
     if (bits) {
       const quantized = await quantizeResidents(this.src, bits, this.settings.blockSize);
       // A large model bakes only its quantized codes; embedding, norms and biases (which LoRA
       // does not touch) stay inputs fed from the residents.
       const bake = bakedBytes <= maxBaked ? { baked: await unquantizedResidents(this.src) } : {};
-      return { ...buildFusedDecode(c, { weights: kind, lora: null, ...bake, quantized, cache }), baked: true };
+      return { ...buildFusedDecode(c, { weights: kind, lora: null, ...bake, quantized, cache, sampleOnDevice }), baked: true };
     }
     const { weights, adapter } = await this.src.snapshot();
     const merged = mergeAdapter(c, this.src.lora, weights, adapter);
-    return { ...buildFusedDecode(c, { weights: kind, lora: null, baked: merged, cache }), baked: true };
+    return { ...buildFusedDecode(c, { weights: kind, lora: null, baked: merged, cache, sampleOnDevice }), baked: true };
   }
 
   private choice(session: string, graph: Omit<FusedDecode, 'bytes'>): DecoderChoice {

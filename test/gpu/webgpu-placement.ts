@@ -27,7 +27,7 @@ const builds: Record<string, () => Uint8Array> = {
   'decode-fused': () => buildFusedDecode(config, { weights: 'fp32', lora: null, baked: initParameters(config, 1) }).bytes,
   'decode-fp16': () => buildFusedDecode(config, { weights: 'fp16', lora: null, baked: initParameters(config, 1) }).bytes,
   // What WebGPU rollouts run: the cache kept on the GPU.
-  'decode-fused-device': () => buildFusedDecode(config, { weights: 'fp32', lora: null, baked: initParameters(config, 1), cache: 'device' }).bytes,
+  'decode-fused-device': () => buildFusedDecode(config, { weights: 'fp32', lora: null, baked: initParameters(config, 1), cache: 'device', sampleOnDevice: true }).bytes,
   'decode-fp16-device': () => buildFusedDecode(config, { weights: 'fp16', lora: null, baked: initParameters(config, 1), cache: 'device' }).bytes,
   score: () => buildScore(config, lora, 'float32', low).bytes,
   'train-ppo-lora': () => buildTrainStep(config, { loss: 'ppo', trainable: 'lora', lora, kl: true, entropy: true }, low).bytes,
