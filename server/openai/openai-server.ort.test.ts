@@ -358,3 +358,15 @@ test('logprobs > 0: completions top_logprobs (the sampled token, then the k best
   });
   await assert.rejects(client.chat.completions.create({ model: 'base', messages, top_logprobs: 2 }), (e: unknown) => e instanceof OpenAI.BadRequestError && (e.error as { param?: string }).param === 'top_logprobs');
 });
+
+test('a client that leaves mid-stream does not harm the server: its rows finish, the next request is answered', async () => {
+  const calls = models.batching.calls;
+  const stream = await client.completions.create({ model: 'base', prompt: 'bye', max_tokens: 100, seed: 1, stream: true, ignore_eos: true } as OpenAI.CompletionCreateParamsStreaming);
+  let got = 0;
+  // Leaving the loop aborts the client's request: the socket closes while the server still writes.
+  for await (const _ of stream) if (++got === 3) break;
+  assert.ok(models.batching.calls === calls, 'the client left while its engine call ran');
+  const after = await client.completions.create({ model: 'base', prompt: 'hello', max_tokens: 3, seed: 1 });
+  assert.equal(after.choices.length, 1);
+  assert.ok(models.batching.calls > calls, 'the abandoned call ran to its end');
+});
