@@ -8,8 +8,9 @@
 #   bash bench/gpu/run-on-device.sh
 # Env: GPU_BENCH_BUDGET_S (450: seconds for both models together), GPU_BENCH_SMALL_S (220: the
 # 0.5B model's share), GPU_BENCH_MODELS (qwen2.5-0.5b,qwen3-1.7b); BENCH_GPU_* pass through to the
-# bench (bench/gpu/bench-gpu.ts). GPU_BENCH_TINY=1 runs the CPU form instead (a check of the
-# bundle on a machine without a GPU).
+# bench (bench/gpu/bench-gpu.ts); GPU_BENCH_ENV_<model, non-alphanumerics as _> adds settings
+# for one model (e.g. GPU_BENCH_ENV_qwen3_1_7b="BENCH_GPU_PHASES=ppo"). GPU_BENCH_TINY=1 runs the
+# CPU form instead (a check of the bundle on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
@@ -78,7 +79,10 @@ for i in "${!list[@]}"; do
   if ((t < 30)); then log "$m: skipped, ${t}s left"; continue; fi
   export BENCH_GPU_PHASE_TIMEOUT_S=${BENCH_GPU_PHASE_TIMEOUT_S_SET:-$((t * 3 / 4))}
   log "$m: up to ${t}s (phase limit ${BENCH_GPU_PHASE_TIMEOUT_S}s)"
-  BENCH_GPU_MODELS=$m BENCH_GPU_OUT="$OUT/gpu-$m.json" timeout -k 5 "$t" node --import tsx bench/gpu/bench-gpu.ts 2>&1 | tee "$OUT/log-$m.txt"
+  per="GPU_BENCH_ENV_${m//[^a-zA-Z0-9]/_}"
+  read -ra extra <<<"${!per:-}"
+  [[ ${#extra[@]} -gt 0 ]] && log "$m: ${extra[*]}"
+  env "${extra[@]}" BENCH_GPU_MODELS="$m" BENCH_GPU_OUT="$OUT/gpu-$m.json" timeout -k 5 "$t" node --import tsx bench/gpu/bench-gpu.ts 2>&1 | tee "$OUT/log-$m.txt"
   log "$m: exit ${PIPESTATUS[0]} after $(($(date +%s) - start))s in all"
 done
 # One file for bench/results/gpu.json: every model's object in one list.
