@@ -19,9 +19,9 @@ import { totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import type { ResourceLimits } from 'node:worker_threads';
 import { readRunFolder, type RunFolder } from './run-folder.ts';
-import { RunLock, runLockHolder } from './run-lock.ts';
+import { runLockHolder, type RunLock } from './run-lock.ts';
+import { markInterruptedRuns } from './interrupted-runs.ts';
 import { deleteRunFolder, type RunFolderRemoval } from './run-deletion.ts';
-import { removeOrphanTemporaries, warmUpProgressIn } from '../rl/run-checkpoint.ts';
 import { thinPoints } from '../rl/warm-start.ts';
 import type { WarmUpProgress } from '../protocol/methods.ts';
 import { ConfigError } from '../protocol/config-errors.ts';
@@ -200,55 +200,13 @@ export class RunManager {
     const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
     const manager = new RunManager(store, workspace, log, queue, o.closeTimeoutMs ?? 60_000, o.workerResourceLimits ?? defaultWorkerLimits(), o.paths, o.exitGraceMs ?? EXIT_GRACE_MS, o.memoryLimitBytes ?? Math.floor(totalmem() * 0.9));
     try {
-      await manager.markInterrupted();
+      await markInterruptedRuns(store, log);
     } catch (e) {
       openWorkspaces.delete(dbPath);
       store.close();
       throw e;
     }
     return manager;
-  }
-
-  private async markInterrupted(): Promise<void> {
-    for (const r of this.store.listRuns()) {
-      if (r.state !== 'running' && r.state !== 'stopping' && r.state !== 'queued') continue;
-      const holder = existsSync(r.runDir) ? runLockHolder(r.runDir) : null;
-      if (holder) continue; // another live process (a terminal's troupe train) is training it
-      const warmUp = r.lastCommittedStep === null && existsSync(r.runDir) ? await warmUpProgressIn(r.runDir) : [];
-      const where =
-        warmUp.length > 0
-          ? `during the warm-up (checkpointed at ${warmUp.map((w) => `step ${w.step} of ${w.steps}${warmUp.length > 1 || w.modelId !== 'base' ? ` of '${w.modelId}'` : ''}`).join(', ')})`
-          : r.lastCommittedStep === null
-            ? 'before step 0'
-            : `after step ${r.lastCommittedStep}`;
-      const what = r.state === 'queued' ? 'it was queued in a server that ended' : `the process training it ended ${where}`;
-      this.store.setRunState(r.id, 'failed', `interrupted: ${what}; resume it to continue from its last checkpoint (run/resume, or troupe train --resume ${r.id})`);
-      this.log(`run ${r.id}: marked interrupted (was '${r.state}', no live process holds it)`);
-      await this.removeOrphans(r.id, r.runDir);
-    }
-  }
-
-  /**
-   * The temporary checkpoints a process killed mid-write left in an interrupted run's folder, removed
-   * under the run's lock (taken over from the dead holder; a live one that took it meanwhile cleans
-   * its own at resume).
-   */
-  private async removeOrphans(runId: string, runDir: string): Promise<void> {
-    if (!existsSync(runDir)) return;
-    let lock: RunLock;
-    try {
-      lock = RunLock.acquire(runDir, runId);
-    } catch {
-      return;
-    }
-    try {
-      const removed = await removeOrphanTemporaries(runDir);
-      if (removed.length > 0) this.log(`run ${runId}: removed ${removed.length} temporary checkpoint file(s) a killed writer left (${removed.join(', ')})`);
-    } catch (e) {
-      this.log(`run ${runId}: cannot remove the temporary checkpoints a killed writer left: ${message(e)}`);
-    } finally {
-      lock.release();
-    }
   }
 
   onDidChangeState(l: (e: RunStateChange) => void): Disposable {
