@@ -112,7 +112,7 @@ test('annotation values: rewards, advantage, group, K, kept, parse error', () =>
   assert.deepEqual(tool.branches.map((b) => [b.branch, b.isThisTurn, b.reward]), [[0, false, 0], [1, false, -0.25], [2, true, 1.25], [3, false, 1]]);
   assert.equal(plan.parseError, 'no MOVE line');
   assert.equal(annotationLabel(tool), 'team +1.00 · local +0.25 · adv +1.02');
-  assert.equal(annotationLabel(plan), 'team -0.50 · local 0.00 · adv 0.00 · parse error');
+  assert.equal(annotationLabel(plan), 'team -0.50 · local 0.00 · adv 0.00', 'the parse line says the error');
   assert.equal(annotationSign(tool), 'positive');
   assert.equal(annotationSign(plan), 'zero', 'a zero-variance group has advantage 0');
 });

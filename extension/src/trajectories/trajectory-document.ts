@@ -334,7 +334,8 @@ export function annotationLabel(a: TurnAnnotation): string {
   const parts = [`team ${formatSigned(a.teamReward)}`, `local ${formatSigned(a.localReward)}`];
   // Untrained samples (validation) have no advantage; "adv n/a" on every turn would be noise.
   if (a.advantage !== undefined) parts.push(`adv ${formatSigned(a.advantage)}`);
-  if (a.parseError !== undefined) parts.push('parse error');
+  // A parse error is not repeated here: the block's `parse` line, two lines down, says it with the
+  // parser's words, and every character this adds is one more to cut off in a narrow editor.
   return parts.join(' · ');
 }
 
