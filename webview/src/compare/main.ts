@@ -14,7 +14,9 @@ import './compare.css';
 import { h, openHostChannel } from '../host-channel.ts';
 import { compareStateSchema, hostToCompareSchema, type CompareState, type CompareToHost, type HostToCompare } from '../messages.ts';
 import { formatValue } from '../dashboard/chart-groups.ts';
-import { fitLabels } from '../dashboard/chart-view.ts';
+import { fitLabels, STEP_TICK_INCREMENTS } from '../dashboard/chart-view.ts';
+import { runEnding } from '../run-outcome.ts';
+import type { RunSummary } from '../../../server/protocol/trajectory.ts';
 import { readTheme, watchTheme, type ChartTheme } from '../dashboard/theme.ts';
 import { RunComparison, type CompareChart } from './compare-model.ts';
 import { SMOOTHING_DEFAULT, SMOOTHING_MAX, smoothEma } from './smoothing.ts';
@@ -81,7 +83,7 @@ function onMessage(m: HostToCompare): void {
       const runIds = m.runs.map((r) => r.runId);
       state = { runIds, smoothing: smoothing() };
       channel.setState(state);
-      renderLegend(m.runs.map((r) => ({ runId: r.runId, label: r.label, state: r.run?.state ?? null, error: r.error ?? null })));
+      renderLegend(m.runs.map((r) => ({ runId: r.runId, label: r.label, state: r.run === null ? null : stateWord(r.run), error: r.error ?? null })));
       const errors = m.runs.filter((r) => r.error !== undefined);
       showBanner(errors.length === 0 ? null : errors.map((r) => `${r.label}: ${r.error}`).join(' · '));
       break;
@@ -94,7 +96,7 @@ function onMessage(m: HostToCompare): void {
       const label = item?.querySelector('.run-label');
       const badge = item?.querySelector('.muted');
       if (label) label.textContent = m.label;
-      if (badge) badge.textContent = m.run.state;
+      if (badge) badge.textContent = stateWord(m.run);
       break;
     }
     case 'connection':
@@ -105,6 +107,11 @@ function onMessage(m: HostToCompare): void {
       break;
   }
   schedule();
+}
+
+/** A run's state as the Runs view says it: a run the server calls `done` before its last step was stopped. */
+function stateWord(run: RunSummary): string {
+  return runEnding(run.state, run.lastCommittedStep ?? null, run.targetSteps ?? null) === 'stopped' ? 'stopped' : run.state;
 }
 
 function renderLegend(runs: ReadonlyArray<{ runId: string; label: string; state: string | null; error: string | null }>): void {
@@ -199,7 +206,7 @@ function draw(p: { card: HTMLElement; body: HTMLElement; plot: uPlot | null; run
       },
     },
     axes: [
-      { ...axis(), label: 'step', labelSize: 18, labelFont: t.font },
+      { ...axis(), label: 'step', labelSize: 18, labelFont: t.font, incrs: STEP_TICK_INCREMENTS },
       { ...axis(), label: p.chart.axis, labelSize: 18, labelFont: t.font, size: fitLabels, values: (_u, splits) => splits.map((v) => formatValue(v, unit)) },
     ],
     series,

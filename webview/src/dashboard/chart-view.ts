@@ -15,7 +15,7 @@ import type { ChartTheme } from './theme.ts';
 import { robustExtent } from './y-range.ts';
 
 /** Tick spacings of the step axis: whole steps only. */
-const STEP_TICK_INCREMENTS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1000, 10_000, 100_000].map((p) => m * p)).sort((a, b) => a - b);
+export const STEP_TICK_INCREMENTS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1000, 10_000, 100_000].map((p) => m * p)).sort((a, b) => a - b);
 
 const HEIGHT = 200;
 const LINE_WIDTH = 1.5;
