@@ -154,10 +154,6 @@ export function score(s: GameState): number {
   return s.fireworks.reduce((a, b) => a + b, 0);
 }
 
-export function maxScore(rules: GameRules): number {
-  return rules.colours * RANKS;
-}
-
 export function isPlayable(s: GameState, c: Card): boolean {
   return s.fireworks[c.colour] === c.rank - 1;
 }
