@@ -16,7 +16,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const args = process.argv.slice(2);
 const at = args.indexOf('--variant');
 const variant = at >= 0 ? args[at + 1] : 'at-grpo';
-const entries = args.filter((_, i) => i !== at && i !== at + 1);
+const entries = at >= 0 ? args.filter((_, i) => i !== at && i !== at + 1) : args;
 if (!variant || entries.length < 2) throw new Error('usage: compare-configs.ts <entry> <entry>... [--variant at-grpo] (bench:learning entries, the first is the baseline)');
 
 interface StoredRun extends ComparedRun {
