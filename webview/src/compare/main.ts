@@ -38,11 +38,14 @@ const smoothingBox = h(
   slider,
   sliderValue,
 );
+/** Narrows the charts by title (a comparison of per-agent metrics has dozens), as W&B's panel search. */
+const filter = h('input', { class: 'chart-filter', attrs: { type: 'search', placeholder: 'Filter charts (e.g. loss, plan)', 'aria-label': 'Filter charts' } });
+const shown = h('span', { class: 'muted' });
 const banner = h('div', { class: 'banner', attrs: { role: 'status' } });
 banner.hidden = true;
 const grid = h('main', { class: 'grid' });
 const empty = h('p', { class: 'muted empty', text: 'Loading the runs…' });
-document.body.append(h('header', { class: 'bar' }, title, summary, legend), smoothingBox, banner, empty, grid);
+document.body.append(h('header', { class: 'bar' }, title, summary, legend), h('div', { class: 'controls' }, smoothingBox, filter, shown), banner, empty, grid);
 
 let theme = readTheme();
 let comparison = new RunComparison([]);
@@ -56,6 +59,14 @@ if (stored.success) state = stored.data;
 setSmoothing(state?.smoothing ?? SMOOTHING_DEFAULT, false);
 
 slider.addEventListener('input', () => setSmoothing(Number(slider.value), true));
+filter.addEventListener('input', () => schedule());
+
+/** Whether a chart title matches the filter: every word of it, in any order, case aside. */
+function matchesFilter(chartTitle: string): boolean {
+  const words = filter.value.toLowerCase().split(/\s+/).filter((w) => w !== '');
+  const t = chartTitle.toLowerCase();
+  return words.every((w) => t.includes(w));
+}
 
 function setSmoothing(weight: number, save: boolean): void {
   const w = Math.min(SMOOTHING_MAX, Math.max(0, Number.isFinite(weight) ? weight : SMOOTHING_DEFAULT));
@@ -163,8 +174,11 @@ function render(): void {
       else grid.prepend(p.card);
     }
     previous = p.card;
-    draw(p);
+    p.card.hidden = !matchesFilter(chart.title);
+    if (!p.card.hidden) draw(p);
   }
+  const visible = charts.filter((c) => matchesFilter(c.title)).length;
+  shown.textContent = filter.value.trim() === '' ? `${charts.length} charts` : `${visible} of ${charts.length} charts`;
 }
 
 /** Columns for uPlot: the steps, then per run its raw values and its smoothed ones. */
