@@ -6,7 +6,8 @@
 // see Export name the best step, open a trajectory from the tree and read its reward annotations
 // and hover, compare two trajectories in the diff editor, open the walkthrough; train the config
 // a second time (labels by start time, Pause from the palette, the same colours, Stop → "stopped",
-// the tooltip), watch a long warm-up (Runs view, dashboard bar and loss chart) and pause, resume and
+// the tooltip), compare the two runs (a chart per metric, a line and a colour per run, smoothing
+// over the raw line), watch a long warm-up (Runs view, dashboard bar and loss chart) and pause, resume and
 // stop it there, kill the server (the runs stay, Restart Server brings it back); last, close the
 // window, which must stop the server the extension started. The tests run in order and share the
 // one window; each saves a screenshot under test/e2e/artifacts/ (`extension-*.png`).
@@ -606,6 +607,76 @@ test('a second run of the config: told apart by its start, paused from the palet
     await screenshot(page, 'extension-run-tooltip');
     await page.mouse.move(0, 0);
     await runCommand(page, 'Notifications: Clear All Notifications');
+  }),
+);
+
+test('Compare Runs overlays the runs selected in the Runs view: a chart per metric with a line per run, one colour per run, smoothing that keeps the raw line', { timeout: 120_000 }, () =>
+  withFailureArtifacts(started(), 'extension-compare-runs', async () => {
+    needsRun();
+    const { page } = started();
+    await runCommand(page, 'View: Close All Editor Groups');
+    // The two runs of the tiny config (the second-run test made the second), selected together.
+    const sideBar = await openView(page, 'Troupe');
+    const rows = sideBar.locator('.monaco-list-row').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${escapeRegExp(runName)} · `) }) });
+    await rows.nth(1).waitFor({ timeout: 30_000 });
+    const labels = await rows.locator('.label-name').allInnerTexts();
+    assert.equal(labels.length, 2, labels.join(' | '));
+    await rows.nth(0).locator('.label-name').click();
+    await rows.nth(1).locator('.label-name').click({ modifiers: ['Control'] });
+    await page.waitForFunction(() => document.querySelectorAll('.part.sidebar .monaco-list-row.selected').length >= 2, undefined, { timeout: 10_000 });
+    await runCommand(page, 'Troupe: Compare Runs');
+
+    const view = visibleWebview(page);
+    await waitForText(view.locator('h1'), 'Compare runs', 60_000);
+    for (const label of labels) await waitForText(view.locator('.runs-legend'), label, 30_000);
+    const cards = view.locator('section.chart-card');
+    await cards.first().locator('canvas').first().waitFor({ timeout: 30_000 });
+    const titles = await cards.locator('h2').allInnerTexts();
+    for (const title of ['Validation success', 'Policy loss']) assert.ok(titles.some((t) => t.startsWith(title)), `no '${title}' chart; the comparison has: ${titles.join(', ')}`);
+    assert.ok(titles.some((t) => /^Entropy · \S/.test(t)), `no per-policy entropy chart: ${titles.join(', ')}`);
+    // Every chart: a line per run (the legend's visible rows), each run in the same colour in every chart, the two apart.
+    const legends = await cards.evaluateAll((cs) =>
+      cs.map((c) => Array.from(c.querySelectorAll('.u-legend .u-series:not(.raw)')).slice(1).map((r) => [r.querySelector('.u-label')?.textContent ?? '', getComputedStyle(r.querySelector('.u-marker') as Element).borderColor] as const)),
+    );
+    const colourOf = new Map<string, string>();
+    for (const legend of legends) {
+      assert.ok(legend.length >= 1 && legend.every(([label]) => labels.includes(label)), JSON.stringify(legend));
+      for (const [label, colour] of legend) {
+        assert.equal(colourOf.get(label) ?? colour, colour, `${label} changes colour between charts`);
+        colourOf.set(label, colour);
+      }
+    }
+    assert.ok(legends.some((l) => l.length === 2), 'no chart has both runs');
+    assert.notEqual(colourOf.get(labels[0]!), colourOf.get(labels[1]!), 'the two runs share a colour');
+    await screenshot(page, 'extension-compare-runs');
+
+    // Smoothing: the line of a run at its last step is the EMA, and the raw value is still drawn beneath it.
+    await view.locator('.smoothing input').fill('0.9');
+    await waitForText(view.locator('.smoothing output'), '0.90');
+    // The cursor is shared: at the last step of the policy loss chart every chart's legend reads that step.
+    const loss = cards.filter({ has: view.locator('h2', { hasText: /^Policy loss/ }) }).first();
+    const plotArea = loss.locator('.u-over');
+    await plotArea.scrollIntoViewIfNeeded();
+    const box = await plotArea.boundingBox();
+    assert.ok(box, 'the policy loss chart has no plot area');
+    await plotArea.hover({ position: { x: box.width - 2, y: box.height / 2 } });
+    const readouts = await cards.evaluateAll((cs) =>
+      cs.map((c) => Array.from(c.querySelectorAll('.u-legend .u-series')).map((r) => ({ raw: r.classList.contains('raw'), label: r.querySelector('.u-label')?.textContent ?? '', value: r.querySelector('.u-value')?.textContent ?? '' }))),
+    );
+    // A run's line and its raw values: both drawn (a value at the cursor), and apart somewhere once smoothed.
+    const pairs = readouts.flatMap((rows) =>
+      rows.filter((r) => !r.raw && labels.includes(r.label)).map((line) => ({ line: line.value, raw: rows.find((r) => r.raw && r.label === `${line.label} (raw)`)?.value ?? '–' })),
+    );
+    assert.ok(pairs.some((p) => p.line !== '–' && p.raw !== '–'), `no run has a value at the cursor: ${JSON.stringify(readouts)}`);
+    assert.ok(pairs.some((p) => p.raw !== '–' && p.line !== p.raw), `smoothing 0.9 left every line at its raw value: ${JSON.stringify(pairs)}`);
+    await screenshot(page, 'extension-compare-runs-smoothed');
+    // The filter narrows dozens of charts (a chart per metric and agent) to those whose title has every word.
+    await view.locator('.chart-filter').fill('policy loss');
+    await waitForText(view.locator('.controls'), /\d+ of \d+ charts/);
+    const filtered = await cards.filter({ visible: true }).locator('h2').allInnerTexts();
+    assert.ok(filtered.length > 0 && filtered.every((t) => /policy loss/i.test(t)), filtered.join(', '));
+    await page.mouse.move(0, 0);
+    await runCommand(page, 'View: Close All Editor Groups');
   }),
 );
 
