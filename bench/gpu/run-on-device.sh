@@ -9,7 +9,8 @@
 # Env: GPU_BENCH_BUDGET_S (450: seconds for both models together), GPU_BENCH_SMALL_S (220: the
 # 0.5B model's share), GPU_BENCH_MODELS (qwen2.5-0.5b,qwen3-1.7b); BENCH_GPU_* pass through to the
 # bench (bench/gpu/bench-gpu.ts); GPU_BENCH_ENV_<model, non-alphanumerics as _> adds settings
-# for one model (e.g. GPU_BENCH_ENV_qwen3_1_7b="BENCH_GPU_PHASES=ppo"). GPU_BENCH_TINY=1 runs the
+# for one model (e.g. GPU_BENCH_ENV_qwen3_1_7b="BENCH_GPU_PHASES=ppo"). GPU_BENCH_KERNELS=1 runs
+# bench/gpu/webgpu-kernels.ts instead (MatMul throughput and small-kernel cost, both sides). GPU_BENCH_TINY=1 runs the
 # CPU form instead (a check of the bundle on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -64,6 +65,12 @@ export TROUPE_BENCH_PYTHON=${TROUPE_BENCH_PYTHON:-$(command -v python3)} PYTHONU
 
 if [[ ${GPU_BENCH_TINY:-0} == 1 ]]; then
   BENCH_GPU_TINY=1 BENCH_GPU_OUT="$OUT/gpu-tiny.json" node --import tsx bench/gpu/bench-gpu.ts 2>&1 | tee "$OUT/log-tiny.txt"
+  exit "${PIPESTATUS[0]}"
+fi
+
+if [[ ${GPU_BENCH_KERNELS:-0} == 1 ]]; then
+  # Only the kernel-level figures (MatMul throughput, cost of a small kernel) beside PyTorch's.
+  KERNELS_OUT="$OUT/webgpu-kernels.json" timeout -k 5 "$(left)" node --import tsx bench/gpu/webgpu-kernels.ts 2>&1 | tee "$OUT/log-kernels.txt"
   exit "${PIPESTATUS[0]}"
 fi
 
