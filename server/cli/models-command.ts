@@ -67,6 +67,13 @@ const fmtBytes = (n: number): string => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} GB`
 function describeShape(info: ModelFolderInfo): string {
   const c = info.config;
   const { H, Hkv, D } = modelDims(c);
+  if (c.architecture === 'gpt2') {
+    return [
+      `${c.numLayers} layers`, `hidden ${c.hiddenSize}`, `${H} heads (head dim ${D})`, `MLP ${c.intermediateSize} (GELU tanh)`,
+      `vocab ${c.vocabSize}`, c.tieEmbeddings ? 'tied embeddings' : 'separate lm_head', 'LayerNorm',
+      `learned positions ${c.positionEmbeddings}`, `context ${c.maxSequenceLength}`,
+    ].join(', ');
+  }
   const parts = [
     `${c.numLayers} layers`, `hidden ${c.hiddenSize}`, `${H} heads (${Hkv} kv, head dim ${D})`, `MLP ${c.intermediateSize}`,
     `vocab ${c.vocabSize}`, c.tieEmbeddings ? 'tied embeddings' : 'separate lm_head', ...(c.attentionBias ? ['q/k/v bias'] : []),

@@ -43,6 +43,29 @@ export function rmsNormReference(b: Graph, x: Node, w: Node, eps: number): Node 
   return b.mul(b.mul(x, inv), w);
 }
 
+/**
+ * LayerNorm over the last axis (Ba et al. 2016): (x − mean) / sqrt(var + eps) · w + bias, with the
+ * biased variance, as torch.nn.LayerNorm computes it.
+ */
+export function layerNorm(b: Graph, x: Node, w: Node, bias: Node, eps: number): Node {
+  const C = x.shape[x.shape.length - 1] as number;
+  const mean = b.mul(b.reduceSum(x, [-1], true), b.like(x, 1 / C)); // [..., 1]
+  const centred = b.sub(x, mean);
+  const variance = b.mul(b.reduceSum(b.mul(centred, centred), [-1], true), b.like(x, 1 / C)); // [..., 1]
+  const inv = b.reciprocal(b.sqrt(b.add(variance, b.like(x, eps))));
+  return b.add(b.mul(b.mul(centred, inv), w), bias);
+}
+
+/**
+ * GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2's "gelu_new", PyTorch's
+ * approximate='tanh'): 0.5·z·(1 + tanh(√(2/π)·(z + 0.044715·z³))).
+ */
+export function geluTanh(b: Graph, z: Node): Node {
+  const cube = b.mul(b.mul(z, z), z);
+  const inner = b.mul(b.add(z, b.mul(cube, b.like(z, 0.044715))), b.like(z, Math.sqrt(2 / Math.PI)));
+  return b.mul(b.mul(z, b.like(z, 0.5)), b.add(b.tanh(inner), b.like(z, 1)));
+}
+
 /** SiLU(z) = z · σ(z). */
 export function silu(b: Graph, z: Node): Node {
   return b.mul(z, b.sigmoid(z));

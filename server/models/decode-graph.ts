@@ -115,6 +115,9 @@ export function quantizedWeightNames(c: ModelConfig): string[] {
 const quantName = (weight: string, part: 'packed' | 'scales', head: string) => `${weight === head ? 'head' : weight}.${part}`;
 
 export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDecode {
+  // Built from RMSNorm and RoPE kernels: GPT-2 (LayerNorm, learned positions) decodes with the
+  // plain graph, and the experiment config refuses rollout.fusedDecode and quantized rollouts for it.
+  if (c.architecture === 'gpt2') throw new Error('buildFusedDecode: the fused decode graph supports the llama architecture only, not gpt2; decode gpt2 models with the plain graph (rollout.fusedDecode false, rollout.weights "fp32")');
   const { H, Hkv, D, L, V } = modelDims(c);
   const bits = quantBits(o.weights);
   if ((bits || o.baked) && o.lora) throw new Error('buildFusedDecode: a quantized or baked graph takes the LoRA adapter merged into its weights, not as inputs');

@@ -1,5 +1,5 @@
 /**
- * Loading a Hugging Face model folder (Qwen2, Qwen3, Llama/SmolLM2) into our parameter map:
+ * Loading a Hugging Face model folder (Qwen2, Qwen3, Llama/SmolLM2, GPT-2/DialoGPT) into our parameter map:
  *
  *   config.json                       model_type and shapes (→ ModelConfig, `hf-names.ts`)
  *   model.safetensors                 the weights, or, when sharded:
@@ -15,7 +15,8 @@
 import { mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { parameterShapes, ropeInverseFrequencies } from './model-config.ts';
+import { isGpt2, parameterShapes, ropeInverseFrequencies } from './model-config.ts';
+import { gpt2SourceName, gpt2TensorsToOurs, isGpt2Buffer, oursToGpt2Tensors } from './hf-gpt2.ts';
 import type { ModelConfig } from './model-config.ts';
 import { fromHfName, hfConfigSchema, hfConfigToModelConfig, modelConfigToHf, toHfName } from './hf-names.ts';
 import type { HfConfig, HfConfigOptions, HfModelType } from './hf-names.ts';
@@ -107,6 +108,7 @@ async function readSharded(dir: string, options: SafetensorsReadOptions): Promis
  */
 export async function loadHfCheckpoint(dir: string, options: LoadHfCheckpointOptions = {}): Promise<HfCheckpoint> {
   const { config, hfConfig } = await readHfConfig(dir, options);
+  const gpt2 = isGpt2(config);
   const readOptions: SafetensorsReadOptions = options.alloc ? { alloc: options.alloc } : {};
 
   const single = join(dir, HF_WEIGHTS_FILE);
@@ -124,27 +126,34 @@ export async function loadHfCheckpoint(dir: string, options: LoadHfCheckpointOpt
     throw new Error(`${dir}: no ${HF_WEIGHTS_FILE} or ${HF_INDEX_FILE} (PyTorch .bin checkpoints are not supported; convert them to safetensors)`);
   }
 
-  const mapped = new Map<string, SafetensorsTensor>();
-  const unknown: string[] = [];
+  let mapped = new Map<string, SafetensorsTensor>();
+  let unknown: string[] = [];
   let tiedHead: SafetensorsTensor | undefined;
+  const kept = new Map<string, SafetensorsTensor>();
   for (const [hfName, t] of tensors) {
-    if (derivedBuffer.test(hfName)) continue;
+    if (derivedBuffer.test(hfName) || (gpt2 && isGpt2Buffer(hfName))) continue;
     if (config.tieEmbeddings && hfName === 'lm_head.weight') {
       tiedHead = t;
       continue;
     }
-    const ours = fromHfName(hfName);
-    if (ours === undefined) unknown.push(`unexpected tensor '${hfName}' (shape [${t.shape.join(', ')}]): not part of a ${hfConfig.model_type} model`);
-    else mapped.set(ours, t);
+    kept.set(hfName, t);
+  }
+  if (gpt2) ({ mapped, problems: unknown } = gpt2TensorsToOurs(config, kept));
+  else {
+    for (const [hfName, t] of kept) {
+      const ours = fromHfName(hfName);
+      if (ours === undefined) unknown.push(`unexpected tensor '${hfName}' (shape [${t.shape.join(', ')}]): not part of a ${hfConfig.model_type} model`);
+      else mapped.set(ours, t);
+    }
   }
   if (unknown.length > 0) {
     const more = unknown.length > 20 ? [`… and ${unknown.length - 20} more`] : [];
     throw new Error(`${source}: tensors do not match the model config:\n${[...unknown.slice(0, 20), ...more].map((u) => `  ${u}`).join('\n')}`);
   }
-  const params = matchTensors(parameterShapes(config), mapped, source, (n) => `'${toHfName(n)}' (ours: '${n}')`);
+  const params = matchTensors(parameterShapes(config), mapped, source, gpt2 ? (n) => `'${gpt2SourceName(n)})` : (n) => `'${toHfName(n)}' (ours: '${n}')`);
   const embed = params.get('embed.weight');
   if (tiedHead && embed && !(tiedHead.data.length === embed.length && tiedHead.data.every((v, i) => Object.is(v, embed[i])))) {
-    throw new Error(`${source}: tensor 'lm_head.weight' differs from 'model.embed_tokens.weight' although tie_word_embeddings is true`);
+    throw new Error(`${source}: tensor 'lm_head.weight' differs from '${gpt2 ? 'transformer.wte.weight' : 'model.embed_tokens.weight'}' although tie_word_embeddings is true`);
   }
   const storedDtypes: Partial<Record<SafetensorsDtype, number>> = {};
   for (const [name, t] of mapped) if (params.has(name)) storedDtypes[t.dtype] = (storedDtypes[t.dtype] ?? 0) + t.data.length;
@@ -174,7 +183,7 @@ export async function saveHfCheckpoint(dir: string, config: ModelConfig, params:
   const sameShapes = JSON.stringify(parameterShapes(back)) === JSON.stringify(parameterShapes(config)) && JSON.stringify(ropeInverseFrequencies(back)) === JSON.stringify(ropeInverseFrequencies(config));
   if (!sameShapes) throw new Error(`${dir}: the source config.json describes a different model than the weights to save`);
   const ours = shapeParameters(parameterShapes(config), params, `Hugging Face checkpoint ${dir}`);
-  const tensors = new Map([...ours].map(([name, t]) => [toHfName(name), t]));
+  const tensors = isGpt2(config) ? oursToGpt2Tensors(config, ours) : new Map([...ours].map(([name, t]) => [toHfName(name), t]));
   await mkdir(dir, { recursive: true });
   await writeSafetensorsFile(join(dir, HF_WEIGHTS_FILE), tensors, { ...options.metadata, format: 'pt' });
   await writeJsonFile(join(dir, HF_CONFIG_FILE), hfConfig);

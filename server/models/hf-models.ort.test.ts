@@ -1,6 +1,7 @@
 /**
  * Hugging Face checkpoints end to end against PyTorch: tiny random Qwen2, Qwen3 (q/k norm,
- * head_dim ≠ hidden/heads) and Llama 3 (llama3 RoPE scaling, tied head) folders written by
+ * head_dim ≠ hidden/heads), Llama 3 (llama3 RoPE scaling, tied head) and GPT-2 (Conv1D weights,
+ * fused c_attn, LayerNorm, learned positions, tanh GELU) folders written by
  * `reference/make_hf_fixtures.py` in F32, BF16, F16 and sharded form are loaded by our loader,
  * and the compiled graphs reproduce the reference's logits and LoRA PPO gradients. KV-cache
  * decoding equals a full forward on each architecture, and the fused decode graph equals the plain
@@ -34,7 +35,7 @@ after(async () => {
 
 const expectedDtype = (folder: string): string => (folder.includes('bf16') ? 'BF16' : folder.includes('f16') ? 'F16' : 'F32');
 
-for (const arch of ['qwen2', 'qwen3', 'llama']) {
+for (const arch of ['qwen2', 'qwen3', 'llama', 'gpt2']) {
   describe(`Hugging Face ${arch} checkpoint vs PyTorch`, () => {
     let fx: TorchFixture;
     let ck: HfCheckpoint;
@@ -61,7 +62,7 @@ for (const arch of ['qwen2', 'qwen3', 'llama']) {
       }
     });
 
-    test('RoPE inverse frequencies equal the reference (llama3 scaling included)', () => {
+    test('RoPE inverse frequencies equal the reference (llama3 scaling included)', { skip: arch === 'gpt2' && 'GPT-2 has learned positions, no RoPE' }, () => {
       const ours = ropeInverseFrequencies(ck.config);
       const ref = fx.meta.ropeInvFreq!;
       assert.equal(ours.length, ref.length);

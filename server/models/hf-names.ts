@@ -1,6 +1,7 @@
 /**
- * Bridge to Hugging Face Qwen2/Qwen3/Llama checkpoints: parameter names both ways and
- * `config.json` → ModelConfig. Loading a folder is `hf-checkpoint.ts`.
+ * Bridge to Hugging Face Qwen2/Qwen3/Llama/GPT-2 checkpoints: parameter names both ways and
+ * `config.json` → ModelConfig. Loading a folder is `hf-checkpoint.ts`; GPT-2's tensors, which are
+ * fused and transposed rather than renamed, are converted in `hf-gpt2.ts`.
  *
  *   ours                              Hugging Face (LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM)
  *   embed.weight                      model.embed_tokens.weight
@@ -73,6 +74,25 @@ export function fromHfName(hfName: string): string | undefined {
 
 const positiveInt = z.int().positive();
 
+/**
+ * GPT-2's config.json names its sizes n_embd, n_layer, n_head, n_positions and n_inner;
+ * transformers reads them as hidden_size etc. through `GPT2Config.attribute_map` (n_inner null
+ * meaning 4·n_embd). The same renaming here lets one schema read both families.
+ */
+function gpt2AttributeMap(raw: unknown): unknown {
+  if (typeof raw !== 'object' || raw === null || (raw as { model_type?: unknown }).model_type !== 'gpt2') return raw;
+  const r = raw as Record<string, unknown>;
+  const out: Record<string, unknown> = { ...r };
+  const alias = (ours: string, theirs: string) => { if (out[ours] === undefined && r[theirs] !== undefined) out[ours] = r[theirs]; };
+  alias('hidden_size', 'n_embd');
+  alias('num_hidden_layers', 'n_layer');
+  alias('num_attention_heads', 'n_head');
+  alias('max_position_embeddings', 'n_positions');
+  alias('intermediate_size', 'n_inner');
+  if (out['intermediate_size'] == null && typeof out['hidden_size'] === 'number') out['intermediate_size'] = 4 * out['hidden_size'];
+  return out;
+}
+
 /** RoPE settings as `rope_scaling` (transformers ≤ 4.x) or `rope_parameters` (v5) spell them. */
 const ropeFieldsSchema = z.looseObject({
   type: z.string().optional(),
@@ -89,7 +109,7 @@ const ropeFieldsSchema = z.looseObject({
  * `Qwen2Config`, `Qwen3Config`). Other fields are allowed and ignored; the ones that would change
  * the math are checked in `hfConfigToModelConfig`.
  */
-export const hfConfigSchema = z.looseObject({
+export const hfConfigSchema = z.preprocess(gpt2AttributeMap, z.looseObject({
   model_type: z.string(),
   architectures: z.array(z.string()).nullish(),
   vocab_size: positiveInt,
@@ -117,7 +137,13 @@ export const hfConfigSchema = z.looseObject({
   dtype: z.string().nullish(),
   /** The hub id or path the checkpoint was saved from (transformers writes it on save_pretrained). */
   _name_or_path: z.string().nullish(),
-});
+  /** GPT-2 only (`GPT2Config`): the MLP activation, LayerNorm epsilon and attention variants. */
+  activation_function: z.string().nullish(),
+  layer_norm_epsilon: z.number().positive().nullish(),
+  scale_attn_weights: z.boolean().nullish(),
+  scale_attn_by_inverse_layer_idx: z.boolean().nullish(),
+  add_cross_attention: z.boolean().nullish(),
+}));
 export type HfConfig = z.output<typeof hfConfigSchema>;
 
 /**
@@ -128,7 +154,12 @@ const modelTypes = {
   qwen2: { defaultBias: true, fixedBias: true, qkNorm: false, maxPositions: 32768 },
   qwen3: { defaultBias: false, fixedBias: false, qkNorm: true, maxPositions: 32768 },
   llama: { defaultBias: false, fixedBias: false, qkNorm: false, maxPositions: 2048 },
+  // GPT-2 / DialoGPT: biases on every projection, learned positions (n_positions, default 1024).
+  gpt2: { defaultBias: true, fixedBias: true, qkNorm: false, maxPositions: 1024 },
 } as const;
+
+/** GPT-2 activation names that are the tanh-approximated GELU (transformers `ACT2FN`). */
+const gpt2Activations = ['gelu_new', 'gelu_pytorch_tanh'];
 export type HfModelType = keyof typeof modelTypes;
 export const supportedHfModelTypes = Object.keys(modelTypes) as HfModelType[];
 
@@ -138,6 +169,12 @@ const hfFieldOf: Record<keyof ModelConfig, string> = {
   numKvHeads: 'num_key_value_heads', headDim: 'head_dim', intermediateSize: 'intermediate_size', ropeTheta: 'rope_theta',
   rmsNormEps: 'rms_norm_eps', tieEmbeddings: 'tie_word_embeddings', attentionBias: 'attention_bias',
   maxSequenceLength: 'max_position_embeddings', qkNorm: 'model_type', ropeScaling: 'rope_scaling',
+  architecture: 'model_type', positionEmbeddings: 'max_position_embeddings',
+};
+/** GPT-2's own spelling of the fields it names differently. */
+const gpt2FieldOf: Partial<Record<keyof ModelConfig, string>> = {
+  hiddenSize: 'n_embd', numLayers: 'n_layer', numHeads: 'n_head', intermediateSize: 'n_inner',
+  rmsNormEps: 'layer_norm_epsilon', maxSequenceLength: 'n_positions', positionEmbeddings: 'n_positions',
 };
 
 export interface HfConfigOptions {
@@ -176,10 +213,17 @@ export function hfConfigToModelConfig(hf: unknown, source = 'Hugging Face config
   const modelType = supportedHfModelTypes.find((t) => t === c.model_type);
   if (!modelType) problems.push(`model_type: '${c.model_type}' is not supported (supported: ${supportedHfModelTypes.join(', ')})`);
   const kind = modelType ? modelTypes[modelType] : undefined;
-  if (c.architectures && c.architectures.length > 0 && !c.architectures.some((a) => a.endsWith('ForCausalLM'))) {
-    problems.push(`architectures: ${c.architectures.join(', ')} is not a causal language model (expected a …ForCausalLM)`);
+  if (c.architectures && c.architectures.length > 0 && !c.architectures.some((a) => a.endsWith('ForCausalLM') || a === 'GPT2LMHeadModel')) {
+    problems.push(`architectures: ${c.architectures.join(', ')} is not a causal language model (expected a …ForCausalLM or GPT2LMHeadModel)`);
   }
-  if (c.hidden_act != null && c.hidden_act !== 'silu') problems.push(`hidden_act: '${c.hidden_act}' is not supported (only 'silu', SwiGLU)`);
+  const gpt2 = modelType === 'gpt2';
+  if (gpt2) {
+    if (c.activation_function != null && !gpt2Activations.includes(c.activation_function)) problems.push(`activation_function: '${c.activation_function}' is not supported (only the tanh GELU: ${gpt2Activations.join(', ')})`);
+    if (c.scale_attn_weights === false) problems.push('scale_attn_weights: unscaled attention is not supported');
+    if (c.scale_attn_by_inverse_layer_idx === true) problems.push('scale_attn_by_inverse_layer_idx: per-layer attention scaling is not supported');
+    if (c.add_cross_attention === true) problems.push('add_cross_attention: cross-attention (encoder-decoder) is not supported');
+  }
+  if (!gpt2 && c.hidden_act != null && c.hidden_act !== 'silu') problems.push(`hidden_act: '${c.hidden_act}' is not supported (only 'silu', SwiGLU)`);
   if (c.mlp_bias === true) problems.push('mlp_bias: MLP biases are not supported');
   if (c.use_sliding_window === true) problems.push('use_sliding_window: sliding-window attention is not supported');
   const otherLayers = (c.layer_types ?? []).filter((t) => t !== 'full_attention');
@@ -202,10 +246,12 @@ export function hfConfigToModelConfig(hf: unknown, source = 'Hugging Face config
     intermediateSize: c.intermediate_size,
     // transformers' LlamaConfig/Qwen2Config/Qwen3Config defaults where a field is absent.
     ropeTheta: c.rope_theta ?? c.rope_parameters?.rope_theta ?? 10000,
-    rmsNormEps: c.rms_norm_eps ?? 1e-6,
-    tieEmbeddings: c.tie_word_embeddings ?? false,
+    // GPT2Config: layer_norm_epsilon 1e-5, tied embeddings unless said otherwise.
+    rmsNormEps: (gpt2 ? c.layer_norm_epsilon ?? 1e-5 : c.rms_norm_eps) ?? 1e-6,
+    tieEmbeddings: c.tie_word_embeddings ?? gpt2,
     attentionBias: kind?.fixedBias ? true : (c.attention_bias ?? kind?.defaultBias ?? false),
     maxSequenceLength: options.maxSequenceLength ?? c.max_position_embeddings ?? kind?.maxPositions ?? 2048,
+    ...(gpt2 ? { architecture: 'gpt2' as const, positionEmbeddings: c.max_position_embeddings ?? kind!.maxPositions } : {}),
     ...(kind?.qkNorm ? { qkNorm: true } : {}),
     ...(ropeScaling ? { ropeScaling } : {}),
   };
@@ -213,7 +259,8 @@ export function hfConfigToModelConfig(hf: unknown, source = 'Hugging Face config
   if (m.success) return m.data;
   const lines = m.error.issues.map((i) => {
     const field = i.path[0];
-    const name = typeof field === 'string' && field in hfFieldOf ? hfFieldOf[field as keyof ModelConfig] : String(field);
+    const key = field as keyof ModelConfig;
+    const name = typeof field === 'string' && field in hfFieldOf ? ((gpt2 ? gpt2FieldOf[key] : undefined) ?? hfFieldOf[key]) : String(field);
     return `  ${[name, ...i.path.slice(1).map(String)].join('.')}: ${i.message}`;
   });
   throw new Error(`invalid ${source}:\n${lines.join('\n')}`);
@@ -222,6 +269,24 @@ export function hfConfigToModelConfig(hf: unknown, source = 'Hugging Face config
 /** Our config fields back in HF form, for writing a Hugging Face folder (e.g. a test checkpoint). */
 export function modelConfigToHf(c: ModelConfig, modelType: HfModelType): Record<string, unknown> {
   const kind = modelTypes[modelType];
+  if ((modelType === 'gpt2') !== (c.architecture === 'gpt2')) {
+    throw new Error(`a model of architecture ${c.architecture ?? 'llama'} cannot be written as model_type '${modelType}'`);
+  }
+  if (modelType === 'gpt2') {
+    return {
+      architectures: ['GPT2LMHeadModel'],
+      model_type: 'gpt2',
+      vocab_size: c.vocabSize,
+      n_embd: c.hiddenSize,
+      n_layer: c.numLayers,
+      n_head: c.numHeads,
+      n_inner: c.intermediateSize,
+      n_positions: c.positionEmbeddings,
+      activation_function: 'gelu_new',
+      layer_norm_epsilon: c.rmsNormEps,
+      tie_word_embeddings: c.tieEmbeddings,
+    };
+  }
   if (Boolean(c.qkNorm) !== kind.qkNorm || (kind.fixedBias && !c.attentionBias)) {
     throw new Error(`a model with qkNorm ${Boolean(c.qkNorm)} and attentionBias ${c.attentionBias} cannot be written as model_type '${modelType}'`);
   }

@@ -18,7 +18,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { loraTargets, modelDims, projectionName, projectionSize } from './model-config.ts';
+import { adaptedTargets, isGpt2, loraTargets, modelDims, projectionName, projectionSize } from './model-config.ts';
 import type { LoraTarget, ModelConfig } from './model-config.ts';
 import { matchTensors, shapeParameters } from './checkpoint.ts';
 import type { ExpectedShapes } from './checkpoint.ts';
@@ -56,7 +56,7 @@ export const resolveLoraConfig = (c: LoraConfig): ResolvedLoraConfig => ({ ...c,
 /** Every adapter parameter with its shape, in canonical order. */
 export function loraParameterShapes(model: ModelConfig, lora: LoraConfig): Array<[name: string, shape: number[]]> {
   const out: Array<[string, number[]]> = [];
-  const targets = orderedTargets(lora);
+  const targets = adaptedTargets(model, lora.targets);
   for (let i = 0; i < modelDims(model).L; i++) {
     for (const t of targets) {
       const { in: fanIn, out: fanOut } = projectionSize(model, t);
@@ -205,6 +205,7 @@ export async function exportPeftAdapter(
   params: ReadonlyMap<string, Float32Array>,
   options: PeftExportOptions = {},
 ): Promise<void> {
+  refusePeftForGpt2(model, dir);
   const resolved = resolveLoraConfig(parseLoraConfig(lora, 'LoRA config to export'));
   const ours = shapeParameters(loraParameterShapes(model, resolved), params, `LoRA adapter for ${dir}`);
   const tensors = new Map<string, { shape: readonly number[]; data: Float32Array }>();
@@ -220,6 +221,16 @@ export async function exportPeftAdapter(
   await writeJsonFile(join(dir, PEFT_CONFIG_FILE), config);
 }
 
+/**
+ * PEFT adapts GPT-2's fused c_attn Conv1D as one module (one A [r, C], one B [3C, r], and
+ * fan_in_fan_out), while Troupe trains separate q, k and v adapters on the split projections: the
+ * two layouts do not map onto each other at the same rank, so GPT-2 adapters stay in Troupe's
+ * layout (`saveLoraAdapter`) rather than being written half-right.
+ */
+function refusePeftForGpt2(model: ModelConfig, dir: string): void {
+  if (isGpt2(model)) throw new Error(`${dir}: PEFT adapters are not supported for architecture gpt2 (PEFT wraps the fused c_attn, Troupe adapts q, k and v apart); keep the adapter in Troupe's layout (${LORA_CONFIG_FILE} + ${LORA_WEIGHTS_FILE})`);
+}
+
 export interface PeftAdapter extends LoraAdapter {
   baseModelNameOrPath: string | null;
 }
@@ -231,6 +242,7 @@ export interface PeftAdapter extends LoraAdapter {
  * lora_dropout is accepted: dropout only acts during training and does not change the weights.
  */
 export async function importPeftAdapter(dir: string, model: ModelConfig, options?: SafetensorsReadOptions): Promise<PeftAdapter> {
+  refusePeftForGpt2(model, dir);
   const configPath = join(dir, PEFT_CONFIG_FILE);
   const c = await readJsonFile(configPath, peftConfigSchema);
   const problems: string[] = [];

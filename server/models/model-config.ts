@@ -18,14 +18,46 @@
  *   norm.weight                     [C]
  *   lm_head.weight                  [V, C]        (absent when tieEmbeddings)
  * Linear weights are stored [out, in] as in PyTorch/Hugging Face, so checkpoints map 1:1.
+ *
+ * With `architecture: 'gpt2'` (GPT-2, DialoGPT) the table is instead:
+ *   embed.weight                    [V, C]
+ *   pos_embed.weight                [N, C]        (N = positionEmbeddings, learned absolute positions)
+ *   layers.{i}.attn_norm.{weight,bias}   [C]      (LayerNorm)
+ *   layers.{i}.attn.{q,k,v}.{weight,bias} [C, C], [C]
+ *   layers.{i}.attn.o.{weight,bias} [C, C], [C]
+ *   layers.{i}.mlp_norm.{weight,bias}    [C]
+ *   layers.{i}.mlp.up.{weight,bias} [F, C], [F]   (GELU MLP: no gate)
+ *   layers.{i}.mlp.down.{weight,bias} [C, F], [C]
+ *   norm.{weight,bias}              [C]
+ *   lm_head.weight                  [V, C]        (absent when tieEmbeddings)
+ * still [out, in]: Hugging Face's Conv1D [in, out] tensors (and the fused c_attn) are transposed
+ * and split on load (`hf-gpt2.ts`).
  */
 // The schema is declared once in protocol (the experiment config embeds it); the same object
 // validates a checkpoint's config.json, bounded by the same ceilings.
-import { modelConfigSchema, type LoraTarget, type ModelConfig } from '../protocol/model-schemas.ts';
+import { loraTargets, modelConfigSchema, type LoraTarget, type ModelConfig } from '../protocol/model-schemas.ts';
 import { parseWithSchema } from './json-file.ts';
 
-export { loraTargets, modelConfigSchema } from '../protocol/model-schemas.ts';
-export type { LoraTarget, ModelConfig, ModelConfigInput, RopeScaling } from '../protocol/model-schemas.ts';
+export { loraTargets, modelArchitectures, modelConfigSchema } from '../protocol/model-schemas.ts';
+export type { LoraTarget, ModelArchitecture, ModelConfig, ModelConfigInput, RopeScaling } from '../protocol/model-schemas.ts';
+
+/** Whether the model is GPT-2 shaped (LayerNorm, learned positions, GELU MLP) rather than Llama shaped. */
+export const isGpt2 = (c: ModelConfig): boolean => c.architecture === 'gpt2';
+
+/** The projections a model has, in `loraTargets` order: GPT-2's MLP has no gate. */
+export function modelProjections(c: ModelConfig): readonly LoraTarget[] {
+  return isGpt2(c) ? loraTargets.filter((t) => t !== 'gate') : loraTargets;
+}
+
+/**
+ * The LoRA targets that exist in the model, in canonical order: the default "all" on GPT-2 leaves
+ * out the gate it has not got. An adapter left with no projection at all is an error.
+ */
+export function adaptedTargets(c: ModelConfig, targets: readonly LoraTarget[]): LoraTarget[] {
+  const out = modelProjections(c).filter((t) => targets.includes(t));
+  if (out.length === 0) throw new Error(`lora.targets: none of ${targets.join(', ')} is a projection of this ${c.architecture ?? 'llama'} model (it has ${modelProjections(c).join(', ')})`);
+  return out;
+}
 
 /** Derived sizes used throughout the model code. */
 export interface ModelDims {
@@ -59,6 +91,22 @@ export function parseModelConfig(input: unknown, source = 'model config'): Model
 export function parameterShapes(c: ModelConfig): Array<[name: string, shape: number[]]> {
   const { V, C, L, H, Hkv, D, F } = modelDims(c);
   const out: Array<[string, number[]]> = [['embed.weight', [V, C]]];
+  if (isGpt2(c)) {
+    out.push(['pos_embed.weight', [c.positionEmbeddings!, C]]);
+    const linear = (name: string, outDim: number, inDim: number) => out.push([`${name}.weight`, [outDim, inDim]], [`${name}.bias`, [outDim]]);
+    for (let i = 0; i < L; i++) {
+      const p = `layers.${i}`;
+      out.push([`${p}.attn_norm.weight`, [C]], [`${p}.attn_norm.bias`, [C]]);
+      for (const t of ['q', 'k', 'v'] as const) linear(`${p}.attn.${t}`, H * D, C);
+      linear(`${p}.attn.o`, C, H * D);
+      out.push([`${p}.mlp_norm.weight`, [C]], [`${p}.mlp_norm.bias`, [C]]);
+      linear(`${p}.mlp.up`, F, C);
+      linear(`${p}.mlp.down`, C, F);
+    }
+    out.push(['norm.weight', [C]], ['norm.bias', [C]]);
+    if (!c.tieEmbeddings) out.push(['lm_head.weight', [V, C]]);
+    return out;
+  }
   for (let i = 0; i < L; i++) {
     const p = `layers.${i}`;
     out.push([`${p}.attn_norm.weight`, [C]]);

@@ -12,7 +12,8 @@ import { HF_INDEX_FILE, HF_WEIGHTS_FILE, isHfConfig } from './hf-checkpoint.ts';
 import { readGenerationConfig } from './hf-tokenizer.ts';
 import { fromHfName, hfConfigSchema, hfConfigToModelConfig, supportedHfModelTypes, toHfName, type HfModelType } from './hf-names.ts';
 import { parseWithSchema, readJsonFile } from './json-file.ts';
-import { modelConfigSchema, parameterCount, parameterShapes, type ModelConfig } from './model-config.ts';
+import { isGpt2, modelConfigSchema, parameterCount, parameterShapes, type ModelConfig } from './model-config.ts';
+import { isGpt2Buffer } from './hf-gpt2.ts';
 import { readSafetensorsHeaderFile, type SafetensorsDtype } from './safetensors.ts';
 import { TOKENIZER_FILE } from './tokenizer.ts';
 
@@ -109,14 +110,18 @@ export async function describeModelFolder(dir: string): Promise<ModelFolderInfo>
     files = [...new Set(Object.values(index.weight_map))].sort();
   } else throw new Error(`${dir}: no ${HF_WEIGHTS_FILE}${hf ? ` or ${HF_INDEX_FILE}` : ''}`);
 
-  const wanted = new Set(parameterShapes(config).map(([n]) => (hf ? toHfName(n) : n)));
+  // GPT-2's tensors are fused and transposed, not renamed (hf-gpt2.ts): every weight but the
+  // mask buffers and a tied head copy counts.
+  const gpt2 = isGpt2(config);
+  const wanted = new Set(gpt2 ? [] : parameterShapes(config).map(([n]) => (hf ? toHfName(n) : n)));
+  const counts = (name: string) => (gpt2 ? !isGpt2Buffer(name) && !(config.tieEmbeddings && name === 'lm_head.weight') : wanted.has(name) && (!hf || fromHfName(name) !== undefined));
   const storedDtypes: Partial<Record<SafetensorsDtype, number>> = {};
   const weightFiles: Array<{ file: string; bytes: number }> = [];
   for (const file of files) {
     const header = await readSafetensorsHeaderFile(join(dir, file));
     weightFiles.push({ file, bytes: header.bytes });
     for (const [name, t] of header.tensors) {
-      if (!wanted.has(name) || (hf && fromHfName(name) === undefined)) continue;
+      if (!counts(name)) continue;
       storedDtypes[t.dtype] = (storedDtypes[t.dtype] ?? 0) + t.shape.reduce((a, b) => a * b, 1);
     }
   }

@@ -7,11 +7,11 @@
  * compiled graph serves any weights, and LoRA tensors are inputs too (`layers.3.attn.q.lora_A`),
  * so one graph serves every agent's adapter.
  */
-import { applyRope, attention, linear, rmsNorm, ropeTables, silu, type LoraPair } from '../compiler/composite.ts';
+import { applyRope, attention, geluTanh, layerNorm, linear, rmsNorm, ropeTables, silu, type LoraPair } from '../compiler/composite.ts';
 import { dimMul } from '../compiler/dims.ts';
 import type { Graph, Node } from '../compiler/ir.ts';
 import type { DType } from '../compiler/ops.ts';
-import { loraTargets, type LoraTarget, type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize, ropeInverseFrequencies } from './model-config.ts';
+import { adaptedTargets, isGpt2, type LoraTarget, type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize, ropeInverseFrequencies } from './model-config.ts';
 
 /** LoRA layout of a compiled graph: which projections carry adapters, rank and scale. */
 export interface LoraSpec {
@@ -24,7 +24,7 @@ export function loraShapes(c: ModelConfig, spec: LoraSpec): Array<[string, numbe
   const out: Array<[string, number[]]> = [];
   // Canonical target order, whatever order the spec lists them in, so the trainable tensor list
   // (and everything keyed by position, like the optimizer graph) is the same for equal specs.
-  const targets = loraTargets.filter((t) => spec.targets.includes(t));
+  const targets = adaptedTargets(c, spec.targets);
   for (let i = 0; i < c.numLayers; i++) {
     for (const t of targets) {
       const { in: n, out: m } = projectionSize(c, t);
@@ -97,6 +97,7 @@ export interface ForwardResult {
 }
 
 export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardArgs): ForwardResult {
+  if (isGpt2(c)) return forwardGpt2(b, c, m, args);
   const { H, Hkv, D, L } = modelDims(c);
   const [B, T] = args.ids.shape as [string | number, string | number];
   const embed = w(m, 'embed.weight');
@@ -118,16 +119,7 @@ export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardA
     const q = applyRope(b, qkNorm(b.reshape(q0, [B, T, H, D]), 'q'), cos, sin); // [B,T,H,D]
     const k = applyRope(b, qkNorm(b.reshape(k0, [B, T, Hkv, D]), 'k'), cos, sin); // [B,T,Hkv,D]
     const v = b.reshape(v0, [B, T, Hkv, D]);
-    present.push({ key: b.transpose(k, [1, 0, 2, 3]), value: b.transpose(v, [1, 0, 2, 3]) }); // [T,B,Hkv,D]
-    let keys = b.transpose(k, [0, 2, 1, 3]); // [B,Hkv,T,D]
-    let vals = b.transpose(v, [0, 2, 1, 3]);
-    const past = args.past?.[i];
-    if (past) {
-      const batchMajor = args.pastLayout === 'batch-major';
-      keys = b.concat([batchMajor ? past.key : b.transpose(past.key, [1, 2, 0, 3]), keys], 2); // [B,Hkv,P+T,D]
-      vals = b.concat([batchMajor ? past.value : b.transpose(past.value, [1, 2, 0, 3]), vals], 2);
-    }
-    cache.push({ key: keys, value: vals });
+    const { keys, vals } = joinPast(b, args, i, k, v, present, cache);
     const att = attention(b, q, keys, vals, args.bias); // [B,T,H·D]
     x = b.add(x, linear(b, att, w(m, `${p}.attn.o.weight`), null, adapter(m, i, 'o')));
     const h2 = rmsNorm(b, x, w(m, `${p}.mlp_norm.weight`), c.rmsNormEps);
@@ -140,4 +132,56 @@ export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardA
   const head = c.tieEmbeddings ? embed : w(m, 'lm_head.weight');
   const logits = linear(b, rmsNorm(b, x, w(m, 'norm.weight'), c.rmsNormEps), head);
   return { logits, present, cache };
+}
+
+/** Appends this step's keys and values [B,T,H,D] to the past (`ForwardArgs.past`), noting both. */
+function joinPast(b: Graph, args: ForwardArgs, i: number, k: Node, v: Node, present: ForwardResult['present'], cache: ForwardResult['cache']): { keys: Node; vals: Node } {
+  present.push({ key: b.transpose(k, [1, 0, 2, 3]), value: b.transpose(v, [1, 0, 2, 3]) }); // [T,B,Hkv,D]
+  let keys = b.transpose(k, [0, 2, 1, 3]); // [B,Hkv,T,D]
+  let vals = b.transpose(v, [0, 2, 1, 3]);
+  const past = args.past?.[i];
+  if (past) {
+    const batchMajor = args.pastLayout === 'batch-major';
+    keys = b.concat([batchMajor ? past.key : b.transpose(past.key, [1, 2, 0, 3]), keys], 2); // [B,Hkv,P+T,D]
+    vals = b.concat([batchMajor ? past.value : b.transpose(past.value, [1, 2, 0, 3]), vals], 2);
+  }
+  cache.push({ key: keys, value: vals });
+  return { keys, vals };
+}
+
+/**
+ * GPT-2 (transformers `GPT2LMHeadModel`): token plus learned position embeddings, then per layer
+ * x += attn(LN₁(x)); x += c_proj(gelu_tanh(c_fc(LN₂(x)))), and LN_f before the tied head. The
+ * cache contract is the Llama forward's: keys and values per layer, `present` time-major.
+ */
+function forwardGpt2(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardArgs): ForwardResult {
+  const { H, D, L } = modelDims(c);
+  const [B, T] = args.ids.shape as [string | number, string | number];
+  const embed = w(m, 'embed.weight');
+  // Positions index the learned table directly; a position past positionEmbeddings is out of
+  // range for Gather, which is why the config bounds maxSequenceLength by it.
+  let x = b.add(b.gather(embed, args.ids, 0), b.gather(w(m, 'pos_embed.weight'), args.positions, 0)); // [B,T,C]
+  const present: ForwardResult['present'] = [];
+  const cache: ForwardResult['cache'] = [];
+  const eps = c.rmsNormEps;
+  const norm = (x: Node, name: string) => layerNorm(b, x, w(m, `${name}.weight`), w(m, `${name}.bias`), eps);
+  const proj = (x: Node, i: number, group: 'attn' | 'mlp', t: LoraTarget) => {
+    const p = `layers.${i}.${group}.${t}`;
+    return linear(b, x, w(m, `${p}.weight`), w(m, `${p}.bias`), adapter(m, i, t));
+  };
+  for (let i = 0; i < L; i++) {
+    const h = norm(x, `layers.${i}.attn_norm`);
+    const q = b.reshape(proj(h, i, 'attn', 'q'), [B, T, H, D]); // [B,T,H,D]
+    const k = b.reshape(proj(h, i, 'attn', 'k'), [B, T, H, D]);
+    const v = b.reshape(proj(h, i, 'attn', 'v'), [B, T, H, D]);
+    const { keys, vals } = joinPast(b, args, i, k, v, present, cache);
+    const att = attention(b, q, keys, vals, args.bias); // [B,T,H·D]
+    x = b.add(x, proj(att, i, 'attn', 'o'));
+    const h2 = norm(x, `layers.${i}.mlp_norm`);
+    x = b.add(x, proj(geluTanh(b, proj(h2, i, 'mlp', 'up')), i, 'mlp', 'down'));
+  }
+  if (args.lastOnly) x = b.gather(x, b.scalar(-1, 'int64'), 1); // [B,C]
+  else if (args.rows) x = b.gather(b.reshape(x, [dimMul(B, T), c.hiddenSize]), args.rows, 0); // [N,C]
+  const head = c.tieEmbeddings ? embed : w(m, 'lm_head.weight');
+  return { logits: linear(b, norm(x, 'norm'), head), present, cache };
 }

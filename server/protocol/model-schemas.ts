@@ -30,9 +30,23 @@ export const llama3RopeScalingSchema = z
   .refine((r) => r.highFreqFactor > r.lowFreqFactor, { message: 'highFreqFactor must be greater than lowFreqFactor', path: ['highFreqFactor'] });
 export type RopeScaling = z.output<typeof llama3RopeScalingSchema>;
 
-/** Decoder-only transformer of the Qwen2/Llama shape (RMSNorm, RoPE, GQA attention, SwiGLU). */
+/**
+ * The block layouts a model may have. llama: the Qwen2/Qwen3/Llama shape (RMSNorm, RoPE, GQA
+ * attention, SwiGLU MLP). gpt2: GPT-2 (learned absolute position embeddings, LayerNorm with bias,
+ * biases on every projection, GELU MLP without a gate).
+ */
+export const modelArchitectures = ['llama', 'gpt2'] as const;
+export type ModelArchitecture = (typeof modelArchitectures)[number];
+
+/** Decoder-only transformer: the Qwen2/Llama shape, or GPT-2 (`architecture`). */
 export const modelConfigSchema = z
   .object({
+    // Optional rather than defaulted, so configs written before it existed hash and serialise unchanged.
+    architecture: z
+      .enum(modelArchitectures)
+      .optional()
+      .describe('Block layout. llama (default): RMSNorm, RoPE, SwiGLU MLP (Qwen2, Qwen3, Llama). gpt2: learned position embeddings (positionEmbeddings of them), LayerNorm with bias, biases on every projection (attentionBias true), tanh-approximated GELU MLP without a gate (GPT-2, DialoGPT).'),
+    positionEmbeddings: z.number().int().positive().max(sizeLimits.maxSequenceLength).optional().describe('Rows of the learned position-embedding table (GPT-2 n_positions); gpt2 only, and bounds maxSequenceLength. At most 1048576.'),
     vocabSize: z.number().int().positive().max(sizeLimits.vocabSize).describe("Vocabulary size V; must equal the tokenizer's. At most 1048576."),
     hiddenSize: z.number().int().positive().max(sizeLimits.hiddenSize).describe('Model width C (hidden size). At most 65536.'),
     numLayers: z.number().int().positive().max(sizeLimits.numLayers).describe('Number of transformer blocks L. At most 1024.'),
@@ -41,7 +55,7 @@ export const modelConfigSchema = z
     headDim: z.number().int().positive().max(sizeLimits.headDim).optional().describe('Per-head dimension D, even (RoPE rotates pairs). Default: hiddenSize / numHeads. At most 1024.'),
     intermediateSize: z.number().int().positive().max(sizeLimits.intermediateSize).describe('Hidden size F of the SwiGLU MLP. At most 524288.'),
     ropeTheta: z.number().positive().default(10000).describe('RoPE base frequency theta.'),
-    rmsNormEps: z.number().positive().default(1e-6).describe('RMSNorm epsilon.'),
+    rmsNormEps: z.number().positive().default(1e-6).describe('Epsilon of the normalisation layers: RMSNorm, or LayerNorm with architecture gpt2.'),
     tieEmbeddings: z.boolean().default(true).describe('Whether the output head shares the embedding matrix.'),
     attentionBias: z.boolean().default(false).describe('Whether the q/k/v projections carry a bias (Qwen2 does, Llama does not).'),
     maxSequenceLength: z.number().int().positive().max(sizeLimits.maxSequenceLength).default(512).describe('Longest sequence (prompt + response) the model is used with; sizes the KV caches. At most 1048576.'),
@@ -59,7 +73,20 @@ export const modelConfigSchema = z
       ctx.addIssue({ code: 'custom', path: ['numKvHeads'], message: `numKvHeads (${kv}) must divide numHeads (${c.numHeads})` });
     }
     const d = c.headDim ?? Math.floor(c.hiddenSize / c.numHeads);
-    if (d % 2 !== 0) ctx.addIssue({ code: 'custom', path: ['headDim'], message: `the head dimension (${d}: headDim, or hiddenSize / numHeads) must be even for RoPE` });
+    if (c.architecture !== 'gpt2') {
+      if (d % 2 !== 0) ctx.addIssue({ code: 'custom', path: ['headDim'], message: `the head dimension (${d}: headDim, or hiddenSize / numHeads) must be even for RoPE` });
+      if (c.positionEmbeddings !== undefined) ctx.addIssue({ code: 'custom', path: ['positionEmbeddings'], message: 'learned position embeddings belong to architecture gpt2; this model uses RoPE' });
+      return;
+    }
+    // GPT-2: every projection has a bias, positions come from a learned table, no RoPE or q/k norm.
+    const gpt2 = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message: `${message} (architecture gpt2)` });
+    if (c.positionEmbeddings === undefined) gpt2('positionEmbeddings', 'is required: the number of learned positions');
+    else if (c.maxSequenceLength > c.positionEmbeddings) gpt2('maxSequenceLength', `(${c.maxSequenceLength}) must be at most positionEmbeddings (${c.positionEmbeddings}): there is no position embedding past it`);
+    if (!c.attentionBias) gpt2('attentionBias', 'must be true: GPT-2 has biases on every projection');
+    if (c.qkNorm) gpt2('qkNorm', 'is not part of GPT-2');
+    if (c.ropeScaling) gpt2('ropeScaling', 'does not apply: GPT-2 has no RoPE');
+    if (kv !== c.numHeads) gpt2('numKvHeads', `(${kv}) must equal numHeads (${c.numHeads}): GPT-2 has no grouped-query attention`);
+    if (c.numHeads * d !== c.hiddenSize) gpt2('headDim', `numHeads × head dimension (${c.numHeads} × ${d}) must equal hiddenSize (${c.hiddenSize})`);
   });
 export type ModelConfigInput = z.input<typeof modelConfigSchema>;
 export type ModelConfig = z.output<typeof modelConfigSchema>;

@@ -15,7 +15,7 @@ import type { Environment } from '../envs/environment.ts';
 import type { CodeOptions } from '../envs/code/code-env.ts';
 import { datasetEnvironment, loadCodeSplits, type CodeSplits } from '../envs/code/code-dataset.ts';
 import { defaultModelConfig, mediumModelConfig } from '../models/default-model.ts';
-import { loraTargets, parseModelConfig, type ModelConfig } from '../models/model-config.ts';
+import { adaptedTargets, isGpt2, loraTargets, parseModelConfig, type ModelConfig } from '../models/model-config.ts';
 import type { TextTokenizer } from '../models/folder-tokenizer.ts';
 import type { LoraSpec } from '../models/transformer-graph.ts';
 import { HfTokenizer } from '../models/hf-tokenizer.ts';
@@ -141,8 +141,24 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
 
   const policies: Map<string, { model: string; lora: LoraSpec | null }> = new Map();
   for (const [id, p] of Object.entries(c.policies)) {
-    const lora = p.lora ? { rank: p.lora.rank, alpha: p.lora.alpha ?? p.lora.rank, targets: loraTargets.filter((t) => p.lora!.targets.includes(t)) } : null;
+    const model = models.get(p.model)?.config;
+    let targets = loraTargets.filter((t) => p.lora?.targets.includes(t));
+    if (p.lora && model) {
+      try {
+        targets = adaptedTargets(model, targets);
+      } catch (e) {
+        throw new ConfigError(source, [{ path: ['policies', id, 'lora', 'targets'], message: (e as Error).message.replace(/^lora\.targets: /, '') }]);
+      }
+    }
+    const lora = p.lora ? { rank: p.lora.rank, alpha: p.lora.alpha ?? p.lora.rank, targets } : null;
     policies.set(id, { model: p.model, lora });
+  }
+  // The fused decode graph (decode-graph.ts) is built from ONNX Runtime's RMSNorm and RoPE
+  // kernels, which GPT-2 does not use: its models decode with the plain graph only.
+  const gpt2 = [...models].find(([, m]) => isGpt2(m.config));
+  if (gpt2 && (c.rollout.fusedDecode || c.rollout.weights !== 'fp32')) {
+    const path = c.rollout.fusedDecode ? ['rollout', 'fusedDecode'] : ['rollout', 'weights'];
+    throw new ConfigError(source, [{ path, message: `model "${gpt2[0]}" is a gpt2 model, which decodes only with the plain fp32 graph (the fused decode graph is Llama-shaped); set rollout.fusedDecode false and rollout.weights "fp32"` }]);
   }
   // Refused before anything is allocated when weights and optimizer state cannot fit this machine.
   checkTrainingMemory(models, policies, c.algorithm.klCoef, source);

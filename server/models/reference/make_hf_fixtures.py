@@ -1,4 +1,4 @@
-"""Tiny random Hugging Face checkpoints (Qwen2, Qwen3, Llama 3 with llama3 RoPE scaling) and the
+"""Tiny random Hugging Face checkpoints (Qwen2, Qwen3, Llama 3 with llama3 RoPE scaling, GPT-2) and the
 PyTorch numbers the TypeScript loader and graphs must reproduce on them.
 
 README
@@ -29,6 +29,13 @@ README
            llama3 (factor 8, low 1, high 8, original 256) with D/2 = 4 frequencies in all three bands
            (kept, interpolated, divided); positions start at 40 so the scaled low frequencies move
            the logits.  Variants f32, bf16.
+    gpt2   (run_gpt2_case) GPT2LMHeadModel layout: transformer.h.{i}.attn.c_attn [C, 3C] and every
+           projection a Conv1D [in, out], LayerNorm with bias, learned wpe (n_positions 64), tied
+           head, gelu_new; heads 4 (D=4), n_inner None (= 4·C = 64). The reference forward
+           (torch_model.gpt2_forward) runs on those tensors as transformers does, so the loader's
+           split and transpose are what is checked. LoRA on q, k, v, o, up, down. The f32 variant
+           also carries the old attn.bias / attn.masked_bias buffers. Variants f32, bf16.
+  Regenerate one case: make_hf_fixtures.py gpt2
 """
 from __future__ import annotations
 
@@ -286,11 +293,100 @@ def run_case(case) -> None:
     print(f"hf-{case['name']}: loss {float(res['loss']):.6f}, folders {folders}, {os.path.getsize(path)} bytes")
 
 
+GPT2 = {
+    "name": "gpt2", "seed": 8008, "variants": ["f32", "bf16"],
+    # DialoGPT-medium's config.json fields (n_embd 1024, n_layer 24, n_head 16, n_positions 1024), shrunk.
+    "hf": {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 48, "n_embd": 16, "n_layer": 2,
+           "n_head": 4, "n_inner": None, "n_positions": 64, "n_ctx": 64, "activation_function": "gelu_new",
+           "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1,
+           "scale_attn_weights": True, "bos_token_id": 47, "eos_token_id": 47, "torch_dtype": "float32"},
+}
+
+
+def gpt2_config_from_hf(hf: dict) -> dict:
+    """GPT2Config semantics (n_inner None = 4·n_embd, tied head, layer_norm_epsilon) -> reference config."""
+    C = hf["n_embd"]
+    return tm.normalize_config({
+        "vocabSize": hf["vocab_size"], "hiddenSize": C, "numLayers": hf["n_layer"], "numHeads": hf["n_head"],
+        "numKvHeads": hf["n_head"], "intermediateSize": hf.get("n_inner") or 4 * C,
+        "rmsNormEps": hf.get("layer_norm_epsilon", 1e-5), "tieEmbeddings": hf.get("tie_word_embeddings", True),
+        "attentionBias": True, "maxSequenceLength": hf["n_positions"], "architecture": "gpt2",
+        "positionEmbeddings": hf["n_positions"],
+    })
+
+
+def run_gpt2_case(case) -> None:
+    """GPT-2 in its own layout (Conv1D [in, out], fused c_attn, transformer. prefix, mask buffers)."""
+    gen = torch.Generator().manual_seed(case["seed"])
+    cfg = gpt2_config_from_hf(case["hf"])
+    params = {k: representable(v) for k, v in tm.gpt2_init_params(cfg, gen).items()}
+    folders = []
+    for variant in case["variants"]:
+        folder = os.path.join(HF_DIR, f"{case['name']}-{variant}")
+        tensors = dict(params)
+        if variant == "f32":
+            # Older GPT-2 checkpoints carry the causal-mask buffers; the loader must skip them.
+            P = cfg["positionEmbeddings"]
+            for i in range(cfg["numLayers"]):
+                tensors[f"transformer.h.{i}.attn.bias"] = torch.tril(torch.ones(P, P, dtype=torch.float64)).view(1, 1, P, P)
+                tensors[f"transformer.h.{i}.attn.masked_bias"] = torch.tensor(-1e4, dtype=torch.float64)
+        write_folder(folder, case["hf"], tensors, variant)
+        back, _ = tm.read_safetensors(os.path.join(folder, "model.safetensors"))
+        assert all(torch.equal(back[n].to(torch.float64), params[n]) for n in params), f"{folder} does not read back exactly"
+        folders.append(os.path.relpath(folder, FIXTURES))
+
+    r, alpha = LORA["rank"], LORA["alpha"]
+    targets = list(tm.GPT2_LORA_TARGETS)
+    lora = {}
+    for name, shape in tm.lora_shapes(cfg, r, targets):
+        std = 0.3 if name.endswith("lora_A") else 0.2
+        lora[name] = mf.f32(std * torch.randn(shape, generator=gen, dtype=torch.float64))
+    scale = alpha / r
+    ids, pos, attn, tgt, loss_mask = mf.make_inputs({"pads": [0, 2, 1], "prompt": [1, 1, 2]}, cfg, gen)
+    token_weight = 1.0 / float(loss_mask.sum())
+    with torch.no_grad():
+        logp0, _ = tm.token_logp(tm.gpt2_forward(params, cfg, ids, pos, attn, lora, scale), tgt, mf.PPO["temperature"])
+    adv, log_ratio = mf.ppo_branches(loss_mask, gen)
+    inputs = {
+        "input_ids": ids, "position_ids": pos, "targets": tgt, "attention_mask": attn, "loss_mask": loss_mask,
+        "advantages": mf.f32(adv), "old_logp": mf.f32(logp0 - log_ratio),
+        "ref_logp": mf.f32(logp0 + 0.2 * torch.randn(mf.B, mf.T, generator=gen, dtype=torch.float64)),
+    }
+    trainable = [n for n, _ in tm.lora_shapes(cfg, r, targets)]
+    Lp = {k: v.clone().requires_grad_(True) for k, v in lora.items()}
+    logits = tm.gpt2_forward(params, cfg, ids, pos, attn, Lp, scale)
+    res = tm.ppo_loss(logits, tgt, loss_mask, inputs["advantages"], inputs["old_logp"], inputs["ref_logp"],
+                      temperature=mf.PPO["temperature"], clip_eps=mf.PPO["clipEps"], kl_coef=mf.PPO["klCoef"],
+                      ent_coef=mf.PPO["entCoef"], token_weight=token_weight)
+    grads = torch.autograd.grad(res["loss"], [Lp[n] for n in trainable])
+    out = {f"param.{k}": v for k, v in lora.items()}
+    out.update({f"input.{k}": v.to(torch.float64) for k, v in inputs.items()})
+    out["expect.logits"] = logits.detach()
+    out.update({f"expect.{k}": v.detach() for k, v in res.items()})
+    out.update({f"grad.{n}": g for n, g in zip(trainable, grads)})
+    meta = {
+        "name": "hf-gpt2", "description": "Tiny random gpt2 checkpoint (Conv1D layout, fused c_attn); LoRA PPO step.",
+        "hfConfig": case["hf"], "modelConfig": cfg, "folders": folders, "loss": "ppo",
+        "scalars": {**mf.PPO, "tokenWeight": token_weight},
+        "lora": {"rank": r, "alpha": alpha, "scale": scale, "targets": targets}, "trainable": trainable,
+        "batch": mf.B, "seqLen": mf.T, "positionOffset": 0,
+        "integerInputsAsF32": ["input_ids", "position_ids", "targets"], "ropeInvFreq": [],
+        "generator": f"torch {torch.__version__}, make_hf_fixtures.py seed {case['seed']}",
+    }
+    path = os.path.join(FIXTURES, "hf-gpt2.safetensors")
+    tm.write_safetensors(path, out, {"case": json.dumps(meta, sort_keys=True)})
+    print(f"hf-gpt2: loss {float(res['loss']):.6f}, folders {folders}, {os.path.getsize(path)} bytes")
+
+
 def main():
     torch.set_num_threads(1)
     os.makedirs(HF_DIR, exist_ok=True)
+    only = sys.argv[1:]
     for case in CASES:
-        run_case(case)
+        if not only or case["name"] in only:
+            run_case(case)
+    if not only or "gpt2" in only:
+        run_gpt2_case(GPT2)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,7 @@ import json
 import math
 import struct
 import sys
+import re
 from typing import Dict, List, Optional, Tuple
 
 sys.dont_write_bytecode = True
@@ -97,7 +98,7 @@ def normalize_config(cfg: dict) -> dict:
     allowed = {
         "vocabSize", "hiddenSize", "numLayers", "numHeads", "numKvHeads", "headDim", "intermediateSize",
         "ropeTheta", "rmsNormEps", "tieEmbeddings", "attentionBias", "maxSequenceLength",
-        "qkNorm", "ropeScaling",
+        "qkNorm", "ropeScaling", "architecture", "positionEmbeddings",
     }
     unknown = set(cfg) - allowed
     if unknown:
@@ -119,6 +120,10 @@ def normalize_config(cfg: dict) -> dict:
     if c["numHeads"] % kv != 0:
         raise ValueError("numKvHeads must divide numHeads")
     d = c.get("headDim") or c["hiddenSize"] // c["numHeads"]
+    if c.get("architecture") == "gpt2":
+        if not c.get("positionEmbeddings") or c["maxSequenceLength"] > c["positionEmbeddings"]:
+            raise ValueError("gpt2 needs positionEmbeddings >= maxSequenceLength")
+        return c
     if d % 2 != 0:
         raise ValueError("head dimension must be even for RoPE")
     return c
@@ -360,6 +365,88 @@ def forward(params: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor,
         cache.length = S
     x = rmsnorm(x, params["norm.weight"], eps)
     head = params["embed.weight"] if cfg["tieEmbeddings"] else params["lm_head.weight"]
+    return F.linear(x, head)
+
+
+# ----------------------------------------------------------------------------------------------
+# GPT-2, in Hugging Face's own layout (transformers models/gpt2/modeling_gpt2.py), so the
+# TypeScript loader's split of c_attn and transpose of the Conv1D weights is what is under test.
+
+GPT2_LORA_TARGETS = ("q", "k", "v", "o", "up", "down")
+
+
+def gpt2_hf_shapes(cfg: dict) -> List[Tuple[str, List[int]]]:
+    """GPT2LMHeadModel state-dict names (under "transformer.") and shapes; Conv1D weights are [in, out]."""
+    V, C, L, H, Hkv, D, Fi = dims(cfg)
+    out = [("transformer.wte.weight", [V, C]), ("transformer.wpe.weight", [cfg["positionEmbeddings"], C])]
+    for i in range(L):
+        p = f"transformer.h.{i}"
+        out += [(f"{p}.ln_1.weight", [C]), (f"{p}.ln_1.bias", [C]),
+                (f"{p}.attn.c_attn.weight", [C, 3 * C]), (f"{p}.attn.c_attn.bias", [3 * C]),
+                (f"{p}.attn.c_proj.weight", [C, C]), (f"{p}.attn.c_proj.bias", [C]),
+                (f"{p}.ln_2.weight", [C]), (f"{p}.ln_2.bias", [C]),
+                (f"{p}.mlp.c_fc.weight", [C, Fi]), (f"{p}.mlp.c_fc.bias", [Fi]),
+                (f"{p}.mlp.c_proj.weight", [Fi, C]), (f"{p}.mlp.c_proj.bias", [C])]
+    out += [("transformer.ln_f.weight", [C]), ("transformer.ln_f.bias", [C])]
+    if not cfg["tieEmbeddings"]:
+        out.append(("lm_head.weight", [V, C]))
+    return out
+
+
+def gpt2_init_params(cfg: dict, gen: torch.Generator, std: float = 0.2, norm_std: float = 0.1) -> Dict[str, torch.Tensor]:
+    """Weights and biases N(0, std), LayerNorm gains 1 + N(0, norm_std) and biases N(0, norm_std)."""
+    params = {}
+    for name, shape in gpt2_hf_shapes(cfg):
+        t = torch.randn(shape, generator=gen, dtype=torch.float64)
+        is_ln = re.search(r"\.ln_(1|2|f)\.", name) is not None
+        params[name] = (1.0 + norm_std * t) if is_ln and name.endswith("weight") else (norm_std if is_ln else std) * t
+    return params
+
+
+def gelu_new(x: torch.Tensor) -> torch.Tensor:
+    """transformers NewGELUActivation (GPT-2's "gelu_new"), the tanh approximation."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def conv1d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """transformers Conv1D: x @ W + b with W stored [in, out] (torch.addmm(bias, x, weight))."""
+    return torch.addmm(b, x.reshape(-1, x.size(-1)), w).view(*x.shape[:-1], w.size(-1))
+
+
+def gpt2_forward(params: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor,
+                 position_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                 lora: Optional[Dict[str, torch.Tensor]] = None, lora_scale: float = 0.0) -> torch.Tensor:
+    """GPT2LMHeadModel logits [B,T,V] from HF-layout params. LoRA (our names, layers.{i}.attn.q.lora_A …)
+    adds scale·B·A·x to q, k, v (the thirds of c_attn's output), c_proj (o), c_fc (up) and mlp.c_proj (down)."""
+    V, C, L, H, Hkv, D, Fi = dims(cfg)
+    eps = cfg["rmsNormEps"]
+    B, t = input_ids.shape
+    P = params
+
+    def delta(x, name):
+        if lora is None or (name + ".lora_A") not in lora:
+            return 0.0
+        return lora_scale * F.linear(F.linear(x, lora[name + ".lora_A"]), lora[name + ".lora_B"])
+
+    x = F.embedding(input_ids, P["transformer.wte.weight"]) + F.embedding(position_ids, P["transformer.wpe.weight"])
+    bias = attention_bias(attention_mask, B, t, 0, x.dtype)  # [B,t,t], 0 or -1e9 (causal and padding)
+    for i in range(L):
+        p, o = f"transformer.h.{i}", f"layers.{i}"
+        h = F.layer_norm(x, (C,), P[f"{p}.ln_1.weight"], P[f"{p}.ln_1.bias"], eps)
+        q, k, v = conv1d(h, P[f"{p}.attn.c_attn.weight"], P[f"{p}.attn.c_attn.bias"]).split(C, dim=2)
+        q, k, v = q + delta(h, f"{o}.attn.q"), k + delta(h, f"{o}.attn.k"), v + delta(h, f"{o}.attn.v")
+        q, k, v = (z.view(B, t, H, D).permute(0, 2, 1, 3) for z in (q, k, v))  # _split_heads: [B,H,t,D]
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(D)  # scale_attn_weights
+        if bias is not None:
+            w = w + bias[:, None]
+        a = torch.matmul(torch.softmax(w, dim=-1), v).permute(0, 2, 1, 3).reshape(B, t, C)  # _merge_heads
+        x = x + conv1d(a, P[f"{p}.attn.c_proj.weight"], P[f"{p}.attn.c_proj.bias"]) + delta(a, f"{o}.attn.o")
+        h2 = F.layer_norm(x, (C,), P[f"{p}.ln_2.weight"], P[f"{p}.ln_2.bias"], eps)
+        up = conv1d(h2, P[f"{p}.mlp.c_fc.weight"], P[f"{p}.mlp.c_fc.bias"]) + delta(h2, f"{o}.mlp.up")
+        act = gelu_new(up)
+        x = x + conv1d(act, P[f"{p}.mlp.c_proj.weight"], P[f"{p}.mlp.c_proj.bias"]) + delta(act, f"{o}.mlp.down")
+    x = F.layer_norm(x, (C,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
+    head = P["transformer.wte.weight"] if cfg["tieEmbeddings"] else P["lm_head.weight"]
     return F.linear(x, head)
 
 
