@@ -43,7 +43,7 @@ function replaced(text: string, it: CompletionItem): string {
 describe('completion: property names', () => {
   test('offers the properties the object lacks, with snippets and descriptions', () => {
     const { list, text } = completeAt(edit(team, '"branches": 4,', '"branches": 4,\n    ¦'));
-    assert.deepEqual(labels(list), ['topP', 'topK', 'distinctBranches', 'advantageNorm', 'invalidAdvantage', 'clipEps', 'entropyCoef', 'ppoEpochs', 'microBatch', 'curriculum']);
+    assert.deepEqual(labels(list), ['topP', 'topK', 'distinctBranches', 'advantageNorm', 'invalidAdvantage', 'gamma', 'gaeLambda', 'valueClip', 'valueLr', 'clipEps', 'entropyCoef', 'ppoEpochs', 'microBatch', 'curriculum']);
     const topP = item(list, 'topP');
     assert.equal(topP.kind, 10);
     assert.equal(topP.insertTextFormat, 2);
@@ -115,7 +115,7 @@ describe('completion: property names', () => {
 describe('completion: values', () => {
   test('enum members, replacing the value being typed', () => {
     const { list, text } = completeAt(edit(team, '"name": "at-grpo"', '"name": "at¦"'));
-    assert.deepEqual(labels(list), ['"at-grpo"', '"grpo"']);
+    assert.deepEqual(labels(list), ['"at-grpo"', '"grpo"', '"ppo"']);
     const it = item(list, '"at-grpo"');
     assert.equal(replaced(text, it), '"at"');
     assert.equal(it.textEdit?.newText, '"at-grpo"');

@@ -90,7 +90,7 @@ describe('diagnostics: schema and cross-field rules', () => {
     const text = edit(team, '"name": "at-grpo"', '"name": "atgrpo"');
     const d = only(text);
     assert.deepEqual(at(text, d), { line: lineOf(text, '"atgrpo"'), covered: '"atgrpo"' });
-    assert.equal(d.message, 'algorithm.name: expected one of "at-grpo", "grpo"');
+    assert.equal(d.message, 'algorithm.name: expected one of "at-grpo", "grpo", "ppo"');
     assert.equal(d.code, 'config');
   });
 

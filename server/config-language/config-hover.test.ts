@@ -37,7 +37,7 @@ describe('hover', () => {
   test('a value: its property\'s documentation, with the allowed values', () => {
     const { hover, covered } = hoverOn(team, '"at-grpo"');
     assert.equal(covered, '"at-grpo"');
-    assert.match(hover?.contents.value ?? '', /^\*\*name\*\* · `"at-grpo" \| "grpo"` · default `"at-grpo"`\n\nat-grpo: at each \(turn, agent\)/);
+    assert.match(hover?.contents.value ?? '', /^\*\*name\*\* · `"at-grpo" \| "grpo" \| "ppo"` · default `"at-grpo"`\n\nat-grpo: at each \(turn, agent\)/);
   });
 
   test('markdown in descriptions is escaped', () => {

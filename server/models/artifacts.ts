@@ -138,6 +138,24 @@ export function scoreGraph(c: ModelConfig, lora: LoraSpec | null, dtype: DType =
   return { outputs: [['logp', toGrid(logp)]], tensorInputs: tensorInputNames(m), trainable: [] };
 }
 
+/**
+ * Features graph: the final-normed hidden state [N,C] at `loss_rows` (flat b·T + t), the input a
+ * value head reads (`rl/value-head.ts`). No gradient: the value head is trained on its own, with
+ * the trunk detached. Inputs as the score graph's, without targets and temperature.
+ */
+export function buildFeatures(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', perSequenceMask = false): Artifact {
+  return emit(featuresGraph(c, lora, dtype, perSequenceMask), 'features', docOf(c, { lora }));
+}
+
+export function featuresGraph(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', perSequenceMask = false): GraphOutputs {
+  const b = new Graph();
+  const m = declareModelInputs(b, c, dtype, lora);
+  const { ids, positions } = batchInputs(b);
+  const bias = b.input('attention_bias', dtype, perSequenceMask ? ['B', 'T', 'T'] : ['T', 'T']);
+  const rows = b.input('loss_rows', 'int64', ['N']);
+  return { outputs: [['hidden', forward(b, c, m, { ids, positions, bias, rows }).hidden]], tensorInputs: tensorInputNames(m), trainable: [] };
+}
+
 export interface TrainStepOptions {
   /** 'ppo': the clipped policy-gradient loss of GRPO; 'ce': token cross-entropy (warm start). */
   readonly loss: 'ppo' | 'ce';

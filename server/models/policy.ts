@@ -19,8 +19,8 @@ import { createHash } from 'node:crypto';
 import { Engine, type SessionOptions } from '../runtime/engine.ts';
 import type { GenerateResult, GenerateStep } from '../runtime/generate.ts';
 import type { SamplingParams } from '../runtime/sampler.ts';
-import { f32, type HostTensor } from '../runtime/tensor.ts';
-import { buildAdamW, buildDecode, buildScore, buildTrainStep, loweringFor, type Artifact } from './artifacts.ts';
+import { f32, i64, type HostTensor } from '../runtime/tensor.ts';
+import { buildAdamW, buildDecode, buildFeatures, buildScore, buildTrainStep, loweringFor, type Artifact } from './artifacts.ts';
 import { type ModelConfig, modelDims, parameterShapes } from './model-config.ts';
 import { plainDecode, RolloutDecoder, type DecodeSettings } from './rollout-decoder.ts';
 import { learningRate, type OptimizerConfig } from './optimizer.ts';
@@ -336,6 +336,40 @@ export class Policy {
         const r = s.tokens.length - s.promptLength;
         result[order[at + b]!] = Float32Array.from({ length: r }, (_, j) => logp[batch.responseIndex(b, j)]!);
       });
+      at += chunk.length;
+    }
+    return result;
+  }
+
+  /**
+   * The final-normed hidden state [C] at the last token of each prompt (the state a value head
+   * reads: `rl/value-head.ts`), under the current weights, adapter included. Prompts that are
+   * equal share a packed row, as in `score`.
+   */
+  async features(prompts: readonly Int32Array[]): Promise<Float32Array[]> {
+    const pack = this.packing();
+    const key = `features${pack.sharePrompts ? '-shared' : ''}`;
+    const a = await this.artifact(key, () => buildFeatures(this.config, this.options.lora, 'float32', pack.sharePrompts), { memoryArena: false });
+    const C = this.config.hiddenSize;
+    // A prompt and one placeholder token: the placeholder's row is the prompt's last position.
+    const seqs: TrainSequence[] = prompts.map((p, i) => {
+      if (p.length === 0) throw new Error(`policy '${this.id}': features of an empty prompt (row ${i})`);
+      return { tokens: Int32Array.from([...p, 0]), promptLength: p.length };
+    });
+    const result = new Array<Float32Array>(seqs.length);
+    const order = pack.sharePrompts ? groupedByPrompt(seqs) : seqs.map((_, i) => i);
+    let at = 0;
+    for (const chunk of microBatches(order.map((i) => seqs[i]!), this.options.microBatch ?? { sequences: 64 }, pack)) {
+      const batch = packBatch(chunk, this.config.vocabSize, { advantages: false, oldLogp: false, refLogp: false }, pack);
+      const t = batch.tensors;
+      const rows = chunk.map((_, b) => batch.responseIndex(b, 0));
+      const out = await this.engine.run(
+        this.sessionOf(key),
+        { ...this.tensorFeeds(a), input_ids: t['input_ids']!, position_ids: t['position_ids']!, attention_bias: t['attention_bias']!, loss_rows: i64([rows.length], rows) },
+        { hidden: 'return' },
+      );
+      const hidden = out['hidden']!.data as Float32Array;
+      chunk.forEach((_, b) => (result[order[at + b]!] = hidden.slice(b * C, (b + 1) * C)));
       at += chunk.length;
     }
     return result;

@@ -90,6 +90,8 @@ export interface ForwardArgs {
 
 export interface ForwardResult {
   readonly logits: Node; // [B,T,V] or [B,V]
+  /** The final-normed hidden state the LM head reads, [B,T,C], [B,C] or [N,C] as `logits` (the value head's features). */
+  readonly hidden: Node;
   /** Per layer new keys/values, time-major [T,B,Hkv,D]. */
   readonly present: Array<{ key: Node; value: Node }>;
   /** Per layer every key/value attention read, past and new: [B,Hkv,P+T,D]. */
@@ -130,8 +132,9 @@ export function forward(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardA
   if (args.lastOnly) x = b.gather(x, b.scalar(-1, 'int64'), 1); // [B,C]
   else if (args.rows) x = b.gather(b.reshape(x, [dimMul(B, T), c.hiddenSize]), args.rows, 0); // [N,C]
   const head = c.tieEmbeddings ? embed : w(m, 'lm_head.weight');
-  const logits = linear(b, rmsNorm(b, x, w(m, 'norm.weight'), c.rmsNormEps), head);
-  return { logits, present, cache };
+  const hidden = rmsNorm(b, x, w(m, 'norm.weight'), c.rmsNormEps);
+  const logits = linear(b, hidden, head);
+  return { logits, hidden, present, cache };
 }
 
 /** Appends this step's keys and values [B,T,H,D] to the past (`ForwardArgs.past`), noting both. */

@@ -174,6 +174,10 @@ describe('defaults', () => {
       distinctBranches: false,
       advantageNorm: 'std',
       invalidAdvantage: null,
+      gamma: 1,
+      gaeLambda: 0.95,
+      valueClip: 0.2,
+      valueLr: 0.003,
       clipEps: 0.2,
       klCoef: 0,
       entropyCoef: 0,
@@ -194,8 +198,8 @@ describe('defaults', () => {
 describe('structural errors name the path and what is allowed', () => {
   test('a bad enum lists the allowed values and the value found', () => {
     const c = flagship();
-    c['algorithm'].name = 'ppo';
-    assertIssue(issuesOf(c), 'algorithm.name', 'expected one of "at-grpo", "grpo"');
+    c['algorithm'].name = 'sac';
+    assertIssue(issuesOf(c), 'algorithm.name', 'expected one of "at-grpo", "grpo", "ppo"');
   });
 
   test('unknown keys are errors that list the allowed keys and suggest the closest', () => {
@@ -262,7 +266,7 @@ describe('structural errors name the path and what is allowed', () => {
 
   test('parseExperimentConfig throws one error listing every issue as source: path: message', () => {
     const c = flagship();
-    c['algorithm'].name = 'ppo';
+    c['algorithm'].name = 'sac';
     c['engine'].executionProvider = 'tpu';
     assert.throws(
       () => parseExperimentConfig(c, 'configs/x.json'),
@@ -273,7 +277,7 @@ describe('structural errors name the path and what is allowed', () => {
         assert.equal(
           e.message,
           'invalid config configs/x.json (2 problems):\n' +
-            'configs/x.json: algorithm.name: expected one of "at-grpo", "grpo"\n' +
+            'configs/x.json: algorithm.name: expected one of "at-grpo", "grpo", "ppo"\n' +
             'configs/x.json: engine.executionProvider: expected one of "cpu", "cuda", "webgpu", "auto"',
         );
         return true;
@@ -400,6 +404,16 @@ describe('cross-field rules fail with the exact path', () => {
     assert.ok(safeParseExperimentConfig(c).success, 'at-grpo takes it');
     c['algorithm'].name = 'grpo';
     assertIssue(issuesOf(c), 'algorithm.distinctBranches', /^applies to at-grpo's tree nodes; grpo samples independent rollouts/);
+  });
+
+  test('invalidAdvantage is refused for ppo, whose baseline is the value head', () => {
+    const c = flagship();
+    c['algorithm'].invalidAdvantage = -1;
+    assert.ok(safeParseExperimentConfig(c).success, 'at-grpo takes it');
+    c['algorithm'].name = 'ppo';
+    assertIssue(issuesOf(c), 'algorithm.invalidAdvantage', /^sets invalid acts apart from their group's baseline; ppo has no groups/);
+    c['algorithm'].invalidAdvantage = null;
+    assert.ok(safeParseExperimentConfig(c).success, 'ppo without it');
   });
 
   test('responses fit in an inline model\'s sequence length', () => {

@@ -33,7 +33,7 @@ export const promptStyles = ['terse', 'chat'] as const;
 export const specializationLevels = ['L0', 'L1', 'L2', 'L3'] as const;
 export type SpecializationLevel = (typeof specializationLevels)[number];
 
-export const algorithmNames = ['at-grpo', 'grpo'] as const;
+export const algorithmNames = ['at-grpo', 'grpo', 'ppo'] as const;
 
 /** Built-in model sizes (`models/default-model.ts`): default ~1M parameters, medium ~10M. */
 export const modelPresets = ['default', 'medium'] as const;
@@ -107,7 +107,7 @@ export const algorithmSchema = z
     name: z
       .enum(algorithmNames)
       .default('at-grpo')
-      .describe('at-grpo: at each (turn, agent) sample K branches, keep the best, group by (task, agent, turn) (arXiv 2510.11062). grpo: the baseline, K independent rollouts per task grouped by task, no tree.'),
+      .describe('at-grpo: at each (turn, agent) sample K branches, keep the best, group by (task, agent, turn) (arXiv 2510.11062). grpo: the baseline, K independent rollouts per task grouped by task, no tree. ppo: K independent rollouts per task, advantages from a learned value function (a value head on each policy) by GAE over each agent\'s turns (gamma, gaeLambda, valueClip, valueLr).'),
     branches: z
       .int()
       .min(2)
@@ -141,6 +141,25 @@ export const algorithmSchema = z
       .describe(
         "Invalid acts (the text did not parse, or the rules refused the act whole: a tic-tac-toe forfeit, a Hanabi move it must pass on) set apart from their group: each group's baseline (mean, and std under advantageNorm std) is taken over its valid acts only, and every invalid act gets this advantage (0 or below). With them in the group, one forfeit's low reward lifts every legal branch of it, losing moves included. grpo: a trajectory with an invalid act is an invalid member. null: invalid acts are members of their group like any other (the paper).",
       ),
+    gamma: z.number().min(0).max(1).default(1).describe("ppo only: discount per turn of an agent in GAE (an agent's next act is one step later). Default 1: episodes are short and end."),
+    gaeLambda: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.95)
+      .describe('ppo only: GAE lambda. 0 is TD(0) (A = r + gamma V(next) - V), 1 is Monte Carlo (A = discounted return - V); between trades the critic\'s bias for variance. Default 0.95.'),
+    valueClip: z
+      .number()
+      .positive()
+      .max(1000)
+      .default(0.2)
+      .describe('ppo only: clip range of the value loss: a prediction gains nothing by moving more than this from the value it had when the batch was sampled (max of the clipped and unclipped squared errors, as in the standard PPO recipe). Rewards are in the environment\'s units, so a range near a typical return change; set it large (e.g. 1000) to turn the clip off.'),
+    valueLr: z
+      .number()
+      .positive()
+      .max(1)
+      .default(0.003)
+      .describe("ppo only: Adam learning rate of the value head (a linear map of the policy's final hidden state, trained apart from the policy with its trunk detached, so no value-loss coefficient is needed: it would train no shared weight). It takes ppoEpochs x miniBatches steps per training step."),
     clipEps: z.number().positive().lt(1).default(0.2).describe('PPO clip range epsilon: the probability ratio is clipped to [1 - eps, 1 + eps].'),
     klCoef: z
       .number()
@@ -539,6 +558,9 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
     if (c.algorithm.distinctBranches) add(['algorithm', 'distinctBranches'], `rollout.backend "${kind}" has no sampling without replacement; set it to false`);
   }
 
+  if (c.algorithm.name === 'ppo' && c.algorithm.invalidAdvantage !== null) {
+    add(['algorithm', 'invalidAdvantage'], 'sets invalid acts apart from their group\'s baseline; ppo has no groups (its baseline is the value head), so set it to null');
+  }
   if (c.algorithm.distinctBranches && c.algorithm.name !== 'at-grpo') {
     add(['algorithm', 'distinctBranches'], `applies to at-grpo's tree nodes; ${c.algorithm.name} samples independent rollouts, so set it to false or use "name": "at-grpo"`);
   }

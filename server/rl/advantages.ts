@@ -167,8 +167,8 @@ export interface ScoredTrajectory {
  */
 export type GroupingUnit = 'sample' | 'trajectory';
 
-/** The grouping unit of an algorithm: AT-GRPO groups samples (tree groups), GRPO trajectories. */
-export function groupingUnit(algorithm: 'at-grpo' | 'grpo'): GroupingUnit {
+/** The grouping unit of an algorithm: AT-GRPO groups samples (tree groups), GRPO trajectories (PPO's task groups: statistics only, its advantages come from GAE). */
+export function groupingUnit(algorithm: AlgorithmConfig['name']): GroupingUnit {
   return algorithm === 'at-grpo' ? 'sample' : 'trajectory';
 }
 

@@ -110,16 +110,16 @@ async function writePolicies(dir: string, step: number, policies: ReadonlyMap<st
 }
 
 /** Writes the resume state (after every step). */
-export async function saveResumeState(runDir: string, step: number, policies: ReadonlyMap<string, Policy>): Promise<void> {
+export async function saveResumeState(runDir: string, step: number, policies: ReadonlyMap<string, Policy>, extra: Readonly<Record<string, string>> = {}): Promise<void> {
   await mkdir(checkpointsDir(runDir), { recursive: true });
-  await writePolicies(resumeDir(runDir), step, policies);
+  await writePolicies(resumeDir(runDir), step, policies, extra);
 }
 
 /** Writes a history checkpoint for `step`; returns its folder. */
-export async function saveStepCheckpoint(runDir: string, step: number, policies: ReadonlyMap<string, Policy>): Promise<string> {
+export async function saveStepCheckpoint(runDir: string, step: number, policies: ReadonlyMap<string, Policy>, extra: Readonly<Record<string, string>> = {}): Promise<string> {
   await mkdir(checkpointsDir(runDir), { recursive: true });
   const dir = stepDir(runDir, step);
-  await writePolicies(dir, step, policies);
+  await writePolicies(dir, step, policies, extra);
   return dir;
 }
 

@@ -11,7 +11,7 @@
  * is lost and nothing is applied twice.
  */
 import { existsSync } from 'node:fs';
-import { cp, mkdir, rename, rm } from 'node:fs/promises';
+import { cp, mkdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadCheckpoint } from '../models/checkpoint.ts';
 import { initParameters } from '../models/init.ts';
@@ -32,6 +32,7 @@ import { mergeUpdateStats, ppoUpdate } from './ppo-update.ts';
 import { rollout, type RolloutOptions, type RolloutResult, type Sample, type Trajectory } from './rollout.ts';
 import { readBest, readCheckpointState, restorePolicies, resumeDir, saveResumeState, saveStepCheckpoint, stepDir, warmStartDir, warmUpDir, writeBest, type BestValidation } from './run-checkpoint.ts';
 import { bestMetric, mismatchMetrics, rolloutMetrics, testMetrics, updateMetrics, validationMetrics } from './step-metrics.ts';
+import { Critic } from './value-head.ts';
 import { warmStart, warmStartKey, weightsContentKey, type WarmStartHooks, type WarmStartJob, type WarmStartReport } from './warm-start.ts';
 import type { WarmUpProgress } from '../protocol/methods.ts';
 
@@ -267,6 +268,9 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       return { initial: null, final: null, initialTest: null, finalTest: null, testedStep: null, best: null, lastStep: last, stopped: true, stoppedInWarmUp: weights };
     }
     const policies = await createPolicies(engine, exp, weights);
+    // PPO's value heads (value-head.ts), saved beside the policies in every run checkpoint.
+    const critic = a.name === 'ppo' ? new Critic(policies) : null;
+    const criticFiles = () => (critic ? { [Critic.file]: critic.serialize() } : {});
     const ctx = routingContext(exp, policies, run);
     // Training rollouts on an engine fleet (rollout.backend); validation and curriculum stay here.
     const backend = exp.rolloutBackend;
@@ -284,6 +288,10 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     let best: BestValidation | null = null;
     if (resumeState) {
       await restorePolicies(resumeDir(o.runDir), policies);
+      if (critic) {
+        const file = join(resumeDir(o.runDir), Critic.file);
+        critic.restore(await readFile(file, 'utf8'), file);
+      }
       startStep = resumeState.step + 1;
       o.log(`resuming after step ${resumeState.step} (store has steps up to ${o.store.lastCommittedStep(o.runId) ?? 'none'})`);
       best = await resumedBest(o, resumeState.step, exp.training.validationEpisodes);
@@ -302,7 +310,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       // listed in the store as the warm start) lets `select: best` come back to it.
       best = { step: 0, validationSuccess: initial.success, episodes: initial.episodes };
       const metrics = [...validationMetrics(initial), bestMetric(best), ...(initialTest ? testMetrics(initialTest) : [])];
-      await saveStepCheckpoint(o.runDir, 0, policies);
+      await saveStepCheckpoint(o.runDir, 0, policies, criticFiles());
       o.store.commitStep(o.runId, {
         step: 0,
         timingsMs,
@@ -310,7 +318,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         trajectories: trajectoryRows('validation', exp.env.name, initial.trajectories, null),
         checkpoints: exp.warmStart.enabled ? warmRows.filter((r) => existsSync(r.path)) : [],
       });
-      await saveResumeState(o.runDir, 0, policies);
+      await saveResumeState(o.runDir, 0, policies, criticFiles());
       await writeBest(o.runDir, best);
       o.log(`step 0 (warm-started policy): validation success ${(initial.success * 100).toFixed(1)}%, mean reward ${initial.meanReward.toFixed(3)}`);
       o.onCommit?.({ step: 0, steps: totalSteps, ms: performance.now() - t0, metrics, timingsMs, validation: initial });
@@ -332,10 +340,15 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       const r: RolloutResult = await rollout(selection.tasks, rolloutCtx, trainingRolloutOptions(exp, step));
       const tRollout = performance.now();
       // 2–3. Score and group: advantages within (instance, agent, turn) — or per task's K returns for GRPO.
-      const { advantages, groups, trained } = stepAdvantages(r.trajectories, a);
+      //    PPO: GAE from the value heads (the task groups only give the store its statistics).
+      const grouped = stepAdvantages(r.trajectories, a);
+      const { groups, trained } = grouped;
+      const ppo = critic ? await critic.advantages(policies, r.trajectories, a) : null;
+      const advantages = ppo ? ppo.advantages : grouped.advantages;
       r.trajectories.flatMap((t) => t.samples).forEach((s, i) => (s.advantage = advantages[i]!));
-      // 4. Per-policy update on the samples routed to each policy.
+      // 4. Per-policy update on the samples routed to each policy (PPO: then each value head).
       const upd = await updatePolicies(exp, policies, r.samples, trained, step);
+      if (critic && ppo) upd.metrics.push(...critic.trainAll(ppo.step, (i) => trained.has(r.samples[i]!.groupId), a, (id) => stringSeed(`${id}/value`, (exp.seed * 7919 + step) >>> 0)));
       const tUpdate = performance.now();
       // 5. Validation on the fixed held-out seeds.
       let val: Evaluation | null = null;
@@ -346,7 +359,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
       const newBest = val !== null && (best === null || val.success > best.validationSuccess) ? { step, validationSuccess: val.success, episodes: val.episodes } : null;
       if (newBest) best = newBest;
       const history = step % exp.training.checkpointEvery === 0 || step === totalSteps || newBest !== null;
-      const stepCk = history ? await saveStepCheckpoint(o.runDir, step, policies) : null;
+      const stepCk = history ? await saveStepCheckpoint(o.runDir, step, policies, criticFiles()) : null;
       if (step === totalSteps && exp.training.testEpisodes > 0) {
         testedStep = exp.training.select === 'best' && best ? best.step : step;
         if (testedStep === step) finalTest = await validate(true);
@@ -385,7 +398,7 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
         checkpoints: stepCk ? [{ step, kind: step === totalSteps ? 'final' : 'rl', path: stepCk }] : [],
       });
       // 7. Checkpoint the state the next step starts from, then name a new best.
-      await saveResumeState(o.runDir, step, policies);
+      await saveResumeState(o.runDir, step, policies, criticFiles());
       if (newBest) await writeBest(o.runDir, newBest);
       lastStep = step;
       if (val) final = val;

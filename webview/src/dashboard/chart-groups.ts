@@ -4,7 +4,7 @@
  *
  * The names are the trainer's (server/rl/step-metrics.ts, server/rl/trainer.ts): `reward/*`,
  * `advantage/*`, `response/*`, `train/*`, `val/*`, `loss/policy`, `kl/*`, `entropy`, `clip_frac`,
- * `grad_norm`, `lr`, `update/*`, `throughput/*`, `time/*_ms`, `curriculum/*`, `engine/*` (a fleet's servers). The common aliases of verl/TRL-style
+ * `grad_norm`, `lr`, `update/*`, `value/*` (PPO's critic), `throughput/*`, `time/*_ms`, `curriculum/*`, `engine/*` (a fleet's servers). The common aliases of verl/TRL-style
  * logs (`update/kl`, `update/entropy`, `rollout/response_len`, ...) land in the same charts, so a run
  * imported from elsewhere still reads. Anything unknown gets a chart per name prefix instead of being
  * dropped: a new metric shows up without a dashboard change.
@@ -44,6 +44,11 @@ export const chartSpecs: readonly ChartSpec[] = [
   { id: 'entropy', title: 'Entropy', axis: 'nats per token', match: /^(update\/)?entropy$/ },
   { id: 'clip', title: 'Clip fraction', axis: 'tokens clipped (%)', match: /^(update\/)?clip_frac(_last)?$/, unit: 'fraction' },
   { id: 'loss', title: 'Policy loss', axis: 'loss', match: /^(loss\/.+|update\/policy_loss)$/ },
+  // PPO's critic (server/rl/value-head.ts): a line per policy's value head.
+  { id: 'value-loss', title: 'Value loss (critic)', axis: 'loss', match: /^(value\/loss|critic\/vf_loss)$/ },
+  { id: 'value-ev', title: 'Explained variance (critic)', axis: '1 - Var(R - V) / Var(R)', match: /^(value\/explained_variance|critic\/vf_explained_var)$/ },
+  { id: 'value-mean', title: 'Values and returns', axis: 'reward', match: /^value\/(mean|return_mean)$/ },
+  { id: 'value-clip', title: 'Value clip fraction', axis: 'states clipped (%)', match: /^value\/clip_frac$/, unit: 'fraction' },
   { id: 'grad-norm', title: 'Gradient norm', axis: 'L2 norm', match: /^(update\/)?grad_norm$/ },
   { id: 'response-length', title: 'Response length', axis: 'tokens', match: /^(response\/length|rollout\/response_len)$/ },
   {
