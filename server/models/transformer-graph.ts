@@ -186,5 +186,6 @@ function forwardGpt2(b: Graph, c: ModelConfig, m: ModelInputs, args: ForwardArgs
   if (args.lastOnly) x = b.gather(x, b.scalar(-1, 'int64'), 1); // [B,C]
   else if (args.rows) x = b.gather(b.reshape(x, [dimMul(B, T), c.hiddenSize]), args.rows, 0); // [N,C]
   const head = c.tieEmbeddings ? embed : w(m, 'lm_head.weight');
-  return { logits: linear(b, norm(x, 'norm'), head), present, cache };
+  const hidden = norm(x, 'norm');
+  return { logits: linear(b, hidden, head), hidden, present, cache };
 }
