@@ -155,7 +155,7 @@ test('damaged folders: truncated and missing shards, unsupported dtypes, unknown
     const configPath = join(dir, 'config.json');
     const config = JSON.parse(await readFile(configPath, 'utf8')) as Record<string, unknown>;
     await writeFile(configPath, JSON.stringify({ ...config, model_type: 'mistral', architectures: ['MistralForCausalLM'] }));
-    await rejectsMessage(loadHfCheckpoint(dir), new RegExp(`^invalid ${escapeRe(configPath)}:\\n  model_type: 'mistral' is not supported \\(supported: qwen2, qwen3, llama\\)`));
+    await rejectsMessage(loadHfCheckpoint(dir), new RegExp(`^invalid ${escapeRe(configPath)}:\\n  model_type: 'mistral' is not supported \\(supported: qwen2, qwen3, llama, gpt2\\)`));
     await writeFile(configPath, JSON.stringify({ ...config, num_key_value_heads: 2 }));
     await rejectsMessage(loadHfCheckpoint(dir), /tensor 'model\.layers\.0\.self_attn\.k_proj\.weight' \(ours: 'layers\.0\.attn\.k\.weight'\) has shape \[8, 16\], expected \[16, 16\]/);
   });

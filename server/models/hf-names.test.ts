@@ -86,7 +86,7 @@ test('config errors name the HF fields', () => {
     throwsMessage(() => hfConfigToModelConfig({ ...qwen25, ...patch }, 'cfg.json'), re, JSON.stringify(patch));
   bad({ vocab_size: undefined }, /^invalid cfg\.json:\n {2}vocab_size: /);
   bad({ hidden_size: -3 }, /^invalid cfg\.json:\n {2}hidden_size: /);
-  bad({ model_type: 'gpt2' }, /model_type: 'gpt2' is not supported \(supported: qwen2, qwen3, llama\)/);
+  bad({ model_type: 'gemma2' }, /model_type: 'gemma2' is not supported \(supported: qwen2, qwen3, llama, gpt2\)/);
   bad({ hidden_act: 'gelu' }, /hidden_act: 'gelu' is not supported/);
   bad({ rope_scaling: { rope_type: 'llama3', factor: 32 } }, /rope_scaling: llama3 RoPE scaling needs low_freq_factor, high_freq_factor, original_max_position_embeddings/);
   bad({ rope_scaling: { type: 'yarn', factor: 4 } }, /rope_scaling: 'yarn' RoPE scaling is not supported \(supported: llama3\)/);

@@ -16,7 +16,7 @@ import { rejectsMessage, withTempDir } from './test-util.ts';
 import { fixturePath } from './torch-fixture.ts';
 
 test('a Hugging Face folder is described from headers: dtypes, files, sizes, tokenizer and template', async () => {
-  for (const folder of ['qwen2-f16', 'qwen3-bf16-sharded', 'llama-f32']) {
+  for (const folder of ['qwen2-f16', 'qwen3-bf16-sharded', 'llama-f32', 'gpt2-f32', 'gpt2-bf16']) {
     const dir = fixturePath(`hf/${folder}`);
     const info = await describeModelFolder(dir);
     const loaded = await loadHfCheckpoint(dir);

@@ -73,7 +73,30 @@ test('a folder without config.json, and a Hugging Face config.json with a bad fi
   await cp(fixturePath('hf/llama-f32'), bad, { recursive: true });
   const config = JSON.parse(await readFile(join(bad, 'config.json'), 'utf8')) as Record<string, unknown>;
   await writeFile(join(bad, 'config.json'), JSON.stringify({ ...config, model_type: 'gemma2' }));
-  assert.equal((await configIssue({ checkpoint: bad })).message, `invalid ${join(bad, 'config.json')}:\n  model_type: 'gemma2' is not supported (supported: qwen2, qwen3, llama)`);
+  assert.equal((await configIssue({ checkpoint: bad })).message, `invalid ${join(bad, 'config.json')}:\n  model_type: 'gemma2' is not supported (supported: qwen2, qwen3, llama, gpt2)`);
+});
+
+test('a gpt2 model trains LoRA without the gate it lacks; fused or quantized decoding and engine servers are config errors', async () => {
+  const gpt2 = { config: { ...defaultModelConfig, numKvHeads: 4, architecture: 'gpt2', attentionBias: true, positionEmbeddings: 512 } };
+  const policies = Object.fromEntries(Object.entries(tinyConfig.policies).map(([id, p]) => [id, { ...p, model: 'base', lora: { rank: 4 } }]));
+  const resolve = (extra: Record<string, unknown>) =>
+    resolveExperiment(parseExperimentConfig({ ...tinyConfig, models: { base: gpt2 }, policies, ...extra }, 'test config'), join(dir, 'experiment.json'));
+  const exp = await resolve({});
+  for (const p of exp.policies.values()) assert.deepEqual(p.lora?.targets, ['q', 'k', 'v', 'o', 'up', 'down']);
+  const issue = async (extra: Record<string, unknown>): Promise<string> => {
+    try {
+      await resolve(extra);
+    } catch (e) {
+      assert.ok(e instanceof ConfigError, String(e));
+      return `${e.issues[0]!.path.join('.')}: ${e.issues[0]!.message}`;
+    }
+    return assert.fail('expected a config error');
+  };
+  assert.match(await issue({ rollout: { fusedDecode: true } }), /^rollout\.fusedDecode: model "base" is a gpt2 model, which decodes only with the plain fp32 graph/);
+  assert.match(await issue({ rollout: { weights: 'int8' } }), /^rollout\.weights: model "base" is a gpt2 model/);
+  assert.match(await issue({ rollout: { backend: { kind: 'vllm', urls: ['http://127.0.0.1:8000'] } }, warmStart: { ...tinyConfig.warmStart, enabled: false } }), /^rollout\.backend\.kind: model "base" is a gpt2 model, whose LoRA adapters have no PEFT form for vllm to load/);
+  const gateOnly = Object.fromEntries(Object.keys(tinyConfig.policies).map((id) => [id, { model: 'base', lora: { rank: 4, targets: ['gate'] } }]));
+  assert.match(await issue({ policies: gateOnly }), /^policies\.[a-z-]+\.lora\.targets: none of gate is a projection of this gpt2 model \(it has q, k, v, o, up, down\)$/);
 });
 
 test('a Troupe checkpoint resolves to its config, with maxSequenceLength applied', async () => {

@@ -80,7 +80,7 @@ async function assertGreedy(config: ModelConfig, weights: Map<string, Float32Arr
   });
 }
 
-for (const folder of ['qwen2-bf16', 'qwen3-bf16-sharded', 'llama-f32']) {
+for (const folder of ['qwen2-bf16', 'qwen3-bf16-sharded', 'llama-f32', 'gpt2-f32']) {
   test(`inspects and generates from the Hugging Face folder ${folder}`, async () => {
     const dir = fixturePath(`hf/${folder}`);
     const r = troupe(['models', 'inspect', dir, '--prompt-ids', '5,9,2', '--max-new-tokens', '6', '--json']);
@@ -99,6 +99,7 @@ for (const folder of ['qwen2-bf16', 'qwen3-bf16-sharded', 'llama-f32']) {
     assert.equal(text.status, 0, text.stderr);
     assert.match(text.stdout, new RegExp(`^format +Hugging Face, model_type ${folder.split('-')[0]}`, 'm'));
     assert.match(text.stdout, /^chat template +no$/m);
+    if (folder.startsWith('gpt2')) assert.match(text.stdout, /MLP 64 \(GELU tanh\), vocab 48, tied embeddings, LayerNorm, learned positions 64, context 64/);
   });
 }
 
