@@ -4,7 +4,7 @@
  * no downloads; real checkpoints of the same architecture load through `hf-names.ts`.
  */
 import { defaultTokenizer } from './tokenizer.ts';
-import { parseModelConfig, type ModelConfig } from './model-config.ts';
+import { parameterShapes, parseModelConfig, type ModelConfig } from './model-config.ts';
 
 /** ~1.0M parameters: V=112 (the char tokenizer), C=128, L=4, H=4, Hkv=2 (D=32), F=512. */
 export const defaultModelConfig: ModelConfig = parseModelConfig({
@@ -31,6 +31,8 @@ export const mediumModelConfig: ModelConfig = parseModelConfig({
 });
 
 export function parameterCount(c: ModelConfig): number {
+  // GPT-2's table differs (learned positions, LayerNorm biases, no gate): count it as listed.
+  if (c.architecture === 'gpt2') return parameterShapes(c).reduce((n, [, s]) => n + s.reduce((a, b) => a * b, 1), 0);
   const V = c.vocabSize;
   const C = c.hiddenSize;
   const H = c.numHeads;

@@ -9,6 +9,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { buildFusedDecode } from './decode-graph.ts';
+import { parameterCount as memoryParameterCount } from './default-model.ts';
 import { loadHfCheckpoint, saveHfCheckpoint } from './hf-checkpoint.ts';
 import { hfConfigToModelConfig, modelConfigToHf } from './hf-names.ts';
 import { initParameters } from './init.ts';
@@ -34,6 +35,7 @@ test('DialoGPT-medium converts with GPT2Config defaults and has GPT-2 medium\'s 
   );
   // wte + wpe + 24 × (2 LayerNorms, c_attn, c_proj, c_fc, mlp.c_proj, all with biases) + ln_f.
   assert.equal(parameterCount(c), 354_823_168);
+  assert.equal(memoryParameterCount(c), 354_823_168, 'the memory estimate counts the same parameters');
   assert.equal(parameterShapes(c).some(([n]) => n.includes('gate')), false);
   assert.deepEqual(hfConfigToModelConfig(modelConfigToHf(c, 'gpt2')), c);
 });
