@@ -225,6 +225,43 @@ def read_folder(folder: str, cfg: dict) -> dict:
     return params
 
 
+def lora_ppo_step(cfg: dict, gen: torch.Generator, targets, forward, pos_offset: int):
+    """A random LoRA adapter, the make_fixtures.py batch (positions shifted by pos_offset) and one PPO
+    loss with its adapter gradients through `forward(ids, pos, attn, lora, scale)`, as fixture tensors."""
+    r, alpha = LORA["rank"], LORA["alpha"]
+    lora = {}
+    for name, shape in tm.lora_shapes(cfg, r, targets):
+        std = 0.3 if name.endswith("lora_A") else 0.2
+        lora[name] = mf.f32(std * torch.randn(shape, generator=gen, dtype=torch.float64))
+    scale = alpha / r
+    fx_case = {"pads": [0, 2, 1], "prompt": [1, 1, 2]}
+    ids, pos, attn, tgt, loss_mask = mf.make_inputs(fx_case, cfg, gen)
+    pos = pos + pos_offset
+    token_weight = 1.0 / float(loss_mask.sum())
+    with torch.no_grad():
+        logp0, _ = tm.token_logp(forward(ids, pos, attn, lora, scale), tgt, mf.PPO["temperature"])
+    adv, log_ratio = mf.ppo_branches(loss_mask, gen)
+    inputs = {
+        "input_ids": ids, "position_ids": pos, "targets": tgt, "attention_mask": attn, "loss_mask": loss_mask,
+        "advantages": mf.f32(adv), "old_logp": mf.f32(logp0 - log_ratio),
+        "ref_logp": mf.f32(logp0 + 0.2 * torch.randn(mf.B, mf.T, generator=gen, dtype=torch.float64)),
+    }
+    trainable = [n for n, _ in tm.lora_shapes(cfg, r, targets)]
+    Lp = {k: v.clone().requires_grad_(True) for k, v in lora.items()}
+    logits = forward(ids, pos, attn, Lp, scale)
+    res = tm.ppo_loss(logits, tgt, loss_mask, inputs["advantages"], inputs["old_logp"], inputs["ref_logp"],
+                      temperature=mf.PPO["temperature"], clip_eps=mf.PPO["clipEps"], kl_coef=mf.PPO["klCoef"],
+                      ent_coef=mf.PPO["entCoef"], token_weight=token_weight)
+    grads = torch.autograd.grad(res["loss"], [Lp[n] for n in trainable])
+    tensors = {f"param.{k}": v for k, v in lora.items()}
+    tensors.update({f"input.{k}": v.to(torch.float64) for k, v in inputs.items()})
+    tensors["expect.logits"] = logits.detach()
+    for k, v in res.items():
+        tensors[f"expect.{k}"] = v.detach()
+    tensors.update({f"grad.{n}": g for n, g in zip(trainable, grads)})
+    return tensors, res, trainable, token_weight, scale
+
+
 def run_case(case) -> None:
     gen = torch.Generator().manual_seed(case["seed"])
     cfg = config_from_hf(case["hf"])
@@ -238,39 +275,9 @@ def run_case(case) -> None:
         assert all(torch.equal(back[n], params[n]) for n in params), f"{folder} does not read back exactly"
         folders.append(os.path.relpath(folder, FIXTURES))
 
+    forward = lambda ids, pos, attn, lora, scale: tm.forward(params, cfg, ids, pos, attn, lora, scale)  # noqa: E731
+    tensors, res, trainable, token_weight, scale = lora_ppo_step(cfg, gen, LORA["targets"], forward, case["posOffset"])
     r, alpha = LORA["rank"], LORA["alpha"]
-    lora = {}
-    for name, shape in tm.lora_shapes(cfg, r, LORA["targets"]):
-        std = 0.3 if name.endswith("lora_A") else 0.2
-        lora[name] = mf.f32(std * torch.randn(shape, generator=gen, dtype=torch.float64))
-    scale = alpha / r
-    fx_case = {"pads": [0, 2, 1], "prompt": [1, 1, 2]}
-    ids, pos, attn, targets, loss_mask = mf.make_inputs(fx_case, cfg, gen)
-    pos = pos + case["posOffset"]
-    token_weight = 1.0 / float(loss_mask.sum())
-    with torch.no_grad():
-        logits0 = tm.forward(params, cfg, ids, pos, attn, lora, scale)
-        logp0, _ = tm.token_logp(logits0, targets, mf.PPO["temperature"])
-    adv, log_ratio = mf.ppo_branches(loss_mask, gen)
-    inputs = {
-        "input_ids": ids, "position_ids": pos, "targets": targets, "attention_mask": attn, "loss_mask": loss_mask,
-        "advantages": mf.f32(adv), "old_logp": mf.f32(logp0 - log_ratio),
-        "ref_logp": mf.f32(logp0 + 0.2 * torch.randn(mf.B, mf.T, generator=gen, dtype=torch.float64)),
-    }
-    trainable = [n for n, _ in tm.lora_shapes(cfg, r, LORA["targets"])]
-    L = {k: v.clone().requires_grad_(True) for k, v in lora.items()}
-    logits = tm.forward(params, cfg, ids, pos, attn, L, scale)
-    res = tm.ppo_loss(logits, targets, loss_mask, inputs["advantages"], inputs["old_logp"], inputs["ref_logp"],
-                      temperature=mf.PPO["temperature"], clip_eps=mf.PPO["clipEps"], kl_coef=mf.PPO["klCoef"],
-                      ent_coef=mf.PPO["entCoef"], token_weight=token_weight)
-    grads = torch.autograd.grad(res["loss"], [L[n] for n in trainable])
-
-    tensors = {f"param.{k}": v for k, v in lora.items()}
-    tensors.update({f"input.{k}": v.to(torch.float64) for k, v in inputs.items()})
-    tensors["expect.logits"] = logits.detach()
-    for k, v in res.items():
-        tensors[f"expect.{k}"] = v.detach()
-    tensors.update({f"grad.{n}": g for n, g in zip(trainable, grads)})
     meta = {
         "name": f"hf-{case['name']}",
         "description": f"Tiny random {case['hf']['model_type']} checkpoint in Hugging Face layout; LoRA PPO step.",
@@ -335,35 +342,10 @@ def run_gpt2_case(case) -> None:
         assert all(torch.equal(back[n].to(torch.float64), params[n]) for n in params), f"{folder} does not read back exactly"
         folders.append(os.path.relpath(folder, FIXTURES))
 
-    r, alpha = LORA["rank"], LORA["alpha"]
     targets = list(tm.GPT2_LORA_TARGETS)
-    lora = {}
-    for name, shape in tm.lora_shapes(cfg, r, targets):
-        std = 0.3 if name.endswith("lora_A") else 0.2
-        lora[name] = mf.f32(std * torch.randn(shape, generator=gen, dtype=torch.float64))
-    scale = alpha / r
-    ids, pos, attn, tgt, loss_mask = mf.make_inputs({"pads": [0, 2, 1], "prompt": [1, 1, 2]}, cfg, gen)
-    token_weight = 1.0 / float(loss_mask.sum())
-    with torch.no_grad():
-        logp0, _ = tm.token_logp(tm.gpt2_forward(params, cfg, ids, pos, attn, lora, scale), tgt, mf.PPO["temperature"])
-    adv, log_ratio = mf.ppo_branches(loss_mask, gen)
-    inputs = {
-        "input_ids": ids, "position_ids": pos, "targets": tgt, "attention_mask": attn, "loss_mask": loss_mask,
-        "advantages": mf.f32(adv), "old_logp": mf.f32(logp0 - log_ratio),
-        "ref_logp": mf.f32(logp0 + 0.2 * torch.randn(mf.B, mf.T, generator=gen, dtype=torch.float64)),
-    }
-    trainable = [n for n, _ in tm.lora_shapes(cfg, r, targets)]
-    Lp = {k: v.clone().requires_grad_(True) for k, v in lora.items()}
-    logits = tm.gpt2_forward(params, cfg, ids, pos, attn, Lp, scale)
-    res = tm.ppo_loss(logits, tgt, loss_mask, inputs["advantages"], inputs["old_logp"], inputs["ref_logp"],
-                      temperature=mf.PPO["temperature"], clip_eps=mf.PPO["clipEps"], kl_coef=mf.PPO["klCoef"],
-                      ent_coef=mf.PPO["entCoef"], token_weight=token_weight)
-    grads = torch.autograd.grad(res["loss"], [Lp[n] for n in trainable])
-    out = {f"param.{k}": v for k, v in lora.items()}
-    out.update({f"input.{k}": v.to(torch.float64) for k, v in inputs.items()})
-    out["expect.logits"] = logits.detach()
-    out.update({f"expect.{k}": v.detach() for k, v in res.items()})
-    out.update({f"grad.{n}": g for n, g in zip(trainable, grads)})
+    forward = lambda ids, pos, attn, lora, scale: tm.gpt2_forward(params, cfg, ids, pos, attn, lora, scale)  # noqa: E731
+    out, res, trainable, token_weight, scale = lora_ppo_step(cfg, gen, targets, forward, 0)
+    r, alpha = LORA["rank"], LORA["alpha"]
     meta = {
         "name": "hf-gpt2", "description": "Tiny random gpt2 checkpoint (Conv1D layout, fused c_attn); LoRA PPO step.",
         "hfConfig": case["hf"], "modelConfig": cfg, "folders": folders, "loss": "ppo",
