@@ -15,6 +15,8 @@
  * and for environments whose agents write code (math), the single agent that runs its own code:
  *   single-tool  configs/<env>/L0-single-tool.json  one agent writes the program; its output is the
  *                                                   answer (L0 with execution; \`single\` runs nothing)
+ * and PPO with a value head (docs/ppo.md), where an environment has its config (tic-tac-toe):
+ *   ppo          configs/<env>/L2-lora-ppo.json     the flagship team, independent rollouts, GAE
  * Each (method, seed) runs its warm start (cached per seed: the seed initialises the model and
  * draws its demonstrations) and RL, with validation on the same held-out seeds every few steps and
  * the test (training.testEpisodes, seeds apart from validation's) before and after RL. Per method
@@ -57,7 +59,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sokoban').split(',');
 const DEFAULT_VARIANTS = ['at-grpo', 'grpo', 'single', 'single-grpo'];
 /** Every method, in the order of tables and chart legends; the specialization levels run only when named. */
-const VARIANT_ORDER = [...DEFAULT_VARIANTS, 'shared', 'separate', 'single-tool'];
+const VARIANT_ORDER = [...DEFAULT_VARIANTS, 'shared', 'separate', 'single-tool', 'ppo'];
 const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? DEFAULT_VARIANTS.join(',')).split(',');
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
@@ -71,6 +73,7 @@ const files: Record<string, string> = {
   shared: 'L1-shared.json',
   separate: 'L3-separate.json',
   'single-tool': 'L0-single-tool.json',
+  ppo: 'L2-lora-ppo.json',
 };
 /**
  * The pairs of methods compared on the test after RL, A − B: the issue's order (AT-GRPO > GRPO >
@@ -90,6 +93,7 @@ const COMPARISONS: ReadonlyArray<readonly [string, string]> = [
   ['separate', 'single'],
   ['at-grpo', 'single-tool'],
   ['single-tool', 'single'],
+  ['at-grpo', 'ppo'],
 ];
 for (const v of VARIANTS) if (!files[v]) throw new Error(`LEARNING_VARIANTS: unknown variant ${JSON.stringify(v)} (${VARIANT_ORDER.join(', ')})`);
 

@@ -107,6 +107,19 @@ describe('shipped configs', () => {
     }
     assert.deepEqual(grpo, flag);
   });
+
+  test("tic-tac-toe's PPO config differs from its L2-lora only in the algorithm's name, PPO's fields and the texts", () => {
+    const ppo = readJson(join(configsDir, 'tic-tac-toe', 'L2-lora-ppo.json')) as Record<string, any>;
+    const flag = readJson(join(configsDir, 'tic-tac-toe', 'L2-lora.json')) as Record<string, any>;
+    assert.equal(ppo['algorithm'].name, 'ppo');
+    for (const c of [ppo, flag]) {
+      delete c['name'];
+      delete c['description'];
+      delete c['algorithm'].name;
+      for (const k of ['gamma', 'gaeLambda', 'valueClip', 'valueLr']) delete c['algorithm'][k];
+    }
+    assert.deepEqual(ppo, flag);
+  });
 });
 
 describe('configs/schema.json', () => {
