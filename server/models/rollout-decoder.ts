@@ -14,7 +14,7 @@
  */
 import type { Engine } from '../runtime/engine.ts';
 import type { DecoderContract } from '../runtime/generate.ts';
-import { buildFusedDecode, DEVICE_SAMPLING_MIN_VOCAB, quantBits, quantizedWeightNames, type FusedDecode, type RolloutWeights } from './decode-graph.ts';
+import { buildFusedDecode, quantBits, quantizedWeightNames, type FusedDecode, type RolloutWeights } from './decode-graph.ts';
 import { type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize } from './model-config.ts';
 import { checkBlockSize, mergeLora, quantizeBlockwise, type QuantBits, type QuantizedMatrix } from './quantize.ts';
 import { deviceCacheOutputs, type LoraSpec } from './transformer-graph.ts';
@@ -149,21 +149,22 @@ export class RolloutDecoder {
     const bakedBytes = kind === 'fp16' ? fp32Bytes / 2 : fp32Bytes; // fp16 bakes half-size copies
     // On WebGPU the KV cache stays on the GPU between steps (generate.ts 'device').
     const cache = this.src.engine.provider === 'webgpu' ? 'device' : 'host';
-    const sampleOnDevice = this.settings.sampleOnDevice ?? modelDims(c).V >= DEVICE_SAMPLING_MIN_VOCAB;
+    // Unset: decode-graph.ts decides by vocabulary size.
+    const sampleOnDevice = this.settings.sampleOnDevice === undefined ? {} : { sampleOnDevice: this.settings.sampleOnDevice };
     if (!bits && bakedBytes > maxBaked) {
       // Too large to bake: weights (and the adapter) stay inputs, fed from the residents.
-      return { ...buildFusedDecode(c, { weights: kind, lora: this.src.lora, cache, sampleOnDevice }), baked: false };
+      return { ...buildFusedDecode(c, { weights: kind, lora: this.src.lora, cache, ...sampleOnDevice }), baked: false };
     }
     if (bits) {
       const quantized = await quantizeResidents(this.src, bits, this.settings.blockSize);
       // A large model bakes only its quantized codes; embedding, norms and biases (which LoRA
       // does not touch) stay inputs fed from the residents.
       const bake = bakedBytes <= maxBaked ? { baked: await unquantizedResidents(this.src) } : {};
-      return { ...buildFusedDecode(c, { weights: kind, lora: null, ...bake, quantized, cache, sampleOnDevice }), baked: true };
+      return { ...buildFusedDecode(c, { weights: kind, lora: null, ...bake, quantized, cache, ...sampleOnDevice }), baked: true };
     }
     const { weights, adapter } = await this.src.snapshot();
     const merged = mergeAdapter(c, this.src.lora, weights, adapter);
-    return { ...buildFusedDecode(c, { weights: kind, lora: null, baked: merged, cache, sampleOnDevice }), baked: true };
+    return { ...buildFusedDecode(c, { weights: kind, lora: null, baked: merged, cache, ...sampleOnDevice }), baked: true };
   }
 
   private choice(session: string, graph: Omit<FusedDecode, 'bytes'>): DecoderChoice {
