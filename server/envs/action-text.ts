@@ -40,6 +40,19 @@ export const directions = {
 
 export type Direction = keyof typeof directions;
 
+/**
+ * Where cell `to` lies from cell `from` on a square grid of side `size`, spelled in move letters
+ * with the row first ("2D 1L", "3R"), or "here" when they coincide. A tiny character-level model
+ * reads this far more easily than it locates two cells in a grid and counts the rows between them
+ * (measured on Plan-Path: docs/experiments).
+ */
+export function formatOffset(size: number, from: number, to: number): string {
+  const dr = Math.floor(to / size) - Math.floor(from / size);
+  const dc = (to % size) - (from % size);
+  const parts = [dr > 0 ? `${dr}D` : dr < 0 ? `${-dr}U` : '', dc > 0 ? `${dc}R` : dc < 0 ? `${-dc}L` : ''];
+  return parts.filter(Boolean).join(' ') || 'here';
+}
+
 /** Directions in the fixed order solvers expand them (so solutions are deterministic). */
 export const directionOrder: readonly Direction[] = ['U', 'D', 'L', 'R'];
 

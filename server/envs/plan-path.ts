@@ -39,7 +39,7 @@
  * Unlike the reference, which always showed the original grid, the prompt shows the current position.
  */
 import { z } from 'zod';
-import { directionOrder, directions, flawMoves, formatMoves, parseMoves, type Direction, type Parsed } from './action-text.ts';
+import { directionOrder, directions, flawMoves, formatMoves, formatOffset, parseMoves, type Direction, type Parsed } from './action-text.ts';
 import { checkSeed, parseOptions, type EnvironmentFactory } from './environment.ts';
 import { PuzzleEnvironment, workflowOptionsShape, type MoveOutcome, type PuzzleState } from './puzzle-environment.ts';
 import { Rng } from './rng.ts';
@@ -150,10 +150,7 @@ class PlanPathState implements PuzzleState<Direction[]> {
     // Where the goal lies relative to the agent, spelled in move letters ("goal: 2D 1L"): a tiny
     // character-level model reads this far more easily than it locates two cells in the grid, so
     // the grid's remaining job is the walls.
-    const dr = Math.floor(this.goal / size) - Math.floor(this.position / size);
-    const dc = (this.goal % size) - (this.position % size);
-    const offset = [dr > 0 ? `${dr}D` : dr < 0 ? `${-dr}U` : '', dc > 0 ? `${dc}R` : dc < 0 ? `${-dc}L` : ''].filter(Boolean).join(' ');
-    rows.push(`goal: ${offset || 'here'}`);
+    rows.push(`goal: ${formatOffset(size, this.position, this.goal)}`);
     // The moves that are not blocked from here ("open: U L"): reading a wall next to P out of the
     // grid is another lookup a small character model gets wrong, and without it a greedy agent
     // pushes into the same wall turn after turn (measured: most failed validation episodes).

@@ -19,8 +19,13 @@ function readRoom(prompt: string): Room {
   const lines = prompt.split('\n');
   const n = Number(/(\d+)x\1/.exec(lines[0] ?? '')?.[1]);
   assert.equal(lines[1], 'P=you B=box G=goal #=wall');
+  const offset = /^(here|(\d+[UD])?( ?\d+[LR])?)$/;
+  const [, boxLine = '', goalLine = '', openLine = ''] = /^box: (.*)\ngoal: (.*) from box\nopen: (.*)$/.exec(lines.slice(2, 5).join('\n')) ?? [];
+  assert.match(boxLine, offset, lines[2]);
+  assert.match(goalLine, offset, lines[3]);
+  assert.match(openLine, /^(none|[UDLR]( [UDLR])*)$/, lines[4]);
   const room: Room = { n, walls: [], goal: -1, player: -1, box: -1 };
-  lines.slice(2, 2 + n).forEach((row, r) => {
+  lines.slice(5, 5 + n).forEach((row, r) => {
     assert.equal(row.length, n);
     [...row].forEach((ch, c) => {
       const i = r * n + c;
@@ -31,6 +36,20 @@ function readRoom(prompt: string): Room {
       if (ch === 'G' || ch === '+' || ch === '*') room.goal = i;
     });
   });
+  // The hint lines must agree with the grid: the box from P, the goal from the box (row first, in
+  // move letters), and the moves the rules allow from here (a push only into a free cell).
+  const spell = (from: number, to: number): string => {
+    const dr = Math.floor(to / n) - Math.floor(from / n);
+    const dc = (to % n) - (from % n);
+    return [dr > 0 ? `${dr}D` : dr < 0 ? `${-dr}U` : '', dc > 0 ? `${dc}R` : dc < 0 ? `${-dc}L` : ''].filter(Boolean).join(' ') || 'here';
+  };
+  assert.equal(boxLine, spell(room.player, room.box), prompt);
+  assert.equal(goalLine, spell(room.box, room.goal), prompt);
+  const open = (['U', 'D', 'L', 'R'] as const).filter((d) => {
+    const next = step(room, room.player, d);
+    return next !== -1 && (next !== room.box || step(room, room.box, d) !== -1);
+  });
+  assert.equal(openLine, open.join(' ') || 'none', prompt);
   return room;
 }
 
@@ -193,5 +212,5 @@ test('team workflow: the tool proposal is simulated on a clone and reported', ()
   assert.equal(r.teamReward, 0);
   assert.ok(r.localReward > sokobanRewards.solved);
   assert.match(env.observe('plan'), new RegExp(`\ntool: ${proposal}: box 0 from G, 0 blocked, solved yes\nplan: moves`));
-  assert.equal(env.observe('plan').split('\n').slice(0, 8).join('\n'), before.split('\n').slice(0, 8).join('\n'));
+  assert.equal(env.observe('plan').split('\n').slice(0, 11).join('\n'), before.split('\n').slice(0, 11).join('\n'));
 });

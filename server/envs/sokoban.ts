@@ -32,9 +32,14 @@
  * corner, say) ends the episode as a failure at the end of that round, instead of burning turns.
  *
  * Symbols: # wall, . floor, G goal, B box, P player, + player on the goal, * box on the goal.
+ * Above the grid, the prompt spells the box's offset from P, the goal's offset from the box, and
+ * the moves allowed from here (see `render`):
+ *   box: 2D
+ *   goal: 2L from box
+ *   open: D L R
  */
 import { z } from 'zod';
-import { directionOrder, directions, flawMoves, formatMoves, parseMoves, type Direction, type Parsed } from './action-text.ts';
+import { directionOrder, directions, flawMoves, formatMoves, formatOffset, parseMoves, type Direction, type Parsed } from './action-text.ts';
 import { checkSeed, parseOptions, type EnvironmentFactory } from './environment.ts';
 import { PuzzleEnvironment, workflowOptionsShape, type MoveOutcome, type PuzzleState } from './puzzle-environment.ts';
 import { Rng } from './rng.ts';
@@ -195,6 +200,14 @@ class SokobanState implements PuzzleState<Direction[]> {
   render(): string {
     const { size, walls, goal } = this.room;
     const rows = ['P=you B=box G=goal #=wall'];
+    // Relative positions in move letters, as on Plan-Path ("box: 2D", "goal: 2L from box"): the
+    // embedded character-level model reads these far more easily than it locates three cells in
+    // the grid, so the grid's remaining job is the walls. And the moves the rules allow from here
+    // ("open: D R"; a push only into a free cell), so a greedy agent need not read a wall next to P.
+    rows.push(`box: ${formatOffset(size, this.player, this.box)}`);
+    rows.push(`goal: ${formatOffset(size, this.box, goal)} from box`);
+    const open = directionOrder.filter((d) => move(this.room, this.player, this.box, d) !== null);
+    rows.push(`open: ${open.join(' ') || 'none'}`);
     for (let r = 0; r < size; r++) {
       let line = '';
       for (let c = 0; c < size; c++) {
