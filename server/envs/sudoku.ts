@@ -46,6 +46,13 @@ export const sudokuOptionsSchema = z
     size: z.union([z.literal(4), z.literal(9)]).default(4).describe('Grid side: 4 or 9.'),
     /** Cells to empty (at most; fewer when uniqueness forbids more). Default 6 for 4x4, 40 for 9x9. */
     emptyCells: z.number().int().min(1).max(64).optional().describe('Cells to empty, at most (default 6 / 40).'),
+    /** The prompt's empty-cell line names each cell's candidate digits, and the solver fills only cells with one. */
+    candidates: z
+      .boolean()
+      .default(false)
+      .describe(
+        "The prompt's empty-cell line names each empty cell's candidates, the digits its row, column and box leave ('empty: 1,4=2 2,1=13'), and the solver's demonstrations fill only the cells with one candidate each round (naked singles). For the embedded character-level model, which cannot derive a cell's digit from the grid (docs/experiments/2026-11-28.md).",
+      ),
     ...workflowOptionsShape,
   })
   .strict()
@@ -69,6 +76,8 @@ interface Spec {
   readonly clues: readonly number[]; // 0 where the cell is not a clue
   readonly solution: readonly number[];
   readonly peers: readonly (readonly number[])[];
+  /** The `candidates` option. */
+  readonly showCandidates: boolean;
 }
 
 const peerCache = new Map<number, readonly (readonly number[])[]>();
@@ -171,7 +180,15 @@ class SudokuState implements PuzzleState<Fill[]> {
     // embedded character-level model could not count its way to a '.' in the grid (measured: with
     // 3 empty cells it named a clue's coordinates in most fills and solved 0 of 256), as Plan-Path's
     // model could not locate the goal (plan-path.ts, "goal: 2D 1L").
-    const empty = this.cells.flatMap((v, i) => (v === 0 ? [`${Math.floor(i / n) + 1},${(i % n) + 1}`] : []));
+    // With `candidates`, each cell also names the digits its peers leave ("1,4=2 2,1=13").
+    const empty = this.cells.flatMap((v, i) => {
+      if (v !== 0) return [];
+      const cell = `${Math.floor(i / n) + 1},${(i % n) + 1}`;
+      if (!this.spec.showCandidates) return [cell];
+      const mask = candidates(this.cells, this.spec.peers, n, i);
+      const digits = Array.from({ length: n }, (_, k) => k + 1).filter((d) => (mask & (1 << d)) !== 0);
+      return [`${cell}=${digits.join('') || '-'}`];
+    });
     rows.push(`empty: ${empty.join(' ') || 'none'}`);
     return rows.join('\n');
   }
@@ -249,7 +266,10 @@ class SudokuState implements PuzzleState<Fill[]> {
     };
   }
 
-  /** Clears every wrong fill, then fills the solution (found most constrained cell first), written row by row. */
+  /**
+   * Clears every wrong fill, then fills the solution (found most constrained cell first), written row
+   * by row. With `candidates`, after the clears only this round's naked singles (see below).
+   */
   solve(): Fill[] {
     const { n, clues, solution, peers } = this.spec;
     const board = [...this.cells];
@@ -260,6 +280,20 @@ class SudokuState implements PuzzleState<Fill[]> {
         board[i] = 0;
       }
     });
+    if (this.spec.showCandidates) {
+      // What the prompt lets a reader infer: the cells with one candidate now (the solution's digit,
+      // since the board holds no wrong fill after the clears), row by row. When there is none, the
+      // most constrained cell gets the solution's digit, a choice the prompt alone does not settle.
+      const empties = board.flatMap((v, i) => (v === 0 ? [i] : []));
+      const singles = empties.filter((i) => bitCount(candidates(board, peers, n, i)) === 1);
+      const chosen =
+        singles.length > 0
+          ? singles
+          : empties.length === 0
+            ? []
+            : [empties.reduce((a, b) => (bitCount(candidates(board, peers, n, b)) < bitCount(candidates(board, peers, n, a)) ? b : a))];
+      return [...fills, ...chosen.map((i) => ({ cell: i, value: solution[i] as number }))];
+    }
     for (;;) {
       let best = -1;
       let bestCount = n + 1;
@@ -308,7 +342,7 @@ function fullGrid(rng: Rng, n: number): number[] {
   return grid;
 }
 
-function generate(seed: number, n: 4 | 9, emptyCells: number): SudokuState {
+function generate(seed: number, n: 4 | 9, emptyCells: number, showCandidates: boolean): SudokuState {
   const rng = new Rng(seed, 'sudoku');
   const peers = peersOf(n);
   const solution = fullGrid(rng, n);
@@ -321,7 +355,7 @@ function generate(seed: number, n: 4 | 9, emptyCells: number): SudokuState {
     if (countSolutions(cells, peers, n, 2) === 1) emptied++;
     else cells[cell] = value;
   }
-  const spec: Spec = { n, clues: Object.freeze([...cells]), solution: Object.freeze(solution), peers };
+  const spec: Spec = { n, clues: Object.freeze([...cells]), solution: Object.freeze(solution), peers, showCandidates };
   return new SudokuState(spec, cells, true, emptied);
 }
 
@@ -331,6 +365,6 @@ export const sudoku = {
   create(seed: number, options?: unknown): PuzzleEnvironment<Fill[]> {
     const o = parseOptions(sudokuOptionsSchema, options, 'sudoku');
     checkSeed(seed, 'sudoku');
-    return PuzzleEnvironment.start('sudoku', seed, generate(seed, o.size, o.emptyCells ?? defaultEmpty[o.size]), o);
+    return PuzzleEnvironment.start('sudoku', seed, generate(seed, o.size, o.emptyCells ?? defaultEmpty[o.size], o.candidates), o);
   },
 } satisfies EnvironmentFactory<SudokuOptions>;
