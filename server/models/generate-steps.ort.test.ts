@@ -2,7 +2,8 @@
  * `Policy.generate`'s per-step callback and top alternatives, through the real engine worker:
  * the steps arrive while the batch generates (each before the result), add up to the result row
  * by row, and leave rows out once they stop; the k alternatives per token are the k best of the
- * distribution the sampled token's log-prob comes from, as the score graph computes it.
+ * distribution the sampled token's log-prob comes from, as the score graph computes it; rows
+ * whose cancellation flag is set stop at the next step, the others sample what they would have.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -104,4 +105,32 @@ test('top alternatives: the k best ids of the sampled distribution, with the sco
     }
   }
   await assert.rejects(policy.generate(prompts, { maxNewTokens: 2, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: 0, stopTokens: [], padToken: 0, topLogprobs: 21 }), /topLogprobs must be an integer from 0 to 20/);
+});
+
+test('cancellation flags: a flagged row draws nothing more, the other rows sample what they would have; all flagged, the call returns at once', async () => {
+  const o = { maxNewTokens: 400, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: 9, stopTokens: [], padToken: 0 };
+  const whole = await policy.generate(prompts, o);
+  // Row 1 flagged before the worker starts: it gets no token; rows 0 and 2 keep their streams.
+  const flags = new Int32Array(new SharedArrayBuffer(4 * prompts.length));
+  Atomics.store(flags, 1, 1);
+  const r = await policy.generate(prompts, { ...o, cancel: flags });
+  assert.deepEqual(r.cancelled, [1]);
+  assert.equal(r.tokens[1]!.length, 0);
+  for (const b of [0, 2]) {
+    assert.deepEqual(Array.from(r.tokens[b]!), Array.from(whole.tokens[b]!), `row ${b}`);
+    assert.deepEqual(Array.from(r.logprobs[b]!), Array.from(whole.logprobs[b]!), `row ${b} log-probs`);
+  }
+  // Flagged from the first step's message, on the main thread, while the worker decodes: the
+  // generation stops long before its 400 tokens.
+  const live = new Int32Array(new SharedArrayBuffer(4 * prompts.length));
+  const stopped = await policy.generate(prompts, { ...o, cancel: live, onStep: () => live.fill(1) });
+  const longest = Math.max(...stopped.tokens.map((t) => t.length));
+  assert.deepEqual(stopped.cancelled, [0, 1, 2]);
+  assert.ok(longest < 400, `the rows ran to ${longest} tokens`);
+  console.log(`# cancelled at the first step's message: the rows stopped after ${longest} of 400 tokens (${stopped.decodeRun!.steps} decode runs)`);
+  stopped.tokens.forEach((t, b) => assert.deepEqual(Array.from(t), Array.from(whole.tokens[b]!.subarray(0, t.length)), `row ${b}: a prefix of its uncancelled tokens`));
+  const none = await policy.generate(prompts, { ...o, cancel: new Int32Array(new SharedArrayBuffer(4 * prompts.length)).fill(1) });
+  assert.deepEqual(none.tokens.map((t) => t.length), [0, 0, 0]);
+  assert.equal(none.decodeRun!.steps, 0, 'nothing was prefilled or decoded');
+  await assert.rejects(policy.generate(prompts, { ...o, cancel: new Int32Array(new SharedArrayBuffer(8)) }), /2 cancellation flags for 3 rows/);
 });

@@ -255,7 +255,8 @@ export class Policy {
    * Samples responses for a batch of prompts (token ids) with the KV-cache decoder. `rollout`
    * marks a training rollout: it samples with the configured rollout weights (int8/int4 when set),
    * while validation and warm-start play always decode the fp32 policy. `topLogprobs` and
-   * `onStep` are `GenerateRequest.topLogprobs` and `Engine.generate`'s per-step callback.
+   * `onStep` are `GenerateRequest.topLogprobs` and `Engine.generate`'s per-step callback; `cancel`
+   * is `GenerateRequest.cancel` (per-row flags on a SharedArrayBuffer).
    */
   async generate(
     prompts: readonly Int32Array[],
@@ -270,6 +271,7 @@ export class Policy {
       rowSeeds?: readonly number[];
       topLogprobs?: number;
       onStep?: (step: GenerateStep) => void;
+      cancel?: Int32Array;
     },
   ): Promise<GenerateResult> {
     const masked = this.options.maskedTokens ?? [];
@@ -284,6 +286,7 @@ export class Policy {
       ...(o.distinctFirst !== undefined && o.distinctFirst > 1 ? { distinctFirst: o.distinctFirst } : {}),
       ...(o.rowSeeds ? { rowSeeds: o.rowSeeds } : {}),
       ...(o.topLogprobs ? { topLogprobs: o.topLogprobs } : {}),
+      ...(o.cancel ? { cancel: o.cancel } : {}),
     };
     const chosen = await this.decoder.choose(o.rollout ?? false);
     if (chosen) return this.engine.generate({ ...chosen, ...run }, o.onStep);

@@ -9,6 +9,11 @@
  * batched products. A call asks for the most top alternatives any of its requests wants, and each
  * request gets its own first k (they are best first). A request with `onStep` receives its rows'
  * tokens as the engine samples them (its rows numbered from 0, its own `max_tokens` respected).
+ *
+ * A request whose `signal` aborts (its HTTP client left) is rejected with a `RequestCancelled`
+ * at once: taken out of the queue if it waits, and if its call runs, its rows' cancellation flags
+ * are set (`GenerateRequest.cancel`), so the engine stops decoding them at its next step and the
+ * call ends as soon as no other request's rows are left in it.
  */
 import type { Policy } from '../models/policy.ts';
 import type { GenerateStep, TopAlternatives } from '../runtime/generate.ts';
@@ -27,6 +32,16 @@ export interface RowsRequest {
   readonly topLogprobs?: number;
   /** Receives each decoding step's tokens of this request's rows while the call runs. */
   readonly onStep?: (step: GenerateStep) => void;
+  /** Aborted when the caller no longer wants the rows (a client that disconnected). */
+  readonly signal?: AbortSignal;
+}
+
+/** A request given up by its caller (its signal aborted) before its rows finished. */
+export class RequestCancelled extends Error {
+  constructor() {
+    super('the request was cancelled by its client');
+    this.name = 'RequestCancelled';
+  }
 }
 
 export interface RowsResult {
@@ -42,6 +57,10 @@ interface Waiting {
   readonly key: string;
   readonly done: (r: RowsResult) => void;
   readonly fail: (e: unknown) => void;
+  /** Its rows' cancellation flags in the running call (a view of the call's shared flags); null while it waits. */
+  flags: Int32Array | null;
+  /** Answered or cancelled: nothing more is sent to it. */
+  settled: boolean;
 }
 
 const joinKey = (r: RowsRequest): string => JSON.stringify([r.sampling.temperature, r.sampling.topP, r.sampling.topK, [...new Set(r.stopTokens)].sort((a, b) => a - b), r.padToken]);
@@ -49,9 +68,13 @@ const joinKey = (r: RowsRequest): string => JSON.stringify([r.sampling.temperatu
 export class BatchingGenerator {
   private readonly waiting = new Map<Policy, Waiting[]>();
   private readonly running = new Set<Policy>();
-  /** Engine calls made and requests served, for tests and logs. */
+  /** Engine calls made, requests served, requests cancelled and tokens the engine generated, for tests and logs. */
   calls = 0;
   requests = 0;
+  cancelled = 0;
+  tokens = 0;
+  /** Requests whose engine call is running now. */
+  active = 0;
 
   constructor(
     /** The most rows one engine call may take. */
@@ -60,11 +83,31 @@ export class BatchingGenerator {
 
   generate(policy: Policy, request: RowsRequest): Promise<RowsResult> {
     return new Promise<RowsResult>((done, fail) => {
+      const signal = request.signal;
+      if (signal?.aborted) {
+        this.cancelled++;
+        return fail(new RequestCancelled());
+      }
       const queue = this.waiting.get(policy) ?? [];
-      queue.push({ request, key: joinKey(request), done, fail });
+      const w: Waiting = { request, key: joinKey(request), done, fail, flags: null, settled: false };
+      queue.push(w);
       this.waiting.set(policy, queue);
+      signal?.addEventListener('abort', () => this.cancel(policy, w), { once: true });
       if (!this.running.has(policy)) void this.drain(policy);
     });
+  }
+
+  /** Gives up `w`: out of the queue if it waits, its rows flagged if its call runs. */
+  private cancel(policy: Policy, w: Waiting): void {
+    if (w.settled) return;
+    w.settled = true;
+    this.cancelled++;
+    if (w.flags) w.flags.fill(1);
+    else {
+      const queue = this.waiting.get(policy);
+      if (queue) this.waiting.set(policy, queue.filter((x) => x !== w));
+    }
+    w.fail(new RequestCancelled());
   }
 
   private async drain(policy: Policy): Promise<void> {
@@ -98,12 +141,15 @@ export class BatchingGenerator {
     const K = Math.max(...batch.map((w) => w.request.topLogprobs ?? 0));
     const starts = batch.map((_, i) => batch.slice(0, i).reduce((a, w) => a + w.request.rows.length, 0));
     const streamed = batch.some((w) => w.request.onStep);
+    // Shared with the engine worker: a cancelled request's rows are flagged while the call runs.
+    const cancel = new Int32Array(new SharedArrayBuffer(4 * rows.length));
+    batch.forEach((w, i) => (w.flags = cancel.subarray(starts[i]!, starts[i]! + w.request.rows.length)));
     // A request whose step callback throws is failed with that error when the call ends; the
     // other requests of the batch go on (the callback runs in the engine's message handler).
     const broken = new Map<Waiting, unknown>();
     const onStep = (step: GenerateStep): void =>
       batch.forEach((w, i) => {
-        if (!w.request.onStep || broken.has(w)) return;
+        if (!w.request.onStep || broken.has(w) || w.settled) return;
         try {
           forward(step, w.request, starts[i]!, K);
         } catch (e) {
@@ -111,6 +157,7 @@ export class BatchingGenerator {
         }
       });
     let gen;
+    this.active += batch.length;
     try {
       gen = await policy.generate(rows, {
         maxNewTokens: Math.max(...batch.map((w) => w.request.maxNewTokens)),
@@ -123,13 +170,17 @@ export class BatchingGenerator {
         rollout: true,
         ...(K > 0 ? { topLogprobs: K } : {}),
         ...(streamed ? { onStep } : {}),
+        cancel,
       });
     } catch (e) {
-      for (const w of batch) w.fail(e);
+      for (const w of batch) settle(w, () => w.fail(e));
       return;
+    } finally {
+      this.active -= batch.length;
     }
     this.calls++;
     this.requests += batch.length;
+    this.tokens += gen.tokens.reduce((a, t) => a + t.length, 0);
     let at = 0;
     for (const w of batch) {
       const max = w.request.maxNewTokens;
@@ -144,10 +195,16 @@ export class BatchingGenerator {
         out.finish.push(cut ? 'length' : gen.finish[at] === 'stop' ? 'stop' : 'length');
         if (k > 0) out.top.push(firstK(gen.top![at]!, n, K, k));
       }
-      if (broken.has(w)) w.fail(broken.get(w));
-      else w.done(k > 0 ? out : { tokens: out.tokens, logprobs: out.logprobs, finish: out.finish });
+      settle(w, () => (broken.has(w) ? w.fail(broken.get(w)) : w.done(k > 0 ? out : { tokens: out.tokens, logprobs: out.logprobs, finish: out.finish })));
     }
   }
+}
+
+/** Answers `w` unless it was cancelled (already rejected). */
+function settle(w: Waiting, answer: () => void): void {
+  if (w.settled) return;
+  w.settled = true;
+  answer();
 }
 
 /** The first k of each token's K alternatives, for n tokens. */

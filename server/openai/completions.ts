@@ -71,6 +71,8 @@ const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
 /**
  * Samples `n` choices per prompt with `policy` (joined with concurrent requests by `batching`), in
  * choice-index order. `onToken` receives each token as the engine samples it, before the result.
+ * When `signal` aborts (the client left), the engine stops decoding the request's rows and the
+ * promise rejects with `RequestCancelled`.
  */
 export async function sample(
   policy: Policy,
@@ -78,8 +80,9 @@ export async function sample(
   job: SampleJob,
   defaultMaxTokens: number | 'rest',
   batching: BatchingGenerator,
-  onToken?: (t: SampledToken) => void,
+  o: { readonly onToken?: (t: SampledToken) => void; readonly signal?: AbortSignal } = {},
 ): Promise<SampledChoice[]> {
+  const onToken = o.onToken;
   const vocab = policy.config.vocabSize;
   const maxLen = policy.config.maxSequenceLength;
   const longest = Math.max(...job.prompts.map((p) => p.length));
@@ -105,6 +108,7 @@ export async function sample(
     stopTokens: [...ends],
     padToken: tok.padTokenId,
     ...(k > 0 ? { topLogprobs: k } : {}),
+    ...(o.signal ? { signal: o.signal } : {}),
     ...(onToken
       ? {
           onStep: (s) =>

@@ -359,14 +359,73 @@ test('logprobs > 0: completions top_logprobs (the sampled token, then the k best
   await assert.rejects(client.chat.completions.create({ model: 'base', messages, top_logprobs: 2 }), (e: unknown) => e instanceof OpenAI.BadRequestError && (e.error as { param?: string }).param === 'top_logprobs');
 });
 
-test('a client that leaves mid-stream does not harm the server: its rows finish, the next request is answered', async () => {
-  const calls = models.batching.calls;
-  const stream = await client.completions.create({ model: 'base', prompt: 'bye', max_tokens: 100, seed: 1, stream: true, ignore_eos: true } as OpenAI.CompletionCreateParamsStreaming);
+/** Resolves once `ok()` holds, polling; fails after `ms`. */
+async function until(ok: () => boolean, what: string, ms = 60_000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!ok()) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+test('a client that leaves mid-stream cancels its rows: the engine stops decoding them within a few steps, and the next request is answered', async () => {
+  const b = models.batching;
+  const before = { calls: b.calls, tokens: b.tokens, cancelled: b.cancelled };
+  const max = 400;
+  const stream = await client.completions.create({ model: 'base', prompt: 'bye', n: 2, max_tokens: max, seed: 1, stream: true, ignore_eos: true } as OpenAI.CompletionCreateParamsStreaming);
   let got = 0;
   // Leaving the loop aborts the client's request: the socket closes while the server still writes.
   for await (const _ of stream) if (++got === 3) break;
-  assert.ok(models.batching.calls === calls, 'the client left while its engine call ran');
+  assert.equal(b.calls, before.calls, 'the client left while its engine call ran');
+  const left = performance.now();
+  await until(() => b.calls > before.calls, 'the abandoned engine call to end');
+  const generated = b.tokens - before.tokens;
+  console.log(`# stream left after ${got} chunks: the engine call ended ${(performance.now() - left).toFixed(0)} ms later, having generated ${generated} of ${2 * max} tokens`);
+  assert.equal(b.cancelled, before.cancelled + 1);
+  // Without cancellation both rows run to max_tokens (800 tokens, seconds on the tiny model).
+  assert.ok(generated < (2 * max) / 4, `the engine generated ${generated} of ${2 * max} tokens for a client that had left`);
   const after = await client.completions.create({ model: 'base', prompt: 'hello', max_tokens: 3, seed: 1 });
   assert.equal(after.choices.length, 1);
-  assert.ok(models.batching.calls > calls, 'the abandoned call ran to its end');
+});
+
+test('a non-streaming request whose client aborts is cancelled too; requests joined with it keep their rows', async () => {
+  const b = models.batching;
+  const max = 400;
+  const body = { model: 'base', prompt: 'wait', n: 2, max_tokens: max, seed: 5, ignore_eos: true };
+  const ask = (signal?: AbortSignal) =>
+    fetch(`${server.url}/completions`, { method: 'POST', headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+  // Alone: the aborted request's call stops early.
+  const before = { calls: b.calls, tokens: b.tokens, cancelled: b.cancelled };
+  const abort = new AbortController();
+  const gone = ask(abort.signal).catch((e: unknown) => e);
+  await until(() => b.active > 0, 'the request to reach the engine');
+  abort.abort();
+  assert.ok((await gone) instanceof Error, 'the client saw its own abort');
+  await until(() => b.calls > before.calls, 'the aborted engine call to end');
+  assert.equal(b.cancelled, before.cancelled + 1);
+  assert.ok(b.tokens - before.tokens < (2 * max) / 4, `the engine generated ${b.tokens - before.tokens} of ${2 * max} tokens for an aborted request`);
+
+  // Joined: a second request waits behind a running one, both go as one call; aborting the first
+  // leaves the second's rows running to the end with the tokens they would have alone.
+  const alone = completionResponseSchema.parse(await (await ask()).json());
+  const blocker = client.completions.create({ model: 'base', prompt: 'x', max_tokens: 200, seed: 2, ignore_eos: true } as OpenAI.CompletionCreateParamsNonStreaming);
+  await until(() => b.active > 0, 'the blocking request to reach the engine');
+  const joined = { calls: b.calls };
+  const quit = new AbortController();
+  const leaving = ask(quit.signal).catch((e: unknown) => e);
+  const staying = ask();
+  await blocker;
+  await until(() => b.active === 2, 'the two requests to run joined');
+  quit.abort();
+  await leaving;
+  const kept = completionResponseSchema.parse(await (await staying).json());
+  assert.equal(b.calls, joined.calls + 2, 'the blocker, then one call for the two joined requests');
+  assert.deepEqual(
+    kept.choices.map((c) => c.text),
+    alone.choices.map((c) => c.text),
+  );
+  assert.deepEqual(
+    kept.choices.map((c) => c.finish_reason),
+    ['length', 'length'],
+  );
 });

@@ -42,6 +42,7 @@ import {
   sglangJob,
   sglangOutputs,
 } from './completions.ts';
+import { RequestCancelled } from './batching-generator.ts';
 import { ModelRequestError, UnknownModelError, type ServedModels } from './served-models.ts';
 import { streamChat, streamCompletion } from './streaming.ts';
 
@@ -83,6 +84,8 @@ export class OpenAiServer {
     const limit = o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     const http = createServer((req, res) => {
       handle(req, res, o.models, o.token, limit).catch((e: unknown) => {
+        // The client left: nobody to answer.
+        if (e instanceof RequestCancelled) return void res.destroy();
         if (e instanceof HttpError) return sendError(res, e);
         if (e instanceof UnknownModelError) return sendError(res, new HttpError(404, e.message, 'model'));
         if (e instanceof ModelRequestError) return sendError(res, new HttpError(400, e.message, e.param));
@@ -166,6 +169,13 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
   }
   const path = (req.url ?? '/').split('?')[0]!;
   const route = `${req.method} ${path}`;
+  // A client that disconnects before its answer is complete (a closed stream, an aborted fetch)
+  // cancels its rows: the engine stops decoding them at its next step.
+  const left = new AbortController();
+  const signal = left.signal;
+  res.once('close', () => {
+    if (!res.writableFinished) left.abort();
+  });
   const tok = models.tokenizer;
   switch (route) {
     case 'GET /health':
@@ -183,11 +193,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
       if (r.stream) {
         return models.use(r.model, async (policy) => {
           const promptLps = r.prompt_logprobs != null ? await Promise.all(prompts.map((p) => promptLogprobs(policy, tok, p, job.temperature))) : null;
-          await streamCompletion(res, r, tok, prompts, job.n, promptLps, (onToken) => sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS, models.batching, onToken));
+          await streamCompletion(res, r, tok, prompts, job.n, promptLps, (onToken) => sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS, models.batching, { onToken, signal }));
         });
       }
       const { choices, promptLps } = await models.use(r.model, async (policy) => ({
-        choices: await sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS, models.batching),
+        choices: await sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS, models.batching, { signal }),
         promptLps: r.prompt_logprobs != null ? await Promise.all(prompts.map((p) => promptLogprobs(policy, tok, p, job.temperature))) : null,
       }));
       return sendJson(res, 200, completionResponse(r, tok, prompts, choices, promptLps));
@@ -196,8 +206,8 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
       const r = parse(chatCompletionRequestSchema, await readJson(req, limit));
       checkSupported(r);
       const prompt = chatPrompt(r, tok);
-      if (r.stream) return models.use(r.model, (policy) => streamChat(res, r, tok, prompt, (onToken) => sample(policy, tok, chatJob(r, prompt), 'rest', models.batching, onToken)));
-      const choices = await models.use(r.model, (policy) => sample(policy, tok, chatJob(r, prompt), 'rest', models.batching));
+      if (r.stream) return models.use(r.model, (policy) => streamChat(res, r, tok, prompt, (onToken) => sample(policy, tok, chatJob(r, prompt), 'rest', models.batching, { onToken, signal })));
+      const choices = await models.use(r.model, (policy) => sample(policy, tok, chatJob(r, prompt), 'rest', models.batching, { signal }));
       return sendJson(res, 200, chatResponse(r, tok, prompt, choices));
     }
     case 'POST /generate': {
@@ -206,7 +216,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
       const job = sglangJob(r);
       const model = job.model ?? models.list()[0]?.id;
       if (model === undefined) throw new HttpError(404, 'no model is served', 'lora_path');
-      const choices = await models.use(model, (policy) => sample(policy, tok, job, SGLANG_DEFAULT_MAX_NEW_TOKENS, models.batching));
+      const choices = await models.use(model, (policy) => sample(policy, tok, job, SGLANG_DEFAULT_MAX_NEW_TOKENS, models.batching, { signal }));
       const outputs = sglangOutputs(r, tok, job, choices);
       // SGLang answers a single prompt (n = 1) with one object, a batch with an array.
       return sendJson(res, 200, typeof r.input_ids[0] === 'number' && job.n === 1 ? outputs[0] : outputs);

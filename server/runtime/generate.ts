@@ -99,6 +99,15 @@ export interface GenerateRequest {
    * `logprobs` / `top_logprobs`), under the distribution `logprobs` are reported from. 0 or absent: none.
    */
   readonly topLogprobs?: number;
+  /**
+   * Cancellation flags, one per row, on a SharedArrayBuffer the caller keeps (postMessage shares
+   * it with the worker instead of copying it): a row whose flag the caller sets to non-zero
+   * (`Atomics.store`) draws no further token; it leaves the batch at the next step (its cache
+   * rows dropped, as a finished row's) and ends with the tokens it had (`GenerateResult.cancelled`).
+   * Once every row is cancelled or finished the generation returns. An HTTP server sets a row's
+   * flag when its client disconnects, so an abandoned request stops costing decode steps.
+   */
+  readonly cancel?: Int32Array;
 }
 
 /** A row's top alternatives per generated token, flat: token t's are [t·k, (t+1)·k), best first. */
@@ -136,6 +145,8 @@ export interface GenerateResult {
    * (feeds, sampling, cache bookkeeping). Optional so scripted policies in tests need not invent it.
    */
   readonly decodeRun?: { readonly ms: number; readonly steps: number };
+  /** With `GenerateRequest.cancel`: the rows cancelled before they finished (their `finish` reads 'length'). */
+  readonly cancelled?: readonly number[];
 }
 
 /**
@@ -189,6 +200,7 @@ export async function generate(
   if (Tp + req.maxNewTokens > limit) throw new Error(`generate: prompt (${Tp}) + maxNewTokens (${req.maxNewTokens}) = ${Tp + req.maxNewTokens} positions exceed the decoder's ${limit}`);
   const k = req.topLogprobs ?? 0;
   if (!(Number.isInteger(k) && k >= 0 && k <= Math.min(MAX_TOP_LOGPROBS, V))) throw new Error(`generate: topLogprobs must be an integer from 0 to ${Math.min(MAX_TOP_LOGPROBS, V)}, got ${k}`);
+  if (req.cancel && req.cancel.length !== B) throw new Error(`generate: ${req.cancel.length} cancellation flags for ${B} rows`);
   const G = req.distinctFirst ?? 1;
   if (!(Number.isInteger(G) && G >= 1 && B % G === 0)) throw new Error(`generate: distinctFirst must be a positive integer dividing the batch of ${B}, got ${G}`);
   if (G > 1) {
@@ -198,6 +210,10 @@ export async function generate(
         throw new Error(`generate: distinctFirst ${G} groups rows ${b - (b % G)}..${b - (b % G) + G - 1}, but row ${b}'s prompt differs from row ${b - (b % G)}'s`);
       }
     });
+  }
+  // Cancelled while it waited for the worker: nothing to prefill.
+  if (req.cancel && req.cancel.every((_, b) => Atomics.load(req.cancel!, b) !== 0)) {
+    return { tokens: req.prompts.map(() => new Int32Array(0)), logprobs: req.prompts.map(() => new Float32Array(0)), finish: req.prompts.map(() => 'length'), ...(k > 0 ? { top: req.prompts.map(() => ({ ids: new Int32Array(0), logprobs: new Float32Array(0) })) } : {}), prefillMs: 0, decodeMs: 0, decodeRun: { ms: 0, steps: 0 }, cancelled: req.prompts.map((_, b) => b) };
   }
   let decoder: Decoder;
   if (req.contract.cacheLayout === 'device') {
@@ -240,7 +256,19 @@ async function decode(req: GenerateRequest, decoder: Decoder, onStep?: (step: Ge
   const onDevice = req.contract.sampling === 'device' && req.sampling.temperature > 0 && req.sampling.topK === 0 && req.sampling.topP >= 1 && K === 0;
   // First tokens already drawn in each row group (distinctFirst); rows are still in order at n = 0.
   const taken = G > 1 ? Array.from({ length: B / G }, () => new Set<number>()) : null;
+  const cancelled: number[] = [];
   for (let n = 0; n < req.maxNewTokens; n++) {
+    // Rows cancelled since the last step draw nothing more (a step's logits are already paid for,
+    // but its tokens would go to a caller that has left).
+    if (req.cancel) {
+      for (const b of decoder.rows) {
+        if (!done[b] && Atomics.load(req.cancel, b) !== 0) {
+          done[b] = true;
+          cancelled.push(b);
+        }
+      }
+      if (done.every(Boolean)) break;
+    }
     // Each row samples from its own stream, so retiring rows changes no other row's draws.
     decoder.rows.forEach((b, k) => {
       if (done[b]) return;
@@ -262,7 +290,9 @@ async function decode(req: GenerateRequest, decoder: Decoder, onStep?: (step: Ge
     if (onStep) onStep(stepOf(n, decoder.rows.filter((b) => produced[b] === n + 1), outTokens, outLogp, outTop, K));
     if (n === req.maxNewTokens - 1 || done.every(Boolean)) break;
     const live = decoder.rows.flatMap((b, k) => (done[b] ? [] : [k]));
-    if (req.retireFinished !== false && live.length <= RETIRE_BELOW * decoder.rows.length) await decoder.retain(live);
+    // A cancelled row leaves at once: its slot stops costing compute now, not once enough rows end.
+    const leaving = req.cancel ? decoder.rows.some((b) => done[b] && cancelled.includes(b)) : false;
+    if (req.retireFinished !== false && (leaving || live.length <= RETIRE_BELOW * decoder.rows.length)) await decoder.retain(live);
     // A finished row still in the batch is fed padding; its outputs are never read.
     const ids = BigInt64Array.from(decoder.rows, (b) => BigInt(done[b] ? req.padToken : outTokens[b]![n]!));
     await decoder.step(ids, n, onDevice ? Float32Array.from(decoder.rows, (b) => (done[b] ? 0 : Math.min(rngs[b]!.next(), BELOW_ONE))) : undefined);
@@ -276,6 +306,7 @@ async function decode(req: GenerateRequest, decoder: Decoder, onStep?: (step: Ge
     prefillMs: t1 - t0,
     decodeMs: t2 - t1,
     decodeRun: { ms: decoder.runMs - prefill.ms, steps: decoder.runs - prefill.runs },
+    ...(req.cancel ? { cancelled } : {}),
   };
 }
 
