@@ -6,7 +6,7 @@
  * the batch's own ceilings, and runAll's grouping.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { sandboxSchema, type SandboxConfig } from '../protocol/experiment-config.ts';
 import type { Execution, ProgramRequest } from '../protocol/trajectory.ts';
@@ -14,6 +14,7 @@ import { exceptionName } from '../envs/program-acts.ts';
 import { batchOutcomes, MAX_BATCH_CASES } from './batch.ts';
 import { Sandbox } from './sandbox.ts';
 import { BWRAP } from './sandbox-command.ts';
+import { noStraysWithin } from './test-util.ts';
 
 const skip = existsSync(BWRAP) ? false : `${BWRAP} is missing (apt-get install bubblewrap)`;
 const modes = ['bubblewrap', 'unsandboxed'] as const;
@@ -155,9 +156,7 @@ describe('a batch stays under the limits of the sandbox', { skip }, () => {
     await s.close();
     assert.equal(results[0]!.status, 'timeout');
     assert.deepEqual([results[1]!.status, results[1]!.stdout], ['ok', 'after\n']);
-    const end = performance.now() + 3000;
-    while (strays().length > 0 && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
-    assert.deepEqual(strays(), []);
+    await noStraysWithin(3000);
   });
 
   test('the output cap holds per case: a flood is cut at the cap, a looser cap keeps it all', async () => {
@@ -210,17 +209,3 @@ describe('runAll batches the programs that share their code', { skip }, () => {
     assert.deepEqual(results.map((e) => e.stdout), Array.from({ length: n }, (_, i) => `${i}\n`));
   });
 });
-
-/** Processes still running a program of ours (sandboxed or not) or the harness. */
-function strays(): string[] {
-  const found: string[] = [];
-  for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      if (/troupe-harness\.py|\/tmp\/main\.py|troupe-unsandboxed-/.test(cmd)) found.push(`${pid}: ${cmd}`);
-    } catch {
-      // Exited while we looked.
-    }
-  }
-  return found;
-}

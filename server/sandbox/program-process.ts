@@ -11,6 +11,7 @@ import type { Execution, ExecutionStatus } from '../protocol/trajectory.ts';
 
 export interface ProcessSpec {
   readonly argv: readonly [string, ...string[]];
+  /** The whole environment, to which `startProcess` adds only `SANDBOX_OWNER_VAR`. */
   readonly env: Record<string, string>;
   readonly cwd: string;
   /** Run as this uid/gid (set by the spawn, before exec; supplementary groups are dropped). */
@@ -40,6 +41,16 @@ export interface RunningProcess {
   /** What stopped it from outside, if anything: the wall clock, the output cap or a `kill`. */
   stoppedBy(): 'timeout' | 'output-limit' | 'killed' | null;
 }
+
+/**
+ * Set in the environment of every process the sandbox starts, to the pid of the process that runs
+ * the sandbox: bwrap's own environment (not the contained program's, which `--clearenv` empties,
+ * so nothing of the server reaches it) or, unsandboxed, the program's. A program that outlives
+ * its kill, even one reparented away from the server, can be traced to the server that started it
+ * (by the variable in its /proc/<pid>/environ), and the sandbox tests count as leaks
+ * only their own process's programs, not those of a training run beside them (`test-util.ts`).
+ */
+export const SANDBOX_OWNER_VAR = 'TROUPE_SANDBOX_OWNER';
 
 /** After the program exits, how long its pipes may stay open (a straggler that escaped the group) before they are cut. */
 const PIPE_GRACE_MS = 1000;
@@ -87,7 +98,7 @@ export function startProcess(spec: ProcessSpec): RunningProcess {
   // (bwrap's own init and, through --die-with-parent and the pid namespace, the whole sandbox).
   const child = spawn(file, args, {
     cwd: spec.cwd,
-    env: spec.env,
+    env: { ...spec.env, [SANDBOX_OWNER_VAR]: String(process.pid) },
     detached: true,
     stdio: ['pipe', 'pipe', 'pipe', ...(spec.files ?? []).map(() => 'pipe' as const)],
     ...(spec.ids ? { uid: spec.ids.uid, gid: spec.ids.gid } : {}),

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +18,7 @@ import type { Execution, ProgramRequest } from '../protocol/trajectory.ts';
 import { MAX_INPUT_BYTES, Sandbox, SandboxClosedError, SandboxUnavailableError } from './sandbox.ts';
 import { probeSandbox } from './probe.ts';
 import { BWRAP, UNPRIVILEGED_ID } from './sandbox-command.ts';
+import { noStraysWithin, strays } from './test-util.ts';
 
 const modes = ['bubblewrap', 'unsandboxed'] as const;
 type Mode = (typeof modes)[number];
@@ -29,27 +30,6 @@ const config = (mode: Mode, limits: Partial<SandboxConfig['limits']> = {}, concu
   sandboxSchema.parse({ mode, limits: { wallMs: 3000, cpuSeconds: 2, ...limits }, ...(concurrency ? { concurrency } : {}) });
 const py = (code: string, stdin = ''): ProgramRequest => ({ language: 'python', code, stdin });
 const both = (e: Execution) => `${e.stdout}\n${e.stderr}`;
-
-/** Processes that are still running a program of ours (the sandboxed /tmp/main.py or an unsandboxed temp folder's). */
-function strays(): string[] {
-  const found: string[] = [];
-  for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      if (/\/tmp\/main\.py|troupe-harness\.py|troupe-unsandboxed-/.test(cmd)) found.push(`${pid}: ${cmd}`);
-    } catch {
-      // Exited while we looked.
-    }
-  }
-  return found;
-}
-
-/** Kills take a moment to reach every process of a pid namespace; wait up to `ms` for none to be left. */
-async function noStraysWithin(ms: number): Promise<void> {
-  const end = performance.now() + ms;
-  while (strays().length > 0 && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
-  assert.deepEqual(strays(), []);
-}
 
 /** A process of the user programs run as, to be read through /proc and signalled. */
 function decoy(secret: string): ChildProcess {
@@ -371,6 +351,31 @@ describe('sandbox', { skip }, () => {
     assert.match(e.stderr, /sandbox was closed/);
     await assert.rejects(s.run(py('print(1)')), SandboxClosedError);
     await noStraysWithin(3000);
+  });
+
+  test("another process's sandboxes running beside the tests are not counted as this one's strays", async () => {
+    // A training run beside `npm test`: another process with a sandbox of each mode, each running a long sleep.
+    const script = `
+      import { Sandbox } from ${JSON.stringify(new URL('./sandbox.ts', import.meta.url).href)};
+      import { sandboxSchema } from ${JSON.stringify(new URL('../protocol/experiment-config.ts', import.meta.url).href)};
+      const open = (mode) => Sandbox.open(sandboxSchema.parse({ mode, limits: { wallMs: 60000, cpuSeconds: 60 } }), { log: () => {} });
+      const sandboxes = [await open('bubblewrap'), await open('unsandboxed')];
+      for (const s of sandboxes) void s.run({ language: 'python', code: 'import time\\ntime.sleep(60)\\n', stdin: '' });
+      process.stdin.on('end', async () => { await Promise.all(sandboxes.map((s) => s.close())); process.exit(0); }).resume();
+    `;
+    const other = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['pipe', 'ignore', 'inherit'] });
+    try {
+      const theirs = () => strays(other.pid).join('\n');
+      const end = performance.now() + 10_000;
+      while (!(/\/tmp\/main\.py/.test(theirs()) && /troupe-unsandboxed-/.test(theirs())) && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
+      assert.match(theirs(), /\/tmp\/main\.py/, 'the other process runs a sandboxed program');
+      assert.match(theirs(), /troupe-unsandboxed-/, 'the other process runs an unsandboxed program');
+      assert.deepEqual(strays(), []);
+    } finally {
+      other.stdin?.end();
+      await exited(other);
+    }
+    assert.deepEqual(strays(other.pid), [], 'the other process closed its sandboxes');
   });
 
   test('mode unsandboxed warns loudly when it opens', async () => {
