@@ -1,33 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { RpcClient } from '../../server/protocol/rpc-client.ts';
-import { whenConnected, type ServerClient } from './server-client.ts';
-
-/** A ServerClient whose connection the test sets; counts listeners to check they are removed. */
-function fakeServer(): ServerClient & { connect(c: RpcClient | undefined): void; listeners: number } {
-  let client: RpcClient | undefined;
-  const listeners = new Set<(c: RpcClient | undefined) => void>();
-  return {
-    get client() {
-      return client;
-    },
-    get listeners() {
-      return listeners.size;
-    },
-    onDidChangeConnection: (listener) => {
-      listeners.add(listener);
-      return { dispose: () => listeners.delete(listener) };
-    },
-    require() {
-      if (client) return client;
-      throw new Error('server not running');
-    },
-    connect(c) {
-      client = c;
-      for (const l of [...listeners]) l(c);
-    },
-  };
-}
+import { whenConnected } from './server-client.ts';
+import { fakeServer } from './test-util.ts';
 
 const rpc = {} as RpcClient;
 

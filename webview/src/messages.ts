@@ -27,6 +27,8 @@ const logMessage = message('log', { level: z.enum(['info', 'warn', 'error']), me
 const connectionMessage = message('connection', { connected: z.boolean() });
 /** A request of the host on the webview's behalf failed; shown in the webview. */
 const errorMessage = message('error', { message: z.string() });
+/** The two messages every host sends its webview, shown in the webview's banner (`status-banner.ts`). */
+export type HostStatus = z.infer<typeof connectionMessage> | z.infer<typeof errorMessage>;
 
 // ---- Dashboard ----------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import type { Disposable as RpcDisposable, RpcClient } from '../../../server/pro
 import { runSummarySchema } from '../../../server/protocol/trajectory.ts';
 import { compareStateSchema, compareToHostSchema, type CompareToHost, type HostToCompare } from '../../../webview/src/messages.ts';
 import type { ServerClient } from '../server-client.ts';
+import { followConnection } from './connection-follower.ts';
 import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, webviewOptions } from './panel-support.ts';
 
 /** The webview panel type; activation (`onWebviewPanel:troupe.compare`) must name it. */
@@ -49,7 +50,6 @@ export class ComparePanel {
   }
 
   readonly #subscriptions: vscode.Disposable[] = [];
-  #notifications: RpcDisposable[] = [];
   #runIds: readonly string[];
   /** Steps that arrived while the histories were loading: sent after them. */
   #pending: Progress[] | null = null;
@@ -67,14 +67,16 @@ export class ComparePanel {
     loadBundle(panel, context, 'compare', 'Troupe: compare runs');
     this.#subscriptions.push(
       onWebviewMessage(panel, compareToHostSchema, 'compare → host', (m) => this.#onMessage(m)),
-      server.onDidChangeConnection((client) => {
-        this.#attach(client);
+      followConnection(server, {
+        post: (m) => this.#post(m),
+        listen: (client) => this.#listen(client),
         // Steps committed while disconnected: load everything again.
-        if (client) void this.#load();
+        changed: (client) => {
+          if (client) void this.#load();
+        },
       }),
       panel.onDidDispose(() => this.#dispose()),
     );
-    this.#attach(server.client);
   }
 
   #post(m: HostToCompare): void {
@@ -92,12 +94,9 @@ export class ComparePanel {
     void this.#load();
   }
 
-  #attach(client: RpcClient | undefined): void {
-    for (const n of this.#notifications) n.dispose();
-    this.#notifications = [];
-    this.#post({ type: 'connection', connected: client !== undefined });
-    if (!client) return;
-    this.#notifications.push(
+  /** Forwards the compared runs' steps and state changes. */
+  #listen(client: RpcClient): RpcDisposable[] {
+    return [
       client.onNotification('run/didProgress', (p) => {
         if (!this.#runIds.includes(p.runId)) return;
         const progress: Progress = { type: 'progress', runId: p.runId, step: p.step, metrics: p.metrics };
@@ -107,7 +106,7 @@ export class ComparePanel {
       client.onNotification('run/didChangeState', (s) => {
         if (this.#runIds.includes(s.runId)) this.#post({ type: 'state', run: s.run, label: this.labelOf(s.runId) });
       }),
-    );
+    ];
   }
 
   /** Sends every run with its history (`init`), then the steps that arrived meanwhile. */
@@ -140,7 +139,6 @@ export class ComparePanel {
 
   #dispose(): void {
     if (ComparePanel.#current === this) ComparePanel.#current = undefined;
-    for (const n of this.#notifications) n.dispose();
     for (const d of this.#subscriptions) d.dispose();
     this.#loadGeneration++;
   }

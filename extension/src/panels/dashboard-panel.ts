@@ -13,6 +13,7 @@ import type { RequestResult } from '../../../server/protocol/methods.ts';
 import { runSummarySchema, type RunSummary } from '../../../server/protocol/trajectory.ts';
 import { dashboardStateSchema, dashboardToHostSchema, type DashboardToHost, type HostToDashboard } from '../../../webview/src/messages.ts';
 import type { ServerClient } from '../server-client.ts';
+import { followConnection } from './connection-follower.ts';
 import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, webviewOptions } from './panel-support.ts';
 
 /** The webview panel type; `contributes`/activation (`onWebviewPanel:troupe.dashboard`) must name it. */
@@ -47,7 +48,6 @@ export class DashboardPanel {
   }
 
   readonly #subscriptions: vscode.Disposable[] = [];
-  #notifications: RpcDisposable[] = [];
   /** Highest step sent to the webview; -1 before any. */
   #lastStep = -1;
   /** Progress (steps and warm-up) that arrived while the history was loading: sent after it. */
@@ -65,10 +65,15 @@ export class DashboardPanel {
     loadBundle(panel, context, 'dashboard', `Troupe dashboard: ${runId}`);
     this.#subscriptions.push(
       onWebviewMessage(panel, dashboardToHostSchema, `dashboard ${runId} → host`, (m) => this.#onMessage(m)),
-      server.onDidChangeConnection((client) => this.#attach(client, true)),
+      followConnection(server, {
+        post: (m) => this.#post(m),
+        listen: (client) => this.#listen(client),
+        changed: (client) => {
+          if (client) this.#catchUp();
+        },
+      }),
       panel.onDidDispose(() => this.#dispose()),
     );
-    this.#attach(server.client, false);
   }
 
   #post(m: HostToDashboard): void {
@@ -90,13 +95,9 @@ export class DashboardPanel {
     }
   }
 
-  /** Subscribes to the run's notifications on a (new) client; after a reconnection, fetches what was missed. */
-  #attach(client: RpcClient | undefined, reconnected: boolean): void {
-    for (const n of this.#notifications) n.dispose();
-    this.#notifications = [];
-    this.#post({ type: 'connection', connected: client !== undefined });
-    if (!client) return;
-    this.#notifications.push(
+  /** Forwards the run's warm-up, steps and state changes. */
+  #listen(client: RpcClient): RpcDisposable[] {
+    return [
       client.onNotification('run/didProgress', (p) => {
         if (p.runId !== this.runId) return;
         const { runId: _, ...rest } = p;
@@ -113,8 +114,11 @@ export class DashboardPanel {
         this.#setTitle(s.run);
         this.#post({ type: 'state', run: s.run });
       }),
-    );
-    if (!reconnected) return;
+    ];
+  }
+
+  /** After a reconnection: fetches what was committed meanwhile. */
+  #catchUp(): void {
     // A history load still in flight asked the old connection, which will not answer: load again
     // (the new load's generation drops the old one's result).
     if (this.#pending !== null) void this.#loadHistory();
@@ -187,7 +191,6 @@ export class DashboardPanel {
 
   #dispose(): void {
     DashboardPanel.#open.delete(this.runId);
-    for (const n of this.#notifications) n.dispose();
     for (const d of this.#subscriptions) d.dispose();
     this.#loadGeneration++;
   }

@@ -11,6 +11,7 @@ import * as vscode from 'vscode';
 import type { TrajectoryDetail } from '../../../server/protocol/trajectory.ts';
 import { inspectorStateSchema, inspectorToHostSchema, type HostToInspector, type InspectorToHost } from '../../../webview/src/messages.ts';
 import type { ServerClient } from '../server-client.ts';
+import { followConnection } from './connection-follower.ts';
 import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, webviewOptions } from './panel-support.ts';
 
 /** The webview panel type; `contributes`/activation (`onWebviewPanel:troupe.inspector`) must name it. */
@@ -78,10 +79,12 @@ export class InspectorPanel {
     loadBundle(panel, context, 'inspector', `Trajectory #${trajectoryId}`);
     this.#subscriptions.push(
       onWebviewMessage(panel, inspectorToHostSchema, `inspector #${trajectoryId} → host`, (m) => this.#onMessage(m)),
-      server.onDidChangeConnection((client) => {
-        this.#post({ type: 'connection', connected: client !== undefined });
+      followConnection(server, {
+        post: (m) => this.#post(m),
         // A load that failed for want of a server is retried when one connects.
-        if (client && this.#ready && !this.#detail) void this.#load();
+        changed: (client) => {
+          if (client && this.#ready && !this.#detail) void this.#load();
+        },
       }),
       panel.onDidChangeViewState(() => {
         // The webview reloads when shown again and says `ready` then.

@@ -12,6 +12,7 @@ import 'uplot/dist/uPlot.min.css';
 import '../dashboard/dashboard.css';
 import './compare.css';
 import { h, openHostChannel } from '../host-channel.ts';
+import { DISCONNECTED_CHARTS, StatusBanner } from '../status-banner.ts';
 import { compareStateSchema, hostToCompareSchema, type CompareState, type CompareToHost, type HostToCompare } from '../messages.ts';
 import { formatValue } from '../dashboard/chart-groups.ts';
 import { fitLabels, STEP_TICK_INCREMENTS } from '../dashboard/chart-view.ts';
@@ -41,11 +42,10 @@ const smoothingBox = h(
 /** Narrows the charts by title (a comparison of per-agent metrics has dozens), as W&B's panel search. */
 const filter = h('input', { class: 'chart-filter', attrs: { type: 'search', placeholder: 'Filter charts (e.g. loss, plan)', 'aria-label': 'Filter charts' } });
 const shown = h('span', { class: 'muted' });
-const banner = h('div', { class: 'banner', attrs: { role: 'status' } });
-banner.hidden = true;
+const banner = new StatusBanner(DISCONNECTED_CHARTS);
 const grid = h('main', { class: 'grid' });
 const empty = h('p', { class: 'muted empty', text: 'Loading the runs…' });
-document.body.append(h('header', { class: 'bar' }, title, summary, legend), h('div', { class: 'controls' }, smoothingBox, filter, shown), banner, empty, grid);
+document.body.append(h('header', { class: 'bar' }, title, summary, legend), h('div', { class: 'controls' }, smoothingBox, filter, shown), banner.element, empty, grid);
 
 let theme = readTheme();
 let comparison = new RunComparison([]);
@@ -96,7 +96,7 @@ function onMessage(m: HostToCompare): void {
       channel.setState(state);
       renderLegend(m.runs.map((r) => ({ runId: r.runId, label: r.label, state: r.run === null ? null : stateWord(r.run), error: r.error ?? null })));
       const errors = m.runs.filter((r) => r.error !== undefined);
-      showBanner(errors.length === 0 ? null : errors.map((r) => `${r.label}: ${r.error}`).join(' · '));
+      banner.show(errors.length === 0 ? null : errors.map((r) => `${r.label}: ${r.error}`).join(' · '));
       break;
     }
     case 'progress':
@@ -111,10 +111,8 @@ function onMessage(m: HostToCompare): void {
       break;
     }
     case 'connection':
-      showBanner(m.connected ? null : 'The training server is not connected: the charts show what was received so far.');
-      break;
     case 'error':
-      showBanner(m.message);
+      banner.showStatus(m);
       break;
   }
   schedule();
@@ -233,11 +231,6 @@ function draw(p: { card: HTMLElement; body: HTMLElement; plot: uPlot | null; run
   p.plot.root.querySelectorAll('.u-legend .u-series').forEach((row, i) => {
     if (i > 0 && i % 2 === 1) row.classList.add('raw');
   });
-}
-
-function showBanner(text: string | null): void {
-  banner.hidden = text === null;
-  banner.textContent = text ?? '';
 }
 
 let resizeFrame = 0;

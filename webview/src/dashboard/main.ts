@@ -10,6 +10,7 @@ import 'uplot/dist/uPlot.min.css';
 import './dashboard.css';
 import type { RunSummary } from '../../../server/protocol/trajectory.ts';
 import { h, openHostChannel } from '../host-channel.ts';
+import { DISCONNECTED_CHARTS, StatusBanner } from '../status-banner.ts';
 import { dashboardStateSchema, hostToDashboardSchema, type DashboardState, type DashboardToHost, type HostToDashboard } from '../messages.ts';
 import type { WarmUpProgress } from '../../../server/protocol/methods.ts';
 import { describeBest, describeTest, OutcomeSeries, runEnding, secondsPerStep } from '../run-outcome.ts';
@@ -23,8 +24,7 @@ const badge = h('span', { class: 'badge', attrs: { 'aria-label': 'run state' } }
 const progressText = h('span', { class: 'muted' });
 /** How the run came out (test before → after, RL gain) and its best validated step so far. */
 const outcomeText = h('p', { class: 'outcome', attrs: { 'aria-label': 'run outcome' } });
-const banner = h('div', { class: 'banner', attrs: { role: 'status' } });
-banner.hidden = true;
+const banner = new StatusBanner(DISCONNECTED_CHARTS);
 const toggles = h('div', { class: 'toggles', attrs: { role: 'group', 'aria-label': 'Hidden charts' } });
 const grid = h('main', { class: 'grid' });
 const empty = h('p', { class: 'muted empty', text: 'Waiting for the first committed step…' });
@@ -33,7 +33,7 @@ const warmUpBar = h('progress', { attrs: { max: '1', value: '0', 'aria-label': '
 const warmUpStatus = h('span', { class: 'muted' });
 const warmUpBox = h('section', { class: 'warmup', attrs: { 'aria-label': 'Warm-up' } }, h('strong', { text: 'Warm-up' }), warmUpBar, warmUpStatus);
 warmUpBox.hidden = true;
-document.body.append(h('header', { class: 'bar' }, title, badge, progressText, outcomeText), banner, toggles, warmUpBox, empty, grid);
+document.body.append(h('header', { class: 'bar' }, title, badge, progressText, outcomeText), banner.element, toggles, warmUpBox, empty, grid);
 
 let store = new SeriesStore();
 /** The warm-up's latest progress until step 0 is committed, and its loss curve. */
@@ -123,10 +123,8 @@ function onMessage(m: HostToDashboard): void {
       run = m.run;
       break;
     case 'connection':
-      showBanner(m.connected ? null : 'The training server is not connected: the charts show what was received so far.');
-      break;
     case 'error':
-      showBanner(m.message);
+      banner.showStatus(m);
       break;
   }
   schedule();
@@ -268,11 +266,6 @@ function setHidden(id: string, hide: boolean): void {
     if (stale.delete(id)) view.update();
   }
   schedule();
-}
-
-function showBanner(text: string | null): void {
-  banner.hidden = text === null;
-  banner.textContent = text ?? '';
 }
 
 function formatDuration(ms: number): string {

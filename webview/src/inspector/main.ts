@@ -10,6 +10,7 @@
 import './inspector.css';
 import type { TrajectoryDetail, TrajectorySummary } from '../../../server/protocol/trajectory.ts';
 import { h, openHostChannel } from '../host-channel.ts';
+import { DISCONNECTED, StatusBanner } from '../status-banner.ts';
 import { hostToInspectorSchema, inspectorStateSchema, type HostToInspector, type InspectorState, type InspectorToHost, type ShadingMode } from '../messages.ts';
 import { buildTurnViews, formatSigned } from './inspector-model.ts';
 import { installTokenTooltip } from './response-view.ts';
@@ -17,8 +18,7 @@ import { ADVANTAGE_SPAN, LOGPROB_SPAN } from './token-shading.ts';
 import { TurnSection } from './turn-section.ts';
 
 const header = h('header', { class: 'bar' }, h('h1', { text: 'Trajectory' }));
-const banner = h('div', { class: 'banner', attrs: { role: 'status' } });
-banner.hidden = true;
+const banner = new StatusBanner(DISCONNECTED);
 const history = h('nav', { class: 'history', attrs: { 'aria-label': 'This task at other steps' } });
 history.hidden = true;
 const shadingButtons = new Map<ShadingMode, HTMLButtonElement>();
@@ -32,7 +32,7 @@ for (const [mode, label] of [['logprob', 'log-prob'], ['advantage', 'advantage']
 }
 toolbar.append(legend, h('span', { class: 'muted keys', text: 'j/k: turns · ↑/↓: branches · ←/→ in a response: tokens · s: shading' }));
 const turnsEl = h('main', { class: 'turns', text: 'Loading…' });
-document.body.append(header, banner, history, toolbar, turnsEl);
+document.body.append(header, banner.element, history, toolbar, turnsEl);
 installTokenTooltip();
 
 let state: InspectorState | null = null;
@@ -56,17 +56,15 @@ function onMessage(m: HostToInspector): void {
       detail = m.detail;
       state = { trajectoryId: m.detail.trajectory.id, shading: state?.shading ?? 'logprob' };
       channel.setState(state);
-      showBanner(null);
+      banner.show(null);
       render(m.detail);
       break;
     case 'taskHistory':
       renderHistory(m.trajectories);
       break;
     case 'connection':
-      showBanner(m.connected ? null : 'The training server is not connected.');
-      break;
     case 'error':
-      showBanner(m.message);
+      banner.showStatus(m);
       break;
   }
 }
@@ -128,11 +126,6 @@ function setShading(mode: ShadingMode): void {
     state = { ...state, shading: mode };
     channel.setState(state);
   }
-}
-
-function showBanner(text: string | null): void {
-  banner.hidden = text === null;
-  banner.textContent = text ?? '';
 }
 
 document.addEventListener('keydown', (e) => {
