@@ -147,13 +147,22 @@ export function buildFeatures(c: ModelConfig, lora: LoraSpec | null, dtype: DTyp
   return emit(featuresGraph(c, lora, dtype, perSequenceMask), 'features', docOf(c, { lora }));
 }
 
-export function featuresGraph(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', perSequenceMask = false): GraphOutputs {
+export function featuresGraph(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', perSequenceMask = false, output: 'hidden' | 'logits' = 'hidden'): GraphOutputs {
   const b = new Graph();
   const m = declareModelInputs(b, c, dtype, lora);
   const { ids, positions } = batchInputs(b);
   const bias = b.input('attention_bias', dtype, perSequenceMask ? ['B', 'T', 'T'] : ['T', 'T']);
   const rows = b.input('loss_rows', 'int64', ['N']);
-  return { outputs: [['hidden', forward(b, c, m, { ids, positions, bias, rows }).hidden]], tensorInputs: tensorInputNames(m), trainable: [] };
+  return { outputs: [[output, forward(b, c, m, { ids, positions, bias, rows })[output]]], tensorInputs: tensorInputNames(m), trainable: [] };
+}
+
+/**
+ * Row-logits graph: the raw logits [N,V] at `loss_rows`, the features graph's inputs. For the
+ * k most likely tokens at each prompt position (`Policy.promptAlternatives`: vLLM's
+ * `prompt_logprobs`), which the host picks with the decode loop's own top-k.
+ */
+export function buildRowLogits(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32'): Artifact {
+  return emit(featuresGraph(c, lora, dtype, false, 'logits'), 'row-logits', docOf(c, { lora }));
 }
 
 export interface TrainStepOptions {

@@ -17,10 +17,11 @@
  */
 import { createHash } from 'node:crypto';
 import { Engine, type SessionOptions } from '../runtime/engine.ts';
-import type { GenerateResult, GenerateStep } from '../runtime/generate.ts';
-import type { SamplingParams } from '../runtime/sampler.ts';
+import type { GenerateResult, GenerateStep, TopAlternatives } from '../runtime/generate.ts';
+import { maskLogits, type SamplingParams } from '../runtime/sampler.ts';
+import { tokenLogprob, topLogprobs } from '../runtime/top-logprobs.ts';
 import { f32, i64, type HostTensor } from '../runtime/tensor.ts';
-import { buildAdamW, buildDecode, buildFeatures, buildScore, buildTrainStep, loweringFor, type Artifact } from './artifacts.ts';
+import { buildAdamW, buildDecode, buildFeatures, buildRowLogits, buildScore, buildTrainStep, loweringFor, type Artifact } from './artifacts.ts';
 import { type ModelConfig, modelDims, parameterShapes } from './model-config.ts';
 import { plainDecode, RolloutDecoder, type DecodeSettings } from './rollout-decoder.ts';
 import { learningRate, type OptimizerConfig } from './optimizer.ts';
@@ -376,6 +377,43 @@ export class Policy {
       at += chunk.length;
     }
     return result;
+  }
+
+  /**
+   * vLLM's `prompt_logprobs` for one prompt: for each token after the first, its log-prob and rank
+   * given the tokens before it, and the `k` most likely tokens there (best first, k per position,
+   * -1 past the finite ids), under the distribution generated tokens' log-probs come from: the
+   * logits at `temperature` (untempered when 0), with the policy's masked ids removed. The logits
+   * come from a teacher-forced pass (`buildRowLogits`), at most 64 MiB of them per pass.
+   */
+  async promptAlternatives(prompt: Int32Array, temperature: number, k: number): Promise<{ logprobs: Float32Array; ranks: Int32Array; top: TopAlternatives }> {
+    const V = this.config.vocabSize;
+    const n = prompt.length - 1;
+    const out = { logprobs: new Float32Array(Math.max(n, 0)), ranks: new Int32Array(Math.max(n, 0)), top: { ids: new Int32Array(Math.max(n, 0) * k), logprobs: new Float32Array(Math.max(n, 0) * k) } };
+    if (n <= 0) return out;
+    const a = await this.artifact('row-logits', () => buildRowLogits(this.config, this.options.lora), { memoryArena: false });
+    const batch = packBatch([{ tokens: prompt, promptLength: 1 }], V, { advantages: false, oldLogp: false, refLogp: false }, { sharePrompts: false });
+    const t = batch.tensors;
+    const masked = this.options.maskedTokens ?? [];
+    const perPass = Math.max(1, Math.floor(2 ** 24 / V));
+    for (let from = 0; from < n; from += perPass) {
+      const rows = Array.from({ length: Math.min(perPass, n - from) }, (_, j) => batch.responseIndex(0, from + j));
+      const res = await this.engine.run(
+        this.sessionOf('row-logits'),
+        { ...this.tensorFeeds(a), input_ids: t['input_ids']!, position_ids: t['position_ids']!, attention_bias: t['attention_bias']!, loss_rows: i64([rows.length], rows) },
+        { logits: 'return' },
+      );
+      const logits = res['logits']!.data as Float32Array;
+      rows.forEach((_, j) => {
+        const at = from + j;
+        if (masked.length > 0) maskLogits(logits, j * V, masked);
+        const own = tokenLogprob(logits, j * V, V, temperature, prompt[at + 1]!);
+        out.logprobs[at] = own.logprob;
+        out.ranks[at] = own.rank;
+        if (k > 0) topLogprobs(logits, j * V, V, temperature, k, out.top.ids, out.top.logprobs, at * k);
+      });
+    }
+    return out;
   }
 
   /** How score and update pack sequences into rows. */

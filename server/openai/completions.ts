@@ -219,13 +219,28 @@ function completionLogprobs(tok: TextTokenizer, c: SampledChoice, asIds: boolean
 }
 
 /**
- * vLLM's `prompt_logprobs`: null for the first token, then each prompt token's log-prob under the
- * model given the tokens before it, at the request's temperature (1 when greedy).
+ * vLLM's `prompt_logprobs` (k 0 to 20): null for the first token, then per prompt token a map
+ * from token id to `{logprob, rank, decoded_token}`: the prompt token itself (its rank among all
+ * ids) and the k most likely tokens at that position with ranks 1..k, as vLLM's
+ * `_make_logprob_dict` builds it (k or k + 1 entries). The keys are integers, so JSON gives them
+ * in id order, not vLLM's insertion order: `rank` orders them. Log-probs are the engine's own, at the
+ * request's temperature (1 when greedy), as generated tokens' are; -inf is clamped as vLLM does.
  */
-export async function promptLogprobs(policy: Policy, tok: TextTokenizer, prompt: Int32Array, temperature: number): Promise<CompletionChoice['prompt_logprobs']> {
+export async function promptLogprobs(policy: Policy, tok: TextTokenizer, prompt: Int32Array, temperature: number, k: number): Promise<CompletionChoice['prompt_logprobs']> {
   if (prompt.length < 2) return [null];
-  const [logp] = await policy.score([{ tokens: prompt, promptLength: 1 }], temperature > 0 ? temperature : 1);
-  return [null, ...Array.from(prompt.subarray(1), (id, i) => ({ [String(id)]: { logprob: logp![i]!, rank: null, decoded_token: tok.decode([id]) } }))];
+  const p = await policy.promptAlternatives(prompt, temperature, k);
+  const entry = (id: number, logprob: number, rank: number) => ({ logprob: finiteLogprob(logprob), rank, decoded_token: tok.decode([id]) });
+  return [
+    null,
+    ...Array.from(prompt.subarray(1), (id, t) => {
+      const out: Record<string, { logprob: number; rank: number; decoded_token: string }> = { [String(id)]: entry(id, p.logprobs[t]!, p.ranks[t]!) };
+      for (let j = 0; j < k; j++) {
+        const alt = p.top.ids[t * k + j]!;
+        if (alt >= 0 && alt !== id) out[String(alt)] = entry(alt, p.top.logprobs[t * k + j]!, j + 1);
+      }
+      return out;
+    }),
+  ];
 }
 
 export function completionResponse(r: CompletionRequest, tok: TextTokenizer, prompts: readonly Int32Array[], choices: readonly SampledChoice[], promptLps: ReadonlyArray<CompletionChoice['prompt_logprobs']> | null): CompletionResponse {

@@ -127,6 +127,53 @@ test('text completions and prompt_logprobs through the typed client', async () =
   for (let i = 1; i < prompt.length; i++) assert.ok(Math.abs(plp[i]![String(prompt[i])]!.logprob - scored[0]![i - 1]!) < 1e-6);
 });
 
+test('prompt_logprobs > 0: per prompt token, the token itself (its rank among all ids) and the k best with ranks 1..k, the score graph\'s log-probs; streamed in the first chunk', async () => {
+  const k = 3;
+  const T = 0.7;
+  const prompt = tok().encodePrompt([{ role: 'user', text: 'go left' }]);
+  const body = { model: 'plan-lora', prompt: Array.from(prompt), max_tokens: 2, seed: 6, temperature: T, prompt_logprobs: k };
+  const plp = completionResponseSchema.parse(await post('/completions', body)).choices[0]!.prompt_logprobs!;
+  assert.equal(plp.length, prompt.length);
+  assert.equal(plp[0], null);
+  const policy = await policyOf('plan-lora');
+  const V = policy.config.vocabSize;
+  let outside = 0;
+  for (let t = 1; t < prompt.length; t++) {
+    // JSON objects with integer keys come back in key order: the prompt token is found by its id.
+    const entries = Object.entries(plp[t]!).map(([id, e]) => ({ id: Number(id), ...e }));
+    entries.sort((a, b) => Number(b.id === prompt[t]) - Number(a.id === prompt[t]));
+    assert.equal(entries[0]!.id, prompt[t], `position ${t}: the prompt token has an entry`);
+    const prefix = prompt.subarray(0, t);
+    const all = (await policy.score(
+      Array.from({ length: V }, (_, id) => ({ tokens: Int32Array.from([...prefix, id]), promptLength: t })),
+      T,
+    )).map((x) => x[0]!);
+    for (const e of entries) assert.ok(Math.abs(e.logprob - all[e.id]!) < 1e-5, `position ${t} id ${e.id}: ${e.logprob} vs ${all[e.id]}`);
+    const own = all[prompt[t]!]!;
+    const rank = entries[0]!.rank!;
+    assert.ok(rank >= 1 + all.filter((x) => x > own + 1e-5).length && rank <= all.filter((x) => x >= own - 1e-5).length, `position ${t}: rank ${rank}`);
+    const best = all.map((lp, id) => ({ id, lp })).sort((a, b) => b.lp - a.lp || a.id - b.id).slice(0, k);
+    const alternatives = entries.filter((e) => e.id !== prompt[t] || e.rank! <= k).sort((a, b) => a.rank! - b.rank!);
+    assert.deepEqual(new Set(alternatives.map((e) => e.id)), new Set(best.map((b) => b.id)), `position ${t}: the ${k} best`);
+    assert.deepEqual(
+      alternatives.map((e) => e.rank),
+      [1, 2, 3],
+    );
+    assert.equal(entries.length, rank <= k ? k : k + 1);
+    if (rank > k) outside++;
+    for (const e of entries) assert.equal(e.decoded_token, tok().decode([e.id]));
+  }
+  assert.ok(outside > 0, 'some prompt token lies outside the k best (the k + 1 case is exercised)');
+  // Streamed: the first chunk of the choice carries the same list.
+  let streamed: unknown = undefined;
+  for await (const chunk of await client.completions.create({ ...body, stream: true } as unknown as OpenAI.CompletionCreateParamsStreaming)) {
+    const c = chunk.choices[0] as { prompt_logprobs?: unknown } | undefined;
+    if (c?.prompt_logprobs !== undefined && streamed === undefined) streamed = c.prompt_logprobs;
+  }
+  assert.deepEqual(streamed, plp);
+  await assert.rejects(post('/completions', { ...body, prompt_logprobs: 21 }), (e: unknown) => e instanceof OpenAI.BadRequestError && (e.error as { param?: string }).param === 'prompt_logprobs');
+});
+
 test('chat completions render the chat template and report log-probs', async () => {
   const messages = [
     { role: 'system' as const, content: 'You plan paths.' },

@@ -192,13 +192,13 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
       const job = completionJob(r, prompts);
       if (r.stream) {
         return models.use(r.model, async (policy) => {
-          const promptLps = r.prompt_logprobs != null ? await Promise.all(prompts.map((p) => promptLogprobs(policy, tok, p, job.temperature))) : null;
+          const promptLps = r.prompt_logprobs != null ? await Promise.all(prompts.map((p) => promptLogprobs(policy, tok, p, job.temperature, r.prompt_logprobs!))) : null;
           await streamCompletion(res, r, tok, prompts, job.n, promptLps, (onToken) => sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS, models.batching, { onToken, signal }));
         });
       }
       const { choices, promptLps } = await models.use(r.model, async (policy) => ({
         choices: await sample(policy, tok, job, COMPLETIONS_DEFAULT_MAX_TOKENS, models.batching, { signal }),
-        promptLps: r.prompt_logprobs != null ? await Promise.all(prompts.map((p) => promptLogprobs(policy, tok, p, job.temperature))) : null,
+        promptLps: r.prompt_logprobs != null ? await Promise.all(prompts.map((p) => promptLogprobs(policy, tok, p, job.temperature, r.prompt_logprobs!))) : null,
       }));
       return sendJson(res, 200, completionResponse(r, tok, prompts, choices, promptLps));
     }

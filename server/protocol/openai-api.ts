@@ -121,7 +121,6 @@ export function unsupportedCompletionFields(r: CompletionRequest | ChatCompletio
   if (r.logit_bias && Object.keys(r.logit_bias).length > 0) add('logit_bias', 'logit_bias is not supported');
   if (r.min_p) add('min_p', 'min_p is not supported; leave it 0');
   if ('prompt' in r) {
-    if (r.prompt_logprobs) add('prompt_logprobs', 'only 0 is supported: each prompt token\'s log-prob, no alternatives');
     if (r.echo) add('echo', 'echo is not supported');
     if (r.best_of != null && r.best_of !== r.n) add('best_of', 'best_of is not supported');
     if (r.suffix) add('suffix', 'suffix is not supported');
