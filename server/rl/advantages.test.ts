@@ -1,7 +1,7 @@
 /** Hand-computed AT-GRPO advantages, the size-1 and zero-variance rules, filters, and the loop vs vectorised equivalence. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ADVANTAGE_EPS, assignAdvantages, computeAdvantages, filterGroups, groupAdvantages, scoreGroups, stepAdvantages, taskGroupId, treeGroupId, type AdvantageSettings } from './advantages.ts';
+import { ADVANTAGE_EPS, assignAdvantages, computeAdvantages, filterGroups, groupAdvantages, scoreGroups, standardDeviation, stepAdvantages, taskGroupId, treeGroupId, type AdvantageSettings } from './advantages.ts';
 
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} vs ${b}`);
 
@@ -20,6 +20,14 @@ test('hand-computed tree branches: rewards [2, -1, 0.5] of one (env, agent, turn
   close(a[0]!, 1.5 / (1.5 + ADVANTAGE_EPS));
   close(a[1]!, -1.5 / (1.5 + ADVANTAGE_EPS));
   close(a[2]!, 0);
+});
+
+test('the std estimators: [1, 2, 3, 4] has squared deviations 5, so √(5/3) unbiased and √(5/4) population; fewer than two values give 0', () => {
+  close(standardDeviation(5, 4, 'unbiased'), Math.sqrt(5 / 3));
+  close(standardDeviation(5, 4, 'population'), Math.sqrt(5 / 4));
+  assert.equal(standardDeviation(0, 1, 'unbiased'), 0);
+  assert.equal(standardDeviation(0, 1, 'population'), 0);
+  assert.equal(standardDeviation(0, 0, 'population'), 0);
 });
 
 test('a group of one and a zero-variance group give 0', () => {

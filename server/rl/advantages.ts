@@ -4,7 +4,7 @@
  * A group is every sample that answered the same question from the same state: with tree
  * sampling, the K branches of one (environment instance, agent, turn). The GRPO baseline groups
  * the K independent trajectories of one task by their returns (one member per trajectory). Within a group
- *     A = (r − mean) / (std_unbiased + 1e-6),
+ *     A = (r − mean) / (std_unbiased + 1e-6)   (why unbiased: `StdEstimator`),
  * and a group of one sample, or whose rewards are all equal, gives A = 0 (nothing to compare;
  * the unbiased std of one sample is undefined, and dividing a zero spread by 1e-6 would only
  * amplify float noise). A is broadcast to every response token of its sample.
@@ -14,6 +14,28 @@
 import type { AlgorithmConfig } from '../protocol/experiment-config.ts';
 
 export const ADVANTAGE_EPS = 1e-6;
+
+/**
+ * Which standard deviation scales advantages; each algorithm names its own, so the choice is
+ * made once and on purpose.
+ * - `unbiased` (Bessel's n − 1) for GRPO's groups: the std of a group's rewards in DeepSeekMath's
+ *   GRPO (Shao et al. 2024, outcome supervision), as TRL's GRPOTrainer and verl's
+ *   `compute_grpo_outcome_advantage` compute it (`torch.std`). A group is the K = 4–8 samples of
+ *   one question, where the two estimators differ by √(K/(K−1)): 15% at K = 4.
+ * - `population` (n) for PPO's whitening over a policy's update batch, as OpenAI Baselines' ppo2
+ *   does it (`advs.std()`, numpy's); verl's and TRL's `masked_whiten` apply Bessel's correction
+ *   instead. Over a batch of n turns the two differ by √(n/(n−1)), under 1% from n = 51, so the
+ *   choice hardly matters there and `gae.ts` keeps the population std it shipped with.
+ */
+export type StdEstimator = 'unbiased' | 'population';
+
+/** GRPO's group std (see `StdEstimator`). */
+const GROUP_STD: StdEstimator = 'unbiased';
+
+/** The standard deviation of `n` values, from the sum of their squared deviations from their mean; 0 for fewer than two. */
+export function standardDeviation(sumSquaredDeviations: number, n: number, estimator: StdEstimator): number {
+  return n < 2 ? 0 : Math.sqrt(sumSquaredDeviations / (estimator === 'unbiased' ? n - 1 : n));
+}
 
 /**
  * `std`: A = (r − mean) / (std + ε), the paper's GRPO. `none`: A = r − mean (Dr. GRPO, Liu et al.
@@ -52,8 +74,7 @@ export function groupAdvantages(rewards: readonly number[]): number[] {
   const n = rewards.length;
   if (n < 2) return rewards.map(() => 0);
   const mean = rewards.reduce((a, b) => a + b, 0) / n;
-  const varU = rewards.reduce((a, r) => a + (r - mean) ** 2, 0) / (n - 1);
-  const std = Math.sqrt(varU);
+  const std = standardDeviation(rewards.reduce((a, r) => a + (r - mean) ** 2, 0), n, GROUP_STD);
   // Equal up to float rounding (1e-12 relative to the mean, at least 1e-12 absolute): rewards are
   // sums of the same few constants, so a group whose rewards differ only by the order they were
   // summed in is a zero-variance group. `computeAdvantages` applies the same test.
@@ -98,7 +119,7 @@ export function computeAdvantages(samples: readonly Scored[], norm: AdvantageNor
     sq[g]! += (s.reward - mean[g]!) ** 2;
     if (Math.abs(s.reward - first[g]!) > 1e-12 * Math.max(1, Math.abs(mean[g]!))) allEqual[g] = false;
   });
-  const std = count.map((n, g) => (n > 1 ? Math.sqrt(sq[g]! / (n - 1)) : 0));
+  const std = count.map((n, g) => standardDeviation(sq[g]!, n, GROUP_STD));
   const advantages = new Float64Array(samples.length);
   samples.forEach((s, i) => {
     const g = gid[i]!;

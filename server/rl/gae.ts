@@ -14,7 +14,10 @@
  * Advantages are then normalised over each policy's update batch (`advantageNorm` std; none
  * leaves them as they are); the returns, the value head's targets, are not.
  */
-import { ADVANTAGE_EPS } from './advantages.ts';
+import { ADVANTAGE_EPS, standardDeviation, type StdEstimator } from './advantages.ts';
+
+/** PPO's batch whitening std (see `StdEstimator`: population, as OpenAI Baselines' ppo2). */
+const BATCH_STD: StdEstimator = 'population';
 
 /** GAE of one agent's turns (rewards r_0..r_{T−1}, values V(s_0)..V(s_{T−1}), terminal after the last). */
 export function gae(rewards: readonly number[], values: readonly number[], gamma: number, lambda: number): { advantages: Float64Array; returns: Float64Array } {
@@ -101,8 +104,8 @@ export function trajectoryGae(trajectories: ReadonlyArray<{ readonly samples: re
 }
 
 /**
- * (A − mean) / (std + ε) within each batch (`batchOf(i)`: each policy's update batch), population
- * std; a batch of one, or of equal advantages, gives 0.
+ * (A − mean) / (std + ε) within each batch (`batchOf(i)`: each policy's update batch), with the
+ * population std (`BATCH_STD`); a batch of one, or of equal advantages, gives 0.
  */
 export function normalizeAdvantages(advantages: Float64Array, batchOf: (i: number) => string): Float64Array {
   const members = new Map<string, number[]>();
@@ -115,7 +118,7 @@ export function normalizeAdvantages(advantages: Float64Array, batchOf: (i: numbe
   const out = new Float64Array(advantages.length);
   for (const idx of members.values()) {
     const mean = idx.reduce((s, i) => s + advantages[i]!, 0) / idx.length;
-    const std = Math.sqrt(idx.reduce((s, i) => s + (advantages[i]! - mean) ** 2, 0) / idx.length);
+    const std = standardDeviation(idx.reduce((s, i) => s + (advantages[i]! - mean) ** 2, 0), idx.length, BATCH_STD);
     for (const i of idx) out[i] = idx.length < 2 || std <= 1e-12 * Math.max(1, Math.abs(mean)) ? 0 : (advantages[i]! - mean) / (std + ADVANTAGE_EPS);
   }
   return out;
