@@ -10,20 +10,14 @@
 // over the raw line), watch a long warm-up (Runs view, dashboard bar and loss chart) and pause, resume and
 // stop it there, kill the server (the runs stay, Restart Server brings it back); last, close the
 // window, which must stop the server the extension started. The tests run in order and share the
-// one window; each saves a screenshot under test/e2e/artifacts/ (`extension-*.png`).
+// one window; each saves a screenshot under test/e2e/artifacts/ (`extension-*.png`). The workspace
+// and the in-page measurements are in support/ (extension-workspace.ts, page-probes.ts).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import type { Locator } from 'playwright-core';
-import { experimentConfigJsonSchema } from '../../server/protocol/experiment-config.ts';
-import { SERVER_FILE_RELATIVE, serverFileSchema } from '../../server/protocol/server-file.ts';
 import { processAlive } from '../../server/runs/run-lock.ts';
-import { tinyConfigWithSteps } from '../fixtures/tiny-config.ts';
 import {
   activeEditor,
   activeTab,
@@ -41,25 +35,25 @@ import {
   waitForNotification,
   waitForText,
   withFailureArtifacts,
-  type EditorLine,
   type VsCode,
 } from './harness.ts';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const STEPS = 3;
-/** The tiny experiment (a few seconds a step on 2 cores), without `$schema`: the workspace has no schema file. */
-const config = tinyConfigWithSteps(STEPS);
-const runName = config.name;
-/** The tiny experiment with a warm-up of minutes (a few hundred steps of a fraction of a second). */
-const WARM_UP_STEPS = 400;
-const warmUpConfig = { ...config, name: 'tiny warm-up', warmStart: { ...config.warmStart, steps: WARM_UP_STEPS, batchSize: 4 } };
-
-/** The name of the run that the Runs-view management test renames, runs again and deletes. */
-const manageName = 'tiny to manage';
-
-/** The inline annotation after a turn's `  reward` line (trajectory-document.ts `annotationLabel`). */
-const annotationPattern = /^team (?:[+-]\d+\.\d\d|0\.00) · local (?:[+-]\d+\.\d\d|0\.00)/;
-const turnRulePattern = /^── turn \d+ · \S+ \(policy \S+\) ──$/;
+import { manageName, packageExtension, root, runName, serverFile, serverPid, STEPS, waitForExit, WARM_UP_STEPS, warmUpConfig, writeWorkspace } from './support/extension-workspace.ts';
+import {
+  agentColours,
+  annotationOverflow,
+  annotationPattern,
+  escapeRegExp,
+  goToLine,
+  legendReadouts,
+  lineColumnOf,
+  paintedPixels,
+  recordedYAxisLabels,
+  recordYAxisLabels,
+  runLegends,
+  swatchLines,
+  testResult,
+  turnRules,
+} from './support/page-probes.ts';
 
 let scratch = '';
 let workspace = '';
@@ -68,21 +62,8 @@ let vscode: VsCode | undefined;
 const reached = { trained: false };
 /** Each agent's colour in the first and second run's dashboards (the colours must be the same). */
 const swatchColours: { first: Map<string, string> | null } = { first: null };
-
-/** Agent → swatch colour of a chart's legend, from labels `<metric> · <agent>`. */
-async function agentColours(chart: Locator): Promise<Map<string, string>> {
-  const rows = await chart.locator('.u-legend .series-label').evaluateAll((labels) =>
-    labels.map((l) => ({ text: (l as HTMLElement).innerText.trim(), stroke: l.querySelector('line')?.getAttribute('stroke') ?? '' })),
-  );
-  return new Map(rows.map((r) => [r.text.split(' · ').at(-1) ?? r.text, r.stroke]));
-}
-
 /** The best validated step as the dashboard's header states it (the Export test compares). */
 let dashboardBestStep: number | null = null;
-
-const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-/** `test 48.4% → 60.9% (RL gain +12.5 points)` (run-outcome.ts `describeTest`). */
-const testResult = String.raw`test \d+\.\d% → \d+\.\d% \(RL gain [+-]\d+\.\d points\)`;
 
 function started(): VsCode {
   assert.ok(vscode, 'VS Code did not start (see the before hook)');
@@ -93,65 +74,12 @@ function needsRun(): void {
   assert.ok(reached.trained, 'needs the run that the Start Training test trains (it failed)');
 }
 
-/** Waits until process `pid` (not a child of this one, so there is no event for it) has exited. */
-async function waitForExit(pid: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (processAlive(pid)) {
-    if (Date.now() >= deadline) throw new Error(`process ${pid} was still running after ${timeoutMs / 1000} s`);
-    // Poll interval, not a wait for the exit: each turn checks the process again.
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** Lines of the editor that are turn rules, with their annotations. */
-function turnRules(lines: readonly EditorLine[]): EditorLine[] {
-  return lines.filter((line) => turnRulePattern.test(line.text.trim()));
-}
-
 before(
   async () => {
     scratch = mkdtempSync(join(tmpdir(), 'troupe-e2e-extension-'));
-    // The .vsix exactly as `npm run package` makes it: a clean build of the bundles into
-    // extension/dist, then vsce, to extension/dist/troupe.vsix. Copied before it is installed, so
-    // a package built meanwhile by someone else cannot change under the installer.
-    const vsix = join(scratch, 'troupe.vsix');
-    try {
-      await promisify(execFile)(process.execPath, [join(root, 'extension', 'scripts', 'package.mjs')], {
-        cwd: root,
-        timeout: 180_000,
-        maxBuffer: 16 * 1024 * 1024,
-      });
-    } catch (error) {
-      const { stdout = '', stderr = '', message } = error as { stdout?: string; stderr?: string; message: string };
-      throw new Error(`packaging the extension failed: ${message}\n${stdout}${stderr}`.trimEnd());
-    }
-    copyFileSync(join(root, 'extension', 'dist', 'troupe.vsix'), vsix);
-
+    const vsix = await packageExtension(scratch);
     workspace = join(scratch, 'workspace');
-    mkdirSync(join(workspace, 'configs'), { recursive: true });
-    writeFileSync(join(workspace, 'configs', 'tiny.troupe.json'), `${JSON.stringify(config, null, 2)}\n`);
-    // The same experiment (same name) again, long enough to pause and stop: a second run of the config.
-    writeFileSync(join(workspace, 'configs', 'tiny-again.troupe.json'), `${JSON.stringify(tinyConfigWithSteps(50), null, 2)}\n`);
-    // A long warm-up (its own name, so its row is apart from the runs above): watched, paused and stopped in it.
-    writeFileSync(join(workspace, 'configs', 'tiny-warm-up.troupe.json'), `${JSON.stringify(warmUpConfig, null, 2)}\n`);
-    // Valid for the JSON Schema, wrong for the environment: only the server's semantic check sees it.
-    const misrouted = { ...config, router: { tool: 'tool-lora', planner: 'plan-lora' } };
-    writeFileSync(join(workspace, 'configs', 'misrouted.troupe.json'), `${JSON.stringify(misrouted, null, 2)}\n`);
-    // A run to rename, run again and delete (its own name, so its row is apart from the others).
-    writeFileSync(join(workspace, 'configs', 'manage.troupe.json'), `${JSON.stringify({ ...tinyConfigWithSteps(50), name: manageName }, null, 2)}\n`);
-    // Config-editor noise (issue 32 item 7): a value both the JSON Schema and the server reject,
-    // and a duplicate key, which VS Code's JSON language features report (the sign that they have
-    // checked the file); a config whose model folder does not exist, valid otherwise.
-    const noisyText = `${JSON.stringify({ ...config, algorithm: { ...config.algorithm, branches: 1 } }, null, 2)}\n`.replace('"seed": 1,', '"seed": 1,\n  "seed": 1,');
-    writeFileSync(join(workspace, 'configs', 'noisy.troupe.json'), noisyText);
-    // The same bound broken in a config with its own `$schema` (as the repository's configs have),
-    // which VS Code checks against that schema whatever the extension serves; and an option of the
-    // environment that only the server checks.
-    writeFileSync(join(workspace, 'configs', 'schema.json'), `${JSON.stringify(experimentConfigJsonSchema(), null, 2)}\n`);
-    const withSchema = { $schema: './schema.json', ...config, env: { ...config.env, options: { ...config.env.options, maxTurns: 'two' } }, algorithm: { ...config.algorithm, branches: 1 } };
-    writeFileSync(join(workspace, 'configs', 'with-schema.troupe.json'), `${JSON.stringify(withSchema, null, 2)}\n`);
-    const missingModel = { ...config, models: { base: { checkpoint: '../models/no-such-model' } } };
-    writeFileSync(join(workspace, 'configs', 'missing-model.troupe.json'), `${JSON.stringify(missingModel, null, 2)}\n`);
+    writeWorkspace(workspace);
     // A first run: the workspace holds configs only (no installed troupe, no settings), and the
     // extension serves it with the CLI of the clone it was built from, this repository.
     vscode = await launchVsCode({ workspace, vsix, name: 'extension', viewport: { width: 1600, height: 1000 } });
@@ -172,7 +100,7 @@ test('Start Training from the palette trains the tiny config, and the Runs view 
     await pickItem(page, 'tiny.troupe.json');
     await waitForNotification(page, `Troupe: started "${runName}"`, 120_000);
     // The server serving the workspace is this clone's CLI, found without any setting.
-    const { pid } = serverFileSchema.parse(JSON.parse(readFileSync(join(workspace, SERVER_FILE_RELATIVE), 'utf8')));
+    const pid = serverPid(workspace);
     const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
     assert.ok(commandLine.includes(join(root, 'server', 'cli', 'troupe.mjs')), `the server runs ${commandLine.join(' ')}`);
 
@@ -215,13 +143,7 @@ test('Open Dashboard shows the run and its charts', { timeout: 120_000 }, () =>
     await success.locator('canvas').first().waitFor({ timeout: 30_000 });
     // Legends say what a series is in words, not the metric's name.
     await waitForText(success.locator('.u-legend'), 'validation success');
-    const painted = await success.locator('canvas').first().evaluate((canvas: HTMLCanvasElement) => {
-      const { width, height } = canvas;
-      const pixels = canvas.getContext('2d')?.getImageData(0, 0, width, height).data ?? new Uint8ClampedArray();
-      let count = 0;
-      for (let i = 3; i < pixels.length; i += 4) if ((pixels[i] ?? 0) > 0) count++;
-      return { width, height, count };
-    });
+    const painted = await paintedPixels(success.locator('canvas').first());
     assert.ok(painted.width > 0 && painted.height > 0, `the success chart's canvas is ${painted.width}×${painted.height}`);
     assert.ok(painted.count > 0, 'the success chart drew nothing');
 
@@ -244,7 +166,7 @@ test('Open Dashboard shows the run and its charts', { timeout: 120_000 }, () =>
     // Legend swatches draw each series' line style: in the team vs local chart, each agent's two
     // series share a colour and differ in dash.
     const split = dashboard.locator('section.chart-card', { has: dashboard.locator('h2', { hasText: /^Team vs local reward$/ }) });
-    const swatches = await split.locator('.u-legend .swatch line').evaluateAll((lines) => lines.map((l) => ({ stroke: l.getAttribute('stroke') ?? '', dash: l.getAttribute('stroke-dasharray') ?? 'solid' })));
+    const swatches = await swatchLines(split);
     const byColour = new Map<string, string[]>();
     for (const w of swatches) byColour.set(w.stroke, [...(byColour.get(w.stroke) ?? []), w.dash]);
     assert.ok([...byColour.values()].some((d) => d.length >= 2), `no two series share a colour: ${JSON.stringify(swatches)}`);
@@ -256,15 +178,7 @@ test('Open Dashboard shows the run and its charts', { timeout: 120_000 }, () =>
     // uPlot draws them on the canvas, right-aligned against the axis: each label's left edge
     // (recorded from fillText in the page) must clear the 18 px band of the axis title. Redrawn
     // by hiding a chart and showing it again, then hiding a series of each chart and showing it again.
-    await dashboard.locator('body').evaluate(() => {
-      const labels: Array<{ text: string; left: number; band: number }> = [];
-      (window as unknown as { yLabels: typeof labels }).yLabels = labels;
-      const fillText = CanvasRenderingContext2D.prototype.fillText;
-      CanvasRenderingContext2D.prototype.fillText = function (text: string, x: number, y: number, maxWidth?: number) {
-        if (this.textAlign === 'right') labels.push({ text, left: x - this.measureText(text).width, band: 18 * devicePixelRatio });
-        return maxWidth === undefined ? fillText.call(this, text, x, y) : fillText.call(this, text, x, y, maxWidth);
-      };
-    });
+    await recordYAxisLabels(dashboard);
     const entropy = dashboard.locator('section.chart-card', { has: dashboard.locator('h2', { hasText: /^Entropy$/ }) });
     await entropy.locator('button[title="Hide this chart"]').click();
     await dashboard.locator('.toggles .chip', { hasText: /^Entropy/ }).click();
@@ -273,8 +187,7 @@ test('Open Dashboard shows the run and its charts', { timeout: 120_000 }, () =>
       await legendEntry.click();
       await legendEntry.click();
     }
-    await dashboard.locator('body').evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
-    const yLabels = await dashboard.locator('body').evaluate(() => (window as unknown as { yLabels: Array<{ text: string; left: number; band: number }> }).yLabels);
+    const yLabels = await recordedYAxisLabels(dashboard);
     assert.ok(yLabels.length > 0, 'no y-axis labels were drawn after the chart and a series came back');
     const clipped = yLabels.filter((l) => l.left < l.band - 0.5);
     assert.deepEqual(clipped, [], `y-axis labels reach into the axis title or past the canvas edge: ${JSON.stringify(clipped)}`);
@@ -351,13 +264,7 @@ test('a trajectory opened from the Runs view shows its turns with reward annotat
     }
     // Issue 32 item 9: with the inspector beside the document, every annotation is in view, not cut
     // off at the editor's right edge (the span holding the ::after text ends left of the minimap).
-    const overflow = await editor.evaluate((root) => {
-      const area = root.querySelector('.editor-scrollable')?.getBoundingClientRect();
-      const minimap = root.querySelector('.minimap')?.getBoundingClientRect();
-      const right = Math.min(area?.right ?? Infinity, minimap && minimap.width > 0 ? minimap.left : Infinity);
-      const annotated = Array.from(root.querySelectorAll('.view-lines > .view-line span')).filter((s) => getComputedStyle(s, '::after').content.startsWith('"team '));
-      return { right, count: annotated.length, past: annotated.map((s) => s.getBoundingClientRect().right).filter((r) => r > right + 1) };
-    });
+    const overflow = await annotationOverflow(editor);
     assert.ok(overflow.count > 0, 'no annotation found to measure');
     assert.deepEqual(overflow.past, [], `annotations end past the visible right edge (${overflow.right} px)`);
     await screenshot(page, 'extension-trajectory');
@@ -433,21 +340,6 @@ test("the config editor shows the server's semantic diagnostics (language client
     await screenshot(page, 'extension-diagnostics');
   }),
 );
-
-/** Moves the cursor of the active editor to `line`:`column` (1-based, as Go to Line takes them). */
-async function goToLine(page: VsCode['page'], line: number, column: number): Promise<void> {
-  await runCommand(page, 'Go to Line/Column...', { opensPicker: true });
-  await page.keyboard.type(`${line}:${column}`);
-  await page.keyboard.press('Enter');
-}
-
-/** The 1-based line and column of the first `needle` in `text`. */
-function lineColumnOf(text: string, needle: string): { line: number; column: number } {
-  const i = text.indexOf(needle);
-  assert.ok(i >= 0, needle);
-  const lines = text.slice(0, i).split('\n');
-  return { line: lines.length, column: lines.at(-1)!.length + 1 };
-}
 
 test('the config editor says each thing once: one diagnostic per mistake, completions without repeats or present keys, one hover text; a missing model folder is flagged while editing', { timeout: 180_000 }, () =>
   withFailureArtifacts(started(), 'extension-config-noise', async () => {
@@ -635,9 +527,7 @@ test('Compare Runs overlays the runs selected in the Runs view: a chart per metr
     for (const title of ['Validation success', 'Policy loss']) assert.ok(titles.some((t) => t.startsWith(title)), `no '${title}' chart; the comparison has: ${titles.join(', ')}`);
     assert.ok(titles.some((t) => /^Entropy · \S/.test(t)), `no per-policy entropy chart: ${titles.join(', ')}`);
     // Every chart: a line per run (the legend's visible rows), each run in the same colour in every chart, the two apart.
-    const legends = await cards.evaluateAll((cs) =>
-      cs.map((c) => Array.from(c.querySelectorAll('.u-legend .u-series:not(.raw)')).slice(1).map((r) => [r.querySelector('.u-label')?.textContent ?? '', getComputedStyle(r.querySelector('.u-marker') as Element).borderColor] as const)),
-    );
+    const legends = await runLegends(cards);
     const colourOf = new Map<string, string>();
     for (const legend of legends) {
       assert.ok(legend.length >= 1 && legend.every(([label]) => labels.includes(label)), JSON.stringify(legend));
@@ -660,9 +550,7 @@ test('Compare Runs overlays the runs selected in the Runs view: a chart per metr
     const box = await plotArea.boundingBox();
     assert.ok(box, 'the policy loss chart has no plot area');
     await plotArea.hover({ position: { x: box.width - 2, y: box.height / 2 } });
-    const readouts = await cards.evaluateAll((cs) =>
-      cs.map((c) => Array.from(c.querySelectorAll('.u-legend .u-series')).map((r) => ({ raw: r.classList.contains('raw'), label: r.querySelector('.u-label')?.textContent ?? '', value: r.querySelector('.u-value')?.textContent ?? '' }))),
-    );
+    const readouts = await legendReadouts(cards);
     // A run's line and its raw values: both drawn (a value at the cursor), and apart somewhere once smoothed.
     const pairs = readouts.flatMap((rows) =>
       rows.filter((r) => !r.raw && labels.includes(r.label)).map((line) => ({ line: line.value, raw: rows.find((r) => r.raw && r.label === `${line.label} (raw)`)?.value ?? '–' })),
@@ -774,8 +662,7 @@ test('a killed server: the runs stay listed, the reason is the kill, and Restart
   withFailureArtifacts(started(), 'extension-server-killed', async () => {
     needsRun();
     const { page } = started();
-    const serverFile = join(workspace, SERVER_FILE_RELATIVE);
-    const { pid } = serverFileSchema.parse(JSON.parse(readFileSync(serverFile, 'utf8')));
+    const pid = serverPid(workspace);
     process.kill(pid, 'SIGKILL');
     await waitForExit(pid, 30_000);
     await waitForNotification(page, /Troupe: lost the connection to the server/, 60_000);
@@ -799,9 +686,9 @@ test('a killed server: the runs stay listed, the reason is the kill, and Restart
     await waitForNotification(page, /Troupe: Connected to Troupe server .* \(started by this window\)/, 120_000);
     await restart.waitFor({ state: 'detached', timeout: 30_000 });
     await runRows.nth(1).waitFor({ timeout: 30_000 });
-    const restarted = serverFileSchema.parse(JSON.parse(readFileSync(serverFile, 'utf8')));
-    assert.notEqual(restarted.pid, pid);
-    assert.ok(processAlive(restarted.pid), 'the restarted server is not running');
+    const restarted = serverPid(workspace);
+    assert.notEqual(restarted, pid);
+    assert.ok(processAlive(restarted), 'the restarted server is not running');
     await screenshot(page, 'extension-server-restarted');
     await runCommand(page, 'Notifications: Clear All Notifications');
   }),
@@ -811,9 +698,8 @@ test('closing the window stops the server the extension started', { timeout: 60_
   // On a failure the page is gone (no screenshot), but VS Code's logs say what the extension did.
   withFailureArtifacts(started(), 'extension-close', async () => {
     needsRun();
-    const serverFile = join(workspace, SERVER_FILE_RELATIVE);
-    const { pid } = serverFileSchema.parse(JSON.parse(readFileSync(serverFile, 'utf8')));
-    assert.ok(processAlive(pid), `the server in ${serverFile} (pid ${pid}) is not running`);
+    const pid = serverPid(workspace);
+    assert.ok(processAlive(pid), `the server in ${serverFile(workspace)} (pid ${pid}) is not running`);
     // Closing the page as a person closes the tab (unload handlers run, so the workbench says
     // goodbye to code-server) ends the window's extension host, which deactivates the extension.
     // code-server itself stays up, so it is the extension that has to stop the server.
@@ -821,6 +707,6 @@ test('closing the window stops the server the extension started', { timeout: 60_
     await waitForExit(pid, 30_000);
     // Stopped with SIGTERM, the server shuts down in order (live runs pause at their step boundary)
     // and removes server.json; one that died otherwise (its stderr gone with the extension host) does not.
-    assert.ok(!existsSync(serverFile), `the server exited without shutting down: ${serverFile} is still there`);
+    assert.ok(!existsSync(serverFile(workspace)), `the server exited without shutting down: ${serverFile(workspace)} is still there`);
   }),
 );
