@@ -19,7 +19,7 @@
  *   lm_head.weight                     lm_head.weight (tied to wte unless tie_word_embeddings is false)
  * Shape legend: V vocab, C width, N learned positions, F MLP width.
  */
-import { modelDims, type ModelConfig } from './model-config.ts';
+import { modelDims, projectionName, projectionSize, type LoraTarget, type ModelConfig } from './model-config.ts';
 import type { SafetensorsInput, SafetensorsTensor } from './safetensors.ts';
 
 /** The prefix `GPT2LMHeadModel.save_pretrained` writes (`GPT2Model` alone writes none). */
@@ -175,4 +175,193 @@ export function oursToGpt2Tensors(c: ModelConfig, params: ReadonlyMap<string, Sa
   put('ln_f.bias', [C], data('norm.bias'));
   if (!c.tieEmbeddings) out.set('lm_head.weight', { shape: get('lm_head.weight').shape, data: data('lm_head.weight') });
   return out;
+}
+
+/*
+ * LoRA adapters for GPT-2 in PEFT's layout. PEFT wraps GPT-2's Conv1D modules as they are:
+ *
+ *   ours (per layer i)                 PEFT key base_model.model.transformer.h.{i}.<module>.lora_{A,B}.weight
+ *   attn.q, attn.k, attn.v             attn.c_attn: ONE adapter, A [R, C], B [3W, R] (rows q | k | v)
+ *   attn.o                             attn.c_proj  A [r, W], B [C, r]
+ *   mlp.up                             mlp.c_fc     A [r, C], B [F, r]
+ *   mlp.down                           mlp.c_proj   A [r, F], B [C, r]
+ *
+ * PEFT's lora_A / lora_B are nn.Linear whatever the base layer, so A is [r, in] and B [out, r] as
+ * ours; `fan_in_fan_out: true` only tells it to transpose B·A when merging into the Conv1D's
+ * [in, out] weight. Our q, k and v adapters (m of them, rank r each) become one c_attn adapter of
+ * rank R = m·r: A stacks the A's, B is block-diagonal (q's B in q's rows and q's columns, …, zero
+ * elsewhere), so B·A is exactly the stacked deltas; its alpha is m·alpha, keeping the scale
+ * alpha / r (`rank_pattern` / `alpha_pattern` {"c_attn": …}, PEFT's per-module overrides).
+ * target_modules name "c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj": PEFT matches them as key
+ * suffixes, so "attn.c_proj" leaves the MLP's c_proj alone.
+ *
+ * Reading back: a c_attn adapter whose safetensors metadata names its segments
+ * (`troupe.c_attn_segments`, written by the export) and whose B is zero off the blocks splits into
+ * the rank-r q, k, v adapters it came from. Any other c_attn adapter (trained by PEFT) of rank R
+ * becomes q, k and v adapters of rank R that share A, with B's q, k, v rows: still exactly PEFT's
+ * delta. When modules end up with different ranks or scales, every adapter is padded with zeros
+ * to the largest rank and its scale folded into B (alpha = rank), which changes no product.
+ */
+
+/** The PEFT module of each GPT-2 LoRA target. */
+const gpt2PeftModules: Readonly<Partial<Record<LoraTarget, string>>> = { q: 'attn.c_attn', k: 'attn.c_attn', v: 'attn.c_attn', o: 'attn.c_proj', up: 'mlp.c_fc', down: 'mlp.c_proj' };
+const qkvTargets = ['q', 'k', 'v'] as const;
+/** Safetensors metadata key: the c_attn adapter's segments in order ("q,v"). */
+export const GPT2_PEFT_SEGMENTS_KEY = 'troupe.c_attn_segments';
+export const gpt2PeftKey = (layer: number, module: string, which: 'A' | 'B'): string => `base_model.model.${GPT2_PREFIX}h.${layer}.${module}.lora_${which}.weight`;
+const gpt2PeftKeyPattern = new RegExp(`^base_model\\.model\\.transformer\\.h\\.${I}\\.(attn\\.c_attn|attn\\.c_proj|mlp\\.c_fc|mlp\\.c_proj)\\.lora_(A|B)\\.weight$`);
+
+export interface Gpt2PeftExport {
+  readonly tensors: Map<string, SafetensorsInput>;
+  readonly metadata: Record<string, string>;
+  /** adapter_config.json fields that differ from the Llama form. */
+  readonly config: { target_modules: string[]; fan_in_fan_out: true; rank_pattern: Record<string, number>; alpha_pattern: Record<string, number> };
+}
+
+/** Our GPT-2 adapter (`params`: our names, `targets` in canonical order) as PEFT tensors and config fields. */
+export function gpt2PeftExport(c: ModelConfig, lora: { rank: number; alpha: number; targets: readonly LoraTarget[] }, params: ReadonlyMap<string, SafetensorsInput>): Gpt2PeftExport {
+  const { C, L } = modelDims(c);
+  const r = lora.rank;
+  const W = projectionSize(c, 'q').out;
+  const qkv = qkvTargets.filter((t) => lora.targets.includes(t));
+  const m = qkv.length;
+  const tensors = new Map<string, SafetensorsInput>();
+  const get = (n: string): Float32Array => {
+    const t = params.get(n);
+    if (!t) throw new Error(`GPT-2 PEFT export: missing adapter tensor '${n}'`);
+    return t.data;
+  };
+  for (let i = 0; i < L; i++) {
+    if (m > 0) {
+      const A = new Float32Array(m * r * C);
+      const B = new Float32Array(3 * W * m * r);
+      qkv.forEach((t, j) => {
+        A.set(get(`${projectionName(i, t)}.lora_A`), j * r * C);
+        const b = get(`${projectionName(i, t)}.lora_B`); // [W, r]
+        const seg = qkvTargets.indexOf(t);
+        for (let row = 0; row < W; row++) for (let col = 0; col < r; col++) B[(seg * W + row) * m * r + j * r + col] = b[row * r + col]!;
+      });
+      tensors.set(gpt2PeftKey(i, 'attn.c_attn', 'A'), { shape: [m * r, C], data: A });
+      tensors.set(gpt2PeftKey(i, 'attn.c_attn', 'B'), { shape: [3 * W, m * r], data: B });
+    }
+    for (const t of lora.targets) {
+      if (qkvTargets.includes(t as (typeof qkvTargets)[number])) continue;
+      const { in: fanIn, out: fanOut } = projectionSize(c, t);
+      tensors.set(gpt2PeftKey(i, gpt2PeftModules[t]!, 'A'), { shape: [r, fanIn], data: get(`${projectionName(i, t)}.lora_A`) });
+      tensors.set(gpt2PeftKey(i, gpt2PeftModules[t]!, 'B'), { shape: [fanOut, r], data: get(`${projectionName(i, t)}.lora_B`) });
+    }
+  }
+  const modules = [...new Set(lora.targets.map((t) => gpt2PeftModules[t]!))].map((mod) => (mod === 'attn.c_attn' ? 'c_attn' : mod));
+  const patterns = m > 1 ? { rank_pattern: { c_attn: m * r }, alpha_pattern: { c_attn: m * lora.alpha } } : { rank_pattern: {}, alpha_pattern: {} };
+  return { tensors, metadata: m > 0 ? { [GPT2_PEFT_SEGMENTS_KEY]: qkv.join(',') } : {}, config: { target_modules: modules, fan_in_fan_out: true, ...patterns } };
+}
+
+/** PEFT's `get_pattern_key`: the first pattern that matches the module name as a dotted suffix. */
+function patternValue(pattern: Readonly<Record<string, unknown>> | null | undefined, module: string): number | undefined {
+  for (const [key, value] of Object.entries(pattern ?? {})) {
+    let re: RegExp;
+    try {
+      re = new RegExp(`^(.*\\.)?(${key})$`);
+    } catch {
+      continue;
+    }
+    if (re.test(module)) return typeof value === 'number' ? value : undefined;
+  }
+  return undefined;
+}
+
+export interface Gpt2PeftConfig {
+  readonly r: number;
+  readonly lora_alpha: number;
+  readonly rank_pattern?: Readonly<Record<string, unknown>> | null | undefined;
+  readonly alpha_pattern?: Readonly<Record<string, unknown>> | null | undefined;
+  readonly target_modules?: readonly string[] | string | null | undefined;
+}
+
+/**
+ * A PEFT GPT-2 adapter's tensors as our adapter (see the comment above `gpt2PeftModules`): rank,
+ * alpha, targets and tensors under our names, or the problems that stop it (a tensor that is not
+ * a GPT-2 LoRA matrix, a wrong shape, a rank that disagrees with the config, a layer left out).
+ */
+export function gpt2PeftImport(c: ModelConfig, cfg: Gpt2PeftConfig, tensors: ReadonlyMap<string, SafetensorsTensor>, metadata: Readonly<Record<string, string>>): { rank: number; alpha: number; targets: LoraTarget[]; params: Map<string, SafetensorsTensor>; problems: string[] } {
+  const { C, L } = modelDims(c);
+  const W = projectionSize(c, 'q').out;
+  const problems: string[] = [];
+  const dims: Record<string, { in: number; out: number }> = { 'attn.c_attn': { in: C, out: 3 * W }, 'attn.c_proj': projectionSize(c, 'o'), 'mlp.c_fc': projectionSize(c, 'up'), 'mlp.c_proj': projectionSize(c, 'down') };
+  const found = new Map<string, { A?: SafetensorsTensor; B?: SafetensorsTensor; key: string }>();
+  for (const [key, t] of tensors) {
+    const m = gpt2PeftKeyPattern.exec(key);
+    if (!m || Number(m[1]) >= L) {
+      problems.push(`unexpected tensor '${key}' (shape [${t.shape.join(', ')}]): not a LoRA matrix of a ${L}-layer GPT-2 (c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj)`);
+      continue;
+    }
+    const id = `${m[1]}|${m[2]}`;
+    const entry = found.get(id) ?? { key: gpt2PeftKey(Number(m[1]), m[2]!, 'A') };
+    entry[m[3] as 'A' | 'B'] = t;
+    found.set(id, entry);
+  }
+  const modules = [...new Set([...found.keys()].map((id) => id.split('|')[1]!))];
+  const listed = cfg.target_modules;
+  // Each layer's adapters, per target: A [r, in], B [out, r] and the scale alpha / r.
+  const perTarget: Array<{ name: string; A: Float32Array; B: Float32Array; r: number; scale: number; fanIn: number; fanOut: number }> = [];
+  const segments = metadata[GPT2_PEFT_SEGMENTS_KEY]?.split(',').filter((t): t is (typeof qkvTargets)[number] => (qkvTargets as readonly string[]).includes(t)) ?? null;
+  for (const mod of modules) {
+    if (Array.isArray(listed) && !listed.some((e) => e === mod || mod.endsWith(`.${e}`) || e === `${GPT2_PREFIX}${mod}`)) problems.push(`target_modules does not list '${mod}' but the adapter has tensors for it`);
+    for (let i = 0; i < L; i++) {
+      const e = found.get(`${i}|${mod}`);
+      const name = `${GPT2_PREFIX}h.${i}.${mod}`;
+      if (!e?.A || !e.B) {
+        problems.push(`missing tensor '${gpt2PeftKey(i, mod, e?.A ? 'B' : 'A')}': adapters must cover every layer`);
+        continue;
+      }
+      const r = patternValue(cfg.rank_pattern, name) ?? cfg.r;
+      const alpha = patternValue(cfg.alpha_pattern, name) ?? cfg.lora_alpha;
+      const d = dims[mod]!;
+      const shapeOk = (t: SafetensorsTensor, rows: number, cols: number) => t.shape.length === 2 && t.shape[0] === rows && t.shape[1] === cols;
+      if (!shapeOk(e.A, r, d.in) || !shapeOk(e.B, d.out, r)) {
+        problems.push(`'${gpt2PeftKey(i, mod, 'A')}' / lora_B have shapes [${e.A.shape.join(', ')}] / [${e.B.shape.join(', ')}], expected [${r}, ${d.in}] / [${d.out}, ${r}] (rank ${r} from the config)`);
+        continue;
+      }
+      const scale = alpha / r;
+      if (mod !== 'attn.c_attn') {
+        const t = (Object.entries(gpt2PeftModules) as Array<[LoraTarget, string]>).find(([, v]) => v === mod)![0];
+        perTarget.push({ name: projectionName(i, t), A: e.A.data, B: e.B.data, r, scale, fanIn: d.in, fanOut: d.out });
+        continue;
+      }
+      // Our export's block-diagonal form splits back into rank-r adapters; anything else shares A.
+      const m = segments?.length ?? 0;
+      const block = m > 0 && r % m === 0 ? r / m : 0;
+      const offBlockZero =
+        block > 0 &&
+        qkvTargets.every((t, seg) => {
+          const j = segments!.indexOf(t);
+          for (let row = seg * W; row < (seg + 1) * W; row++) for (let col = 0; col < r; col++) if ((j < 0 || col < j * block || col >= (j + 1) * block) && e.B!.data[row * r + col] !== 0) return false;
+          return true;
+        });
+      for (const [seg, t] of qkvTargets.entries()) {
+        const j = offBlockZero ? segments!.indexOf(t) : seg;
+        if (j < 0) continue;
+        const rank = offBlockZero ? block : r;
+        const A = offBlockZero ? e.A.data.slice(j * block * C, (j + 1) * block * C) : e.A.data;
+        const B = new Float32Array(W * rank);
+        for (let row = 0; row < W; row++) for (let col = 0; col < rank; col++) B[row * rank + col] = e.B.data[(seg * W + row) * r + (offBlockZero ? j * block : 0) + col]!;
+        perTarget.push({ name: projectionName(i, t), A, B, r: rank, scale, fanIn: C, fanOut: W });
+      }
+    }
+  }
+  const params = new Map<string, SafetensorsTensor>();
+  const targets = (Object.keys(gpt2PeftModules) as LoraTarget[]).filter((t) => perTarget.some((p) => p.name.endsWith(`.${t}`)));
+  if (problems.length > 0 || perTarget.length === 0) return { rank: cfg.r, alpha: cfg.lora_alpha, targets, params, problems };
+  const same = perTarget.every((p) => p.r === perTarget[0]!.r && p.scale === perTarget[0]!.scale);
+  // One rank and scale for all: as read. Otherwise zero-padded to the largest rank, scales folded into B.
+  const R = same ? perTarget[0]!.r : Math.max(...perTarget.map((p) => p.r));
+  for (const p of perTarget) {
+    const A = new Float32Array(R * p.fanIn);
+    A.set(p.A);
+    const B = new Float32Array(p.fanOut * R);
+    for (let row = 0; row < p.fanOut; row++) for (let col = 0; col < p.r; col++) B[row * R + col] = same ? p.B[row * p.r + col]! : p.B[row * p.r + col]! * p.scale;
+    params.set(`${p.name}.lora_A`, { dtype: 'F32', shape: [R, p.fanIn], data: A });
+    params.set(`${p.name}.lora_B`, { dtype: 'F32', shape: [p.fanOut, R], data: B });
+  }
+  return { rank: R, alpha: same ? perTarget[0]!.scale * R : R, targets, params, problems };
 }

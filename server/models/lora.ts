@@ -12,13 +12,15 @@
  * Two on-disk layouts:
  *  - ours: `lora-config.json` (this file's schema, alpha written out) + `lora.safetensors` (our names);
  *  - PEFT: `adapter_config.json` + `adapter_model.safetensors` with keys like
- *    `base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight`, loadable by PEFT and vLLM.
+ *    `base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight`, loadable by PEFT and vLLM;
+ *    for GPT-2, PEFT's Conv1D modules with q, k and v in the fused c_attn (hf-gpt2.ts).
  * The file names differ, so one folder may hold both.
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { adaptedTargets, isGpt2, loraTargets, modelDims, projectionName, projectionSize } from './model-config.ts';
+import { gpt2PeftExport, gpt2PeftImport } from './hf-gpt2.ts';
 import type { LoraTarget, ModelConfig } from './model-config.ts';
 import { matchTensors, shapeParameters } from './checkpoint.ts';
 import type { ExpectedShapes } from './checkpoint.ts';
@@ -205,9 +207,16 @@ export async function exportPeftAdapter(
   params: ReadonlyMap<string, Float32Array>,
   options: PeftExportOptions = {},
 ): Promise<void> {
-  refusePeftForGpt2(model, dir);
   const resolved = resolveLoraConfig(parseLoraConfig(lora, 'LoRA config to export'));
   const ours = shapeParameters(loraParameterShapes(model, resolved), params, `LoRA adapter for ${dir}`);
+  if (isGpt2(model)) {
+    // Conv1D modules and the fused c_attn (hf-gpt2.ts `gpt2PeftExport`).
+    const g = gpt2PeftExport(model, { rank: resolved.rank, alpha: resolved.alpha, targets: adaptedTargets(model, resolved.targets) }, ours);
+    await mkdir(dir, { recursive: true });
+    await writeSafetensorsFile(join(dir, PEFT_WEIGHTS_FILE), g.tensors, { format: 'pt', ...g.metadata });
+    await writeJsonFile(join(dir, PEFT_CONFIG_FILE), { ...peftAdapterConfig(resolved, options.baseModelNameOrPath ?? null), ...g.config });
+    return;
+  }
   const tensors = new Map<string, { shape: readonly number[]; data: Float32Array }>();
   for (let i = 0; i < modelDims(model).L; i++) {
     for (const t of resolved.targets) {
@@ -221,16 +230,6 @@ export async function exportPeftAdapter(
   await writeJsonFile(join(dir, PEFT_CONFIG_FILE), config);
 }
 
-/**
- * PEFT adapts GPT-2's fused c_attn Conv1D as one module (one A [r, C], one B [3C, r], and
- * fan_in_fan_out), while Troupe trains separate q, k and v adapters on the split projections: the
- * two layouts do not map onto each other at the same rank, so GPT-2 adapters stay in Troupe's
- * layout (`saveLoraAdapter`) rather than being written half-right.
- */
-function refusePeftForGpt2(model: ModelConfig, dir: string): void {
-  if (isGpt2(model)) throw new Error(`${dir}: PEFT adapters are not supported for architecture gpt2 (PEFT wraps the fused c_attn, Troupe adapts q, k and v apart); keep the adapter in Troupe's layout (${LORA_CONFIG_FILE} + ${LORA_WEIGHTS_FILE})`);
-}
-
 export interface PeftAdapter extends LoraAdapter {
   baseModelNameOrPath: string | null;
 }
@@ -242,22 +241,34 @@ export interface PeftAdapter extends LoraAdapter {
  * lora_dropout is accepted: dropout only acts during training and does not change the weights.
  */
 export async function importPeftAdapter(dir: string, model: ModelConfig, options?: SafetensorsReadOptions): Promise<PeftAdapter> {
-  refusePeftForGpt2(model, dir);
   const configPath = join(dir, PEFT_CONFIG_FILE);
   const c = await readJsonFile(configPath, peftConfigSchema);
+  const gpt2 = isGpt2(model);
   const problems: string[] = [];
   if (c.bias != null && c.bias !== 'none') problems.push(`bias: '${c.bias}' is not supported (only 'none')`);
-  if (c.fan_in_fan_out) problems.push('fan_in_fan_out: transposed (Conv1D) weights are not supported');
+  // GPT-2's Conv1D modules: PEFT sets fan_in_fan_out itself, and A/B are stored as for Linear either way.
+  if (c.fan_in_fan_out && !gpt2) problems.push('fan_in_fan_out: transposed (Conv1D) weights are not supported');
   if (c.use_rslora) problems.push('use_rslora: rank-stabilised scaling is not supported');
   if (c.use_dora) problems.push('use_dora: DoRA adapters are not supported');
-  if (c.rank_pattern && Object.keys(c.rank_pattern).length > 0) problems.push('rank_pattern: per-module ranks are not supported');
-  if (c.alpha_pattern && Object.keys(c.alpha_pattern).length > 0) problems.push('alpha_pattern: per-module alphas are not supported');
+  // On GPT-2 per-module ranks and alphas are resolved per module (gpt2PeftImport).
+  if (c.rank_pattern && Object.keys(c.rank_pattern).length > 0 && !gpt2) problems.push('rank_pattern: per-module ranks are not supported');
+  if (c.alpha_pattern && Object.keys(c.alpha_pattern).length > 0 && !gpt2) problems.push('alpha_pattern: per-module alphas are not supported');
   if (c.layers_to_transform != null) problems.push('layers_to_transform: adapters must cover every layer');
   if (c.modules_to_save && c.modules_to_save.length > 0) problems.push(`modules_to_save: fully trained modules are not supported (${c.modules_to_save.join(', ')})`);
   if (problems.length > 0) throw new Error(`${configPath}: unsupported LoRA adapter:\n${problems.map((p) => `  ${p}`).join('\n')}`);
 
   const path = join(dir, PEFT_WEIGHTS_FILE);
-  const { tensors } = await readSafetensorsFile(path, options);
+  const { tensors, metadata } = await readSafetensorsFile(path, options);
+  if (gpt2) {
+    const g = gpt2PeftImport(model, c, tensors, metadata);
+    if (g.problems.length > 0) {
+      const more = g.problems.length > 20 ? [`… and ${g.problems.length - 20} more`] : [];
+      throw new Error(`${path}: not a LoRA adapter of this GPT-2 model:\n${[...g.problems.slice(0, 20), ...more].map((u) => `  ${u}`).join('\n')}`);
+    }
+    if (g.params.size === 0) throw new Error(`${path}: no LoRA tensors found`);
+    const lora = resolveLoraConfig(parseLoraConfig({ rank: g.rank, alpha: g.alpha, targets: g.targets }, configPath));
+    return { lora, params: matchTensors(loraParameterShapes(model, lora), g.params, path), baseModelNameOrPath: c.base_model_name_or_path ?? null };
+  }
   const byHfName = new Map<string, LoraTarget>(loraTargets.map((t) => [hfProjectionNames[t], t]));
   const found = new Set<LoraTarget>();
   const mapped = new Map<string, SafetensorsTensor>();

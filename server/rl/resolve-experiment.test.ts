@@ -94,7 +94,7 @@ test('a gpt2 model trains LoRA without the gate it lacks; fused or quantized dec
   };
   assert.match(await issue({ rollout: { fusedDecode: true } }), /^rollout\.fusedDecode: model "base" is a gpt2 model, which decodes only with the plain fp32 graph/);
   assert.match(await issue({ rollout: { weights: 'int8' } }), /^rollout\.weights: model "base" is a gpt2 model/);
-  assert.match(await issue({ rollout: { backend: { kind: 'vllm', urls: ['http://127.0.0.1:8000'] } }, warmStart: { ...tinyConfig.warmStart, enabled: false } }), /^rollout\.backend\.kind: model "base" is a gpt2 model, whose LoRA adapters have no PEFT form for vllm to load/);
+  assert.match(await issue({ rollout: { backend: { kind: 'vllm', urls: ['http://127.0.0.1:8000'] } }, warmStart: { ...tinyConfig.warmStart, enabled: false } }), /^rollout\.backend\.kind: model "base" is a gpt2 model: vLLM's GPT-2 model takes no LoRA adapters, and vllm fleet rollouts are supported for Llama-shaped models/);
   const gateOnly = Object.fromEntries(Object.keys(tinyConfig.policies).map((id) => [id, { model: 'base', lora: { rank: 4, targets: ['gate'] } }]));
   assert.match(await issue({ policies: gateOnly }), /^policies\.[a-z-]+\.lora\.targets: none of gate is a projection of this gpt2 model \(it has q, k, v, o, up, down\)$/);
 });

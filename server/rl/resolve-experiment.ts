@@ -160,9 +160,10 @@ export async function resolveExperiment(c: ExperimentConfig, source: string): Pr
     const path = c.rollout.fusedDecode ? ['rollout', 'fusedDecode'] : ['rollout', 'weights'];
     throw new ConfigError(source, [{ path, message: `model "${gpt2[0]}" is a gpt2 model, which decodes only with the plain fp32 graph (the fused decode graph is Llama-shaped); set rollout.fusedDecode false and rollout.weights "fp32"` }]);
   }
-  // Inference servers load PEFT adapters, which Troupe does not write for GPT-2 (lora.ts).
+  // Troupe writes GPT-2 adapters in PEFT's layout (hf-gpt2.ts), but vLLM's GPT-2 model takes no
+  // LoRA adapters, and fleet rollouts are tested on Llama-shaped models only.
   if (gpt2 && c.rollout.backend.kind !== 'in-process') {
-    throw new ConfigError(source, [{ path: ['rollout', 'backend', 'kind'], message: `model "${gpt2[0]}" is a gpt2 model, whose LoRA adapters have no PEFT form for ${c.rollout.backend.kind} to load; use the in-process backend` }]);
+    throw new ConfigError(source, [{ path: ['rollout', 'backend', 'kind'], message: `model "${gpt2[0]}" is a gpt2 model: vLLM's GPT-2 model takes no LoRA adapters, and ${c.rollout.backend.kind} fleet rollouts are supported for Llama-shaped models (qwen2, qwen3, llama) only; use the in-process backend` }]);
   }
   // Refused before anything is allocated when weights and optimizer state cannot fit this machine.
   checkTrainingMemory(models, policies, c.algorithm.klCoef, source);
