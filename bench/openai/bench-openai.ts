@@ -23,12 +23,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
 import { startEndpoint, stopEndpoint } from '../../test/fixtures/tiny-endpoint.ts';
-import { parseExperimentConfig } from '../../server/protocol/experiment-config.ts';
 import { completionResponseSchema } from '../../server/protocol/openai-api.ts';
-import { resolveExperiment } from '../../server/rl/resolve-experiment.ts';
-import { train } from '../../server/rl/trainer.ts';
-import { openRunStore } from '../../server/store/index.ts';
 import { median } from '../engine/bench-util.ts';
+import { trainRun } from './train-run.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const ENDPOINT_REPEATS = Number(process.env['ENDPOINT_REPEATS'] ?? 5);
@@ -89,28 +86,7 @@ async function endpointThroughput() {
 
 type Dump = string[];
 
-async function trainOnce(dir: string, name: string, backend: unknown): Promise<{ ms: number; dump: Dump; failures: number }> {
-  const store = openRunStore(join(dir, `${name}.db`));
-  try {
-    const c = { ...config, rollout: { backend } };
-    const experiment = await resolveExperiment(parseExperimentConfig(c, name), join(dir, `${name}.json`));
-    const run = store.createRun({ name, config: c, runDir: join(dir, name) });
-    const t0 = performance.now();
-    await train({ experiment, store, runId: run.id, runDir: join(dir, name), cacheRoot: join(dir, 'cache'), resume: false, log: () => {} });
-    const ms = performance.now() - t0;
-    const dump: Dump = [];
-    let failures = 0;
-    for (const { step } of store.listSteps(run.id)) {
-      failures += store.stepMetrics(run.id, step).filter((m) => /^engine\/server\d+\/failures$/.test(m.name)).reduce((a, m) => a + m.value, 0);
-      for (const t of store.listTrajectories({ runId: run.id, step, phase: 'train' })) {
-        for (const turn of store.getTrajectory(t.id)!.turns) for (const s of [turn, ...turn.siblings]) dump.push(`${step}/${t.envSeed}/${s.turn}/${s.agentId}/${s.branch}:${s.responseTokens.join(',')}`);
-      }
-    }
-    return { ms, dump: dump.sort(), failures };
-  } finally {
-    store.close();
-  }
-}
+const trainOnce = (dir: string, name: string, backend: unknown) => trainRun(dir, name, config, backend);
 
 async function main(): Promise<void> {
   process.env.TROUPE_BENCH_KEY = KEY;

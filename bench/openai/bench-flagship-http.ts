@@ -1,0 +1,117 @@
+/**
+ * `npm run bench:openai-flagship` — the flagship run (configs/plan-path/L2-lora-7x7.json) with
+ * training rollouts sampled over HTTP by `troupe serve-openai` (rollout.backend vllm, the
+ * endpoint a child process with its own engine, as a deployment runs it) against the same run in
+ * process, on paired seeds. Issue 31's target: wall time at most 1.15x the in-process run, and
+ * the same test success (against Troupe's own endpoint the samples are the same, so the test
+ * success is too; `sameSamples` says whether they were).
+ *
+ * The HTTP backend needs the base the servers were started with, so both runs skip the warm start
+ * (`warmStart.enabled` false); everything else is the flagship's: 7x7 Plan-Path, two rank-16
+ * adapters, 16 tasks x 4 branches per step, 24 new tokens. The endpoint is started before its run
+ * and not timed; validation and the test play in process in both runs.
+ *
+ * Env: FLAGSHIP_SEEDS (1,2,3), FLAGSHIP_STEPS (20), FLAGSHIP_ENVS (the config's 16),
+ * FLAGSHIP_VALIDATION (32 episodes), FLAGSHIP_TEST (256 episodes). The smallest form, a smoke of
+ * the harness: FLAGSHIP_SEEDS=1 FLAGSHIP_STEPS=1 FLAGSHIP_ENVS=2 FLAGSHIP_VALIDATION=2 FLAGSHIP_TEST=4.
+ * Writes bench/results/openai-flagship.json (medians and ratios, every run's time).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { median } from '../engine/bench-util.ts';
+import { trainRun } from './train-run.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const SEEDS = (process.env['FLAGSHIP_SEEDS'] ?? '1,2,3').split(',').map(Number);
+const STEPS = Number(process.env['FLAGSHIP_STEPS'] ?? 20);
+const ENVS = process.env['FLAGSHIP_ENVS'] === undefined ? null : Number(process.env['FLAGSHIP_ENVS']);
+const VALIDATION = Number(process.env['FLAGSHIP_VALIDATION'] ?? 32);
+const TEST = Number(process.env['FLAGSHIP_TEST'] ?? 256);
+const TARGET = 1.15;
+const KEY_ENV = 'TROUPE_BENCH_KEY';
+const KEY = 'bench-flagship-key';
+
+/** `troupe serve-openai config` in a child process; resolves with its URL once it listens. */
+async function startServer(configFile: string): Promise<{ child: ChildProcess; base: string }> {
+  const child = spawn(process.execPath, [join(root, 'server/cli/troupe.mjs'), 'serve-openai', configFile, '--port', '0', '--api-key-env', KEY_ENV], { env: { ...process.env, [KEY_ENV]: KEY }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+  const lines = createInterface({ input: child.stdout! });
+  const base = await new Promise<string>((ok, fail) => {
+    child.once('exit', (code) => fail(new Error(`troupe serve-openai exited with ${code} before listening:\n${stderr}`)));
+    lines.on('line', (line) => {
+      const m = /listening on (http:\S+)\/v1$/.exec(line);
+      if (m) ok(m[1]!);
+    });
+  });
+  child.removeAllListeners('exit');
+  return { child, base };
+}
+
+async function stopServer(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise<void>((ok) => child.once('exit', () => ok()));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+async function main(): Promise<void> {
+  const flagship = JSON.parse(await readFile(join(root, 'configs/plan-path/L2-lora-7x7.json'), 'utf8')) as Record<string, any>;
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-bench-flagship-'));
+  process.env[KEY_ENV] = KEY;
+  const pairs: Array<{ seed: number; order: string; inProcessMs: number; httpMs: number; ratio: number; sameSamples: boolean; testSuccessInProcess: number | null; testSuccessHttp: number | null; failures: number }> = [];
+  try {
+    for (const [i, seed] of SEEDS.entries()) {
+      const { $schema: _, ...rest } = flagship;
+      const config = {
+        ...rest,
+        seed,
+        warmStart: { ...flagship['warmStart'], enabled: false },
+        algorithm: { ...flagship['algorithm'], ...(ENVS === null ? {} : { envsPerStep: ENVS }) },
+        training: { ...flagship['training'], steps: STEPS, validateEvery: STEPS, validationEpisodes: VALIDATION, testEpisodes: TEST, checkpointEvery: STEPS },
+      };
+      const configFile = join(dir, `flagship-seed${seed}.json`);
+      await writeFile(configFile, JSON.stringify(config));
+      const server = await startServer(configFile);
+      try {
+        // Alternate which arm runs first, so drift in the machine's load falls on both.
+        const httpFirst = i % 2 === 1;
+        const runHttp = () => trainRun(dir, `http-${seed}`, config, { kind: 'vllm', urls: [server.base], apiKeyEnv: KEY_ENV, timeoutMs: 600_000, retries: 0 });
+        const runLocal = () => trainRun(dir, `in-process-${seed}`, config, { kind: 'in-process' });
+        const first = await (httpFirst ? runHttp() : runLocal());
+        const second = await (httpFirst ? runLocal() : runHttp());
+        const [local, http] = httpFirst ? [second, first] : [first, second];
+        const pair = { seed, order: httpFirst ? 'http first' : 'in-process first', inProcessMs: local.ms, httpMs: http.ms, ratio: http.ms / local.ms, sameSamples: local.dump.join('\n') === http.dump.join('\n'), testSuccessInProcess: local.testSuccess, testSuccessHttp: http.testSuccess, failures: http.failures };
+        pairs.push(pair);
+        console.log(`seed ${seed} (${pair.order}): in process ${(local.ms / 1000).toFixed(1)} s, over HTTP ${(http.ms / 1000).toFixed(1)} s: x${pair.ratio.toFixed(3)}; same samples ${pair.sameSamples}; test success ${local.testSuccess} / ${http.testSuccess}`);
+      } finally {
+        await stopServer(server.child);
+      }
+    }
+    const ratio = median(pairs.map((p) => p.ratio));
+    const out = {
+      what: 'flagship (configs/plan-path/L2-lora-7x7.json, warm start off) with rollout.backend vllm against troupe serve-openai in a child process vs in process; paired seeds',
+      machine: { cpus: cpus().length, model: cpus()[0]?.model ?? 'unknown', loadAvg1mAtEnd: loadavg()[0] },
+      form: { seeds: SEEDS, steps: STEPS, envsPerStep: ENVS ?? flagship['algorithm'].envsPerStep, validationEpisodes: VALIDATION, testEpisodes: TEST },
+      target: TARGET,
+      medianRatio: ratio,
+      ratioOfMedians: median(pairs.map((p) => p.httpMs)) / median(pairs.map((p) => p.inProcessMs)),
+      withinTarget: ratio <= TARGET,
+      allSameSamples: pairs.every((p) => p.sameSamples),
+      pairs,
+    };
+    console.log(`median ratio x${ratio.toFixed(3)} (target <= ${TARGET}): ${out.withinTarget ? 'met' : 'not met'}; same samples in every pair: ${out.allSameSamples}`);
+    await mkdir(join(root, 'bench', 'results'), { recursive: true });
+    await writeFile(join(root, 'bench', 'results', 'openai-flagship.json'), `${JSON.stringify(out, null, 2)}\n`);
+    console.log('wrote bench/results/openai-flagship.json');
+  } finally {
+    delete process.env[KEY_ENV];
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
