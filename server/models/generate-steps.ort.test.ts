@@ -134,3 +134,37 @@ test('cancellation flags: a flagged row draws nothing more, the other rows sampl
   assert.equal(none.decodeRun!.steps, 0, 'nothing was prefilled or decoded');
   await assert.rejects(policy.generate(prompts, { ...o, cancel: new Int32Array(new SharedArrayBuffer(8)) }), /2 cancellation flags for 3 rows/);
 });
+
+test('prompt alternatives: each prompt token\'s log-prob and rank and the k best at its position, as the score graph has them; passes of fewer rows give the same answer', async () => {
+  const k = 4;
+  const T = 0.8;
+  const prompt = Int32Array.from([3, 17, 9, 9, 25, 1, 38, 12]);
+  const p = await policy.promptAlternatives(prompt, T, k);
+  assert.equal(p.logprobs.length, prompt.length - 1);
+  for (let t = 1; t < prompt.length; t++) {
+    const prefix = prompt.subarray(0, t);
+    const all = (await policy.score(
+      Array.from({ length: config.vocabSize }, (_, id) => ({ tokens: Int32Array.from([...prefix, id]), promptLength: t })),
+      T,
+    )).map((x) => x[0]!);
+    const own = all[prompt[t]!]!;
+    assert.ok(Math.abs(p.logprobs[t - 1]! - own) < 1e-5, `position ${t}: ${p.logprobs[t - 1]} vs ${own}`);
+    // Ids at least as likely, itself included (bounds allow float noise between the two graphs).
+    const rank = p.ranks[t - 1]!;
+    assert.ok(rank >= 1 + all.filter((x) => x > own + 1e-5).length && rank <= all.filter((x) => x >= own - 1e-5).length, `position ${t}: rank ${rank}`);
+    const ids = Array.from(p.top.ids.subarray((t - 1) * k, t * k));
+    const best = all.map((lp, id) => ({ id, lp })).sort((a, b) => b.lp - a.lp || a.id - b.id).slice(0, k);
+    assert.deepEqual(ids, best.map((b) => b.id), `position ${t}: the ${k} best, best first`);
+    ids.forEach((id, j) => assert.ok(Math.abs(p.top.logprobs[(t - 1) * k + j]! - all[id]!) < 1e-5));
+  }
+  const onePerPass = await policy.promptAlternatives(prompt, T, k, 1);
+  const threePerPass = await policy.promptAlternatives(prompt, T, k, 3);
+  for (const q of [onePerPass, threePerPass]) {
+    // The LM head's product over fewer rows may round differently in the last bit or two.
+    q.logprobs.forEach((lp, i) => assert.ok(Math.abs(lp - p.logprobs[i]!) < 1e-6, `position ${i + 1}: ${lp} vs ${p.logprobs[i]}`));
+    assert.deepEqual(Array.from(q.ranks), Array.from(p.ranks));
+    assert.deepEqual(Array.from(q.top.ids), Array.from(p.top.ids));
+  }
+  const single = await policy.promptAlternatives(Int32Array.of(5), T, k);
+  assert.equal(single.logprobs.length, 0);
+});

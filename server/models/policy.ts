@@ -384,19 +384,21 @@ export class Policy {
    * given the tokens before it, and the `k` most likely tokens there (best first, k per position,
    * -1 past the finite ids), under the distribution generated tokens' log-probs come from: the
    * logits at `temperature` (untempered when 0), with the policy's masked ids removed. The logits
-   * come from a teacher-forced pass (`buildRowLogits`), at most 64 MiB of them per pass.
+   * come from a teacher-forced pass (`buildRowLogits`), at most 64 MiB of them (or `rowsPerPass`
+   * rows) per pass.
    */
-  async promptAlternatives(prompt: Int32Array, temperature: number, k: number): Promise<{ logprobs: Float32Array; ranks: Int32Array; top: TopAlternatives }> {
+  async promptAlternatives(prompt: Int32Array, temperature: number, k: number, rowsPerPass?: number): Promise<{ logprobs: Float32Array; ranks: Int32Array; top: TopAlternatives }> {
     const V = this.config.vocabSize;
     const n = prompt.length - 1;
     const out = { logprobs: new Float32Array(Math.max(n, 0)), ranks: new Int32Array(Math.max(n, 0)), top: { ids: new Int32Array(Math.max(n, 0) * k), logprobs: new Float32Array(Math.max(n, 0) * k) } };
     if (n <= 0) return out;
     const a = await this.artifact('row-logits', () => buildRowLogits(this.config, this.options.lora), { memoryArena: false });
-    const batch = packBatch([{ tokens: prompt, promptLength: 1 }], V, { advantages: false, oldLogp: false, refLogp: false }, { sharePrompts: false });
-    const t = batch.tensors;
     const masked = this.options.maskedTokens ?? [];
-    const perPass = Math.max(1, Math.floor(2 ** 24 / V));
+    const perPass = Math.max(1, rowsPerPass ?? Math.floor(2 ** 24 / V));
     for (let from = 0; from < n; from += perPass) {
+      // Packed again for each pass: a run transfers its input buffers to the engine.
+      const batch = packBatch([{ tokens: prompt, promptLength: 1 }], V, { advantages: false, oldLogp: false, refLogp: false }, { sharePrompts: false });
+      const t = batch.tensors;
       const rows = Array.from({ length: Math.min(perPass, n - from) }, (_, j) => batch.responseIndex(0, from + j));
       const res = await this.engine.run(
         this.sessionOf('row-logits'),
