@@ -120,6 +120,30 @@ describe('WebGPU equals CPU', { skip }, () => {
     rc.logprobs.forEach((row, b) => assertClose(`row ${b} log-probs`, rg.logprobs[b]!, row));
   });
 
+  // A cancelled row (GenerateRequest.cancel) leaves the device cache at once by the same gather.
+  test('decode: cancelled rows leave the device cache; the other rows match the CPU', async () => {
+    const [c, g] = await pair('decode-cancel');
+    const shared = [0, 0, 1, 1, 2, 2, 3, 3].map((i) => prompts[i]!);
+    const o = { maxNewTokens: 12, sampling: { temperature: 0.8, topP: 1, topK: 0 }, seed: 11, stopTokens: [], padToken: 0 };
+    const rc = await c.generate(shared, o);
+    const flags = new Int32Array(new SharedArrayBuffer(4 * shared.length));
+    [1, 4, 5].forEach((b) => (flags[b] = 1));
+    const rg = await g.generate(shared, { ...o, cancel: flags });
+    assert.deepEqual(rg.cancelled, [1, 4, 5]);
+    rg.tokens.forEach((t, b) => {
+      if ([1, 4, 5].includes(b)) assert.equal(t.length, 0, `row ${b}`);
+      else {
+        assert.deepEqual(t, rc.tokens[b], `row ${b}: tokens`);
+        assertClose(`row ${b} log-probs`, rg.logprobs[b]!, rc.logprobs[b]!);
+      }
+    });
+    // Flagged from the first step on: every row stops, each with a prefix of its CPU tokens.
+    const live = new Int32Array(new SharedArrayBuffer(4 * shared.length));
+    const stopped = await g.generate(shared, { ...o, cancel: live, onStep: (step) => step.n === 2 && live.fill(1) });
+    assert.deepEqual(stopped.cancelled, shared.map((_, b) => b));
+    stopped.tokens.forEach((t, b) => assert.deepEqual(t, rc.tokens[b]!.subarray(0, t.length), `row ${b}: a prefix`));
+  });
+
   // The rollout decoder's fused graph keeps its cache on the GPU too (decode-graph.ts 'device');
   // its kernels differ from the plain graph's (RotaryEmbedding, SkipSimplifiedLayerNormalization,
   // the LoRA adapter merged into baked weights), so log-probs agree to 1e-4, not 3e-6.
