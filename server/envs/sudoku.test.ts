@@ -175,36 +175,37 @@ test('9x9 puzzles generate with a unique solution the solver reaches', () => {
   assert.ok(env.act('solo', env.solution('solo')).success);
 });
 
-test('candidates: each empty cell names the digits its row, column and box leave, and the solver fills only the singles', () => {
-  let multiRound = 0;
-  for (let i = 0; i < 200; i++) {
-    const env = solo(trainSeed(i), { candidates: true, maxTurns: 8 });
-    const start = readGrid(env.observe('solo'));
-    for (let round = 0; !env.done; round++) {
-      const prompt = env.observe('solo');
-      const grid = readGrid(prompt);
-      const listed = /^empty: (.*)$/m.exec(prompt)?.[1]?.split(' ') ?? [];
-      const empties = grid.flatMap((v, k) => (v === 0 ? [k] : []));
-      assert.equal(listed.length, empties.length, prompt);
-      const singles: string[] = [];
-      empties.forEach((k, j) => {
+for (const view of ['row-order', 'fewest-first'] as const) {
+  test(`candidates '${view}': each empty cell names the digits its row, column and box leave, and the solver fills only the singles`, () => {
+    let multiRound = 0;
+    for (let i = 0; i < 200; i++) {
+      const env = solo(trainSeed(i), { candidates: view, maxTurns: 8 });
+      const start = readGrid(env.observe('solo'));
+      for (let round = 0; !env.done; round++) {
+        const prompt = env.observe('solo');
+        const grid = readGrid(prompt);
+        const listed = /^empty: (.*)$/m.exec(prompt)?.[1]?.split(' ') ?? [];
         // Independent of the environment: the digits that keep the grid consistent, by brute force.
-        const allowed = [1, 2, 3, 4].filter((v) => consistent(grid.map((x, m) => (m === k ? v : x))));
-        assert.equal(listed[j], `${Math.floor(k / 4) + 1},${(k % 4) + 1}=${allowed.join('')}`, `seed ${trainSeed(i)} round ${round}`);
-        if (allowed.length === 1) singles.push(fill(k, allowed[0] as number));
-      });
-      const answer = env.solution('solo');
-      if (singles.length > 0) assert.equal(answer, singles.join(' '), `seed ${trainSeed(i)} round ${round}`);
-      env.act('solo', answer);
-      if (round > 0) multiRound++;
+        const cells = grid.flatMap((v, k) => (v === 0 ? [{ k, allowed: [1, 2, 3, 4].filter((d) => consistent(grid.map((x, m) => (m === k ? d : x)))) }] : []));
+        if (view === 'fewest-first') cells.sort((a, b) => a.allowed.length - b.allowed.length || a.k - b.k);
+        const where = `seed ${trainSeed(i)} round ${round}`;
+        assert.deepEqual(listed, cells.map(({ k, allowed }) => `${Math.floor(k / 4) + 1},${(k % 4) + 1}=${allowed.join('')}`), where);
+        const singles = cells.filter((c) => c.allowed.length === 1).sort((a, b) => a.k - b.k);
+        const answer = env.solution('solo');
+        if (singles.length > 0) assert.equal(answer, singles.map((c) => fill(c.k, c.allowed[0] as number)).join(' '), where);
+        // With 'fewest-first' the singles are the list's first entries, in the answer's order.
+        if (view === 'fewest-first' && singles.length > 0) assert.equal(answer, listed.slice(0, singles.length).join(' ').replaceAll('=', ','), where);
+        env.act('solo', answer);
+        if (round > 0) multiRound++;
+      }
+      assert.ok(env.success, `seed ${trainSeed(i)}`);
+      const end = readGrid(env.observe('solo'));
+      start.forEach((v, k) => v !== 0 && assert.equal(end[k], v));
     }
-    assert.ok(env.success, `seed ${trainSeed(i)}`);
-    const end = readGrid(env.observe('solo'));
-    start.forEach((v, k) => v !== 0 && assert.equal(end[k], v));
-  }
-  // Most 4x4 puzzles with 6 empty cells take a second round of singles (measured: 756 of 1000).
-  assert.ok(multiRound > 100, `${multiRound} later rounds`);
-});
+    // Most 4x4 puzzles with 6 empty cells take a second round of singles (measured: 756 of 1000).
+    assert.ok(multiRound > 100, `${multiRound} later rounds`);
+  });
+}
 
 test('without candidates the prompt lists only the empty cells', () => {
   const prompt = solo(trainSeed(3)).observe('solo');

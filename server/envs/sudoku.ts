@@ -37,6 +37,10 @@ export const sudokuRewards = {
   clean: 0.5,
 } as const;
 
+/** The `candidates` option's values. */
+export const sudokuCandidateViews = ['none', 'row-order', 'fewest-first'] as const;
+export type SudokuCandidateView = (typeof sudokuCandidateViews)[number];
+
 /** Default number of emptied cells per size. */
 const defaultEmpty = { 4: 6, 9: 40 } as const;
 
@@ -46,12 +50,12 @@ export const sudokuOptionsSchema = z
     size: z.union([z.literal(4), z.literal(9)]).default(4).describe('Grid side: 4 or 9.'),
     /** Cells to empty (at most; fewer when uniqueness forbids more). Default 6 for 4x4, 40 for 9x9. */
     emptyCells: z.number().int().min(1).max(64).optional().describe('Cells to empty, at most (default 6 / 40).'),
-    /** The prompt's empty-cell line names each cell's candidate digits, and the solver fills only cells with one. */
+    /** Whether and how the prompt's empty-cell line names each cell's candidate digits. */
     candidates: z
-      .boolean()
-      .default(false)
+      .enum(sudokuCandidateViews)
+      .default('none')
       .describe(
-        "The prompt's empty-cell line names each empty cell's candidates, the digits its row, column and box leave ('empty: 1,4=2 2,1=13'), and the solver's demonstrations fill only the cells with one candidate each round (naked singles). For the embedded character-level model, which cannot derive a cell's digit from the grid (docs/experiments/2026-11-28.md).",
+        "The prompt's empty-cell line: 'none' lists the empty cells ('empty: 1,4 2,1'); 'row-order' adds each cell's candidates, the digits its row, column and box leave ('empty: 1,4=2 2,1=13'); 'fewest-first' also orders the cells by their number of candidates, row by row within a count ('empty: 2,1=3 1,4=24'). With candidates the solver's demonstrations fill only the cells with one candidate each round (naked singles), which 'fewest-first' lists first. For the embedded character-level model, which cannot derive a cell's digit from the grid (docs/experiments/2026-11-28.md).",
       ),
     ...workflowOptionsShape,
   })
@@ -77,7 +81,7 @@ interface Spec {
   readonly solution: readonly number[];
   readonly peers: readonly (readonly number[])[];
   /** The `candidates` option. */
-  readonly showCandidates: boolean;
+  readonly candidateView: SudokuCandidateView;
 }
 
 const peerCache = new Map<number, readonly (readonly number[])[]>();
@@ -180,16 +184,19 @@ class SudokuState implements PuzzleState<Fill[]> {
     // embedded character-level model could not count its way to a '.' in the grid (measured: with
     // 3 empty cells it named a clue's coordinates in most fills and solved 0 of 256), as Plan-Path's
     // model could not locate the goal (plan-path.ts, "goal: 2D 1L").
-    // With `candidates`, each cell also names the digits its peers leave ("1,4=2 2,1=13").
+    // With `candidates`, each cell also names the digits its peers leave ("1,4=2 2,1=13"), and with
+    // 'fewest-first' the cells come in order of their candidate count (a stable sort keeps rows).
+    const view = this.spec.candidateView;
     const empty = this.cells.flatMap((v, i) => {
       if (v !== 0) return [];
       const cell = `${Math.floor(i / n) + 1},${(i % n) + 1}`;
-      if (!this.spec.showCandidates) return [cell];
+      if (view === 'none') return [{ text: cell, count: 0 }];
       const mask = candidates(this.cells, this.spec.peers, n, i);
       const digits = Array.from({ length: n }, (_, k) => k + 1).filter((d) => (mask & (1 << d)) !== 0);
-      return [`${cell}=${digits.join('') || '-'}`];
+      return [{ text: `${cell}=${digits.join('') || '-'}`, count: digits.length }];
     });
-    rows.push(`empty: ${empty.join(' ') || 'none'}`);
+    if (view === 'fewest-first') empty.sort((a, b) => a.count - b.count);
+    rows.push(`empty: ${empty.map((e) => e.text).join(' ') || 'none'}`);
     return rows.join('\n');
   }
 
@@ -280,7 +287,7 @@ class SudokuState implements PuzzleState<Fill[]> {
         board[i] = 0;
       }
     });
-    if (this.spec.showCandidates) {
+    if (this.spec.candidateView !== 'none') {
       // What the prompt lets a reader infer: the cells with one candidate now (the solution's digit,
       // since the board holds no wrong fill after the clears), row by row. When there is none, the
       // most constrained cell gets the solution's digit, a choice the prompt alone does not settle.
@@ -342,7 +349,7 @@ function fullGrid(rng: Rng, n: number): number[] {
   return grid;
 }
 
-function generate(seed: number, n: 4 | 9, emptyCells: number, showCandidates: boolean): SudokuState {
+function generate(seed: number, n: 4 | 9, emptyCells: number, candidateView: SudokuCandidateView): SudokuState {
   const rng = new Rng(seed, 'sudoku');
   const peers = peersOf(n);
   const solution = fullGrid(rng, n);
@@ -355,7 +362,7 @@ function generate(seed: number, n: 4 | 9, emptyCells: number, showCandidates: bo
     if (countSolutions(cells, peers, n, 2) === 1) emptied++;
     else cells[cell] = value;
   }
-  const spec: Spec = { n, clues: Object.freeze([...cells]), solution: Object.freeze(solution), peers, showCandidates };
+  const spec: Spec = { n, clues: Object.freeze([...cells]), solution: Object.freeze(solution), peers, candidateView };
   return new SudokuState(spec, cells, true, emptied);
 }
 
