@@ -40,6 +40,46 @@ test(`bench:gpu's tiny form: a PPO step and both decode variants per model${torc
   }
 });
 
+/**
+ * Profile mode's summary, per session: a PPO step's train and AdamW sessions and the decode
+ * session each profiled, with kernels counted and node time never above the runs' wall time.
+ */
+function checkProfile(out: string, model: string, gpu: boolean): void {
+  const j = JSON.parse(readFileSync(out.replace(/\.json$/, '-profile.json'), 'utf8')) as { models: Record<string, Record<string, any>> };
+  const sessions = j.models[model]!;
+  assert.equal(sessions['error'], undefined, String(sessions['error']));
+  for (const kind of ['train-ppo', 'adamw', 'decode']) assert.ok(Object.keys(sessions).some((k) => k.includes(kind)), `no ${kind} session in ${Object.keys(sessions).join(', ')}`);
+  for (const [name, s] of Object.entries(sessions)) {
+    assert.ok(s.runs > 0 && s.steadyRuns > 0 && s.nodesPerRun > 0, `${name}: runs ${s.runs}, nodes per run ${s.nodesPerRun}`);
+    assert.ok(s.nodeMs > 0 && s.nodeMs <= s.wallMs, `${name}: node time ${s.nodeMs} ms of wall ${s.wallMs} ms`);
+    assert.ok(Math.abs(s.hostGapMs - (s.wallMs - s.nodeMs)) < 1e-6 && s.hostGapShare >= 0 && s.hostGapShare <= 1, `${name}: host gap`);
+    const classes = Object.values(s.byClass as Record<string, { ms: number }>).reduce((a, c) => a + c.ms, 0);
+    assert.ok(Math.abs(classes - s.nodeMs) < 1e-6 * Math.max(1, s.nodeMs), `${name}: classes sum to ${classes}, node time ${s.nodeMs}`);
+    assert.ok(s.topOps.length > 0 && s.topOps.length <= 15 && s.topOps.reduce((a: number, o: { ms: number }) => a + o.ms, 0) <= s.nodeMs + 1e-6, `${name}: top ops`);
+    if (!gpu) {
+      assert.equal(typeof s.gpu, 'string', `${name}: GPU kernel times on the CPU provider`);
+      continue;
+    }
+    assert.equal(typeof s.gpu, 'object', `${name}: no GPU kernel times on WebGPU: ${String(s.gpu)}`);
+    assert.equal(s.gpu.unmatchedEvents, 0, `${name}: GPU events no run accounts for`);
+    assert.ok(s.gpu.kernelsPerRun > 0 && s.gpu.kernelMs > 0 && s.gpu.kernelMs <= s.wallMs, `${name}: GPU ${s.gpu.kernelsPerRun} kernels per run, ${s.gpu.kernelMs} ms of wall ${s.wallMs} ms`);
+  }
+}
+
+test('bench:gpu profile mode (tiny, CPU provider): per-session kernel counts, op times within wall time', () => {
+  const out = join(dir, 'gpu-profile-cpu.json');
+  run('bench/gpu/bench-gpu.ts', { BENCH_GPU_TINY: '1', BENCH_GPU_PROFILE: '1', BENCH_GPU_OUT: out, BENCH_GPU_PHASE_S: '1', BENCH_GPU_SIDES: 'troupe', BENCH_GPU_MODELS: 'tiny-qwen3' });
+  checkProfile(out, 'tiny-qwen3', false);
+});
+
+test('bench:gpu profile mode (tiny, WebGPU): GPU kernel times split by run', (t) => {
+  const out = join(dir, 'gpu-profile-webgpu.json');
+  run('bench/gpu/bench-gpu.ts', { BENCH_GPU_TINY: '1', BENCH_GPU_PROFILE: '1', BENCH_GPU_PROVIDER: 'webgpu', BENCH_GPU_OUT: out, BENCH_GPU_PHASE_S: '1', BENCH_GPU_SIDES: 'troupe', BENCH_GPU_MODELS: 'tiny-qwen2.5' });
+  const troupe = (JSON.parse(readFileSync(out, 'utf8')) as { models: Array<{ troupe: Record<string, unknown> }> }).models[0]!.troupe;
+  if (troupe['provider'] !== 'webgpu') return void t.skip(`no WebGPU adapter here (${String(troupe['error'] ?? troupe['provider'])}); bash test/gpu/setup-webgpu.sh installs lavapipe`);
+  checkProfile(out, 'tiny-qwen2.5', true);
+});
+
 test(`webgpu-kernels.ts on the CPU provider: GEMM throughput and a small kernel's cost${torch ? ', beside PyTorch' : ''}`, () => {
   const out = join(dir, 'kernels.json');
   run('bench/gpu/webgpu-kernels.ts', { KERNELS_PROVIDER: 'cpu', KERNELS_TORCH_DEVICE: 'cpu', KERNELS_GEMMS: '64x32x4', KERNELS_ADDS: '8x32x20', KERNELS_REPS: '2', KERNELS_OUT: out });

@@ -30,14 +30,21 @@
  * so build and decode are timed apart). BENCH_GPU_DECODE may add host-sampling: the fused graph
  * with every token drawn on the host (its logits downloaded each step), the baseline for the
  * device-side sampling that the fused graph does on WebGPU by default.
+ * BENCH_GPU_PROFILE=1: profile mode — Troupe's engine profiles every session it creates (ONNX
+ * Runtime's profiler: `EngineOptions.profileDir`), the traces go to `<out>-profile/<model>/`, and
+ * `profile-summary.ts` writes per session, over its runs after the first, kernels per run, time by
+ * op type and class, memcpy nodes and the host gap (run wall time less node time), and on WebGPU the
+ * GPU kernel times, to `<out>-profile.json` (and a headline per session into the results). The
+ * profiler adds its own cost to every kernel: profile-mode timings are not the bench's figures.
  * BENCH_GPU_TINY=1: the CI-sized form — tiny models of the same two architectures, Troupe on the
  * CPU provider and PyTorch fp32 on the CPU, written to bench/results/gpu-tiny.json.
  * On the lent GPU machine: bench/gpu/run-on-device.sh (after bench/gpu/pack-for-device.sh here).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { initRule } from '../../server/models/init.ts';
@@ -50,6 +57,7 @@ import { Engine } from '../../server/runtime/engine.ts';
 import { qwen25HalfB } from '../engine/bench-real-vocab.ts';
 import { benchPython, median, randomBatch } from '../engine/bench-util.ts';
 import { torchBlas, type TorchBlas } from '../engine/torch-blas.ts';
+import { summarizeFiles, type SessionProfile } from './profile-summary.ts';
 
 const env = process.env;
 const TINY = env['BENCH_GPU_TINY'] === '1';
@@ -100,6 +108,11 @@ const PHASES = (env['BENCH_GPU_PHASES'] ?? 'ppo,decode').split(',');
 const OUT = env['BENCH_GPU_OUT'] ?? fileURLToPath(new URL(`../results/${TINY ? 'gpu-tiny' : 'gpu'}.json`, import.meta.url));
 /** Which sides run (BENCH_GPU_SIDES: pytorch,troupe). */
 const SIDES = (env['BENCH_GPU_SIDES'] ?? 'pytorch,troupe').split(',');
+/** Profile mode (BENCH_GPU_PROFILE=1): traces under PROFILE_DIR/<model>, summaries in PROFILE_OUT. */
+const PROFILE = env['BENCH_GPU_PROFILE'] === '1';
+const PROFILE_DIR = OUT.replace(/\.json$/, '') + '-profile';
+const PROFILE_OUT = `${PROFILE_DIR}.json`;
+const profiles: Record<string, Record<string, SessionProfile> | { error: string }> = {};
 const LORA = { rank: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const };
 const HP = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };
 
@@ -264,8 +277,13 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
   result['troupe'] = troupe;
   const mem = new GpuMemory();
   const provider = (env['BENCH_GPU_PROVIDER'] ?? (TINY ? 'cpu' : 'webgpu')) as 'cpu' | 'webgpu';
+  const profileDir = PROFILE ? join(PROFILE_DIR, name) : undefined;
+  if (profileDir) {
+    rmSync(profileDir, { recursive: true, force: true });
+    mkdirSync(profileDir, { recursive: true });
+  }
   mem.start();
-  const engine = await Engine.start({ executionProvider: provider, log: (l) => say(`engine: ${l}`) });
+  const engine = await Engine.start({ executionProvider: provider, log: (l) => say(`engine: ${l}`), ...(profileDir ? { profileDir } : {}) });
   troupe['provider'] = engine.provider;
   troupe['adapter'] = engine.provider === 'webgpu' ? (engine.providerReport?.webgpu?.adapter ?? 'unknown') : 'host';
   let busy = false; // an engine call outlived its deadline: later phases would queue behind it
@@ -387,6 +405,21 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
     if (busy) void engine.close().catch(() => {});
     else await engine.close();
   }
+  if (profileDir) {
+    // Every session released above wrote its trace (a session still running past its deadline did not).
+    try {
+      const files = readdirSync(profileDir).filter((f) => f.endsWith('.json')).map((f) => join(profileDir, f));
+      const p = summarizeFiles(files);
+      profiles[name] = p;
+      troupe['profile'] = { file: PROFILE_OUT, traces: profileDir, sessions: Object.fromEntries(Object.entries(p).map(([k, v]) => [k, { runs: v.runs, nodesPerRun: v.nodesPerRun, medianRunMs: v.medianRunMs, hostGapShare: v.hostGapShare, gpuKernelMs: typeof v.gpu === 'string' ? null : v.gpu.kernelMs }])) };
+      say(`${name} profile: ${files.length} session traces in ${profileDir}`);
+    } catch (e) {
+      profiles[name] = { error: errorText(e) };
+      troupe['profile'] = { error: errorText(e) };
+    }
+    writeFileSync(PROFILE_OUT, `${JSON.stringify({ date: new Date().toISOString(), provider: troupe['provider'], adapter: troupe['adapter'], note: 'per session: runs after the first; times in ms; byClass/topOps shares of node time (host Compute calls), gpu.* shares of GPU kernel time', models: profiles }, null, 2)}\n`);
+    save();
+  }
 }
 
 async function main(): Promise<void> {
@@ -396,6 +429,7 @@ async function main(): Promise<void> {
   const out = {
     date: new Date().toISOString(),
     mode: TINY ? 'tiny (CI form: Troupe cpu provider, PyTorch fp32 on the CPU)' : 'gpu (Troupe webgpu fp32, PyTorch bf16 + SDPA on CUDA)',
+    profiled: PROFILE ? 'yes: ONNX Runtime profiler on in Troupe sessions, its timings carry the profiler cost' : 'no',
     command: TINY ? 'BENCH_GPU_TINY=1 npm run bench:gpu' : 'npm run bench:gpu (on the lent machine: bash bench/gpu/run-on-device.sh)',
     gpu: GpuMemory.gpuName(),
     machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, node: process.version },

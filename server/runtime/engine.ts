@@ -7,6 +7,7 @@
  * while a train step or a rollout runs.
  */
 import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { GenerateRequest, GenerateResult, GenerateStep } from './generate.ts';
 import type {
@@ -35,6 +36,23 @@ export interface EngineOptions {
   readonly threads?: number;
   /** Receives the engine's log lines (provider choice, fallbacks). Default: stderr. */
   readonly log?: (line: string) => void;
+  /**
+   * Profile every session this engine creates: ONNX Runtime writes `<dir>/<session>_<date>.json`
+   * (Chrome trace; the session's name with characters other than letters, digits, `.`, `-` kept
+   * as `_`) when the session is released, so release sessions (`Policy.dispose`) before `close`.
+   * A session created with its own `profileFilePrefix` keeps it.
+   */
+  readonly profileDir?: string;
+}
+
+/**
+ * A session name as a file name: runs of other characters than letters, digits, `.` and `-` as
+ * one `_`; past 120 characters its first 40 and last 79 (a policy's shared sessions carry a JSON
+ * scope in the middle, their graph's key at the end).
+ */
+function profileFileName(session: string): string {
+  const s = session.replace(/[^A-Za-z0-9.-]+/g, '_');
+  return s.length <= 120 ? s : `${s.slice(0, 40)}_${s.slice(-79)}`;
 }
 
 function workerEntry(): { url: URL; workerData?: unknown } {
@@ -80,6 +98,7 @@ export class Engine {
   private constructor(
     private readonly worker: Worker,
     private readonly log: (line: string) => void,
+    private readonly profileDir: string | undefined,
     /** The execution provider actually in use. */
     public provider: ExecutionProviderName = 'cpu',
     /** Why that provider (the line logged at start). */
@@ -117,7 +136,7 @@ export class Engine {
     const entry = workerEntry();
     const worker = new Worker(entry.url, entry.workerData === undefined ? {} : { workerData: entry.workerData });
     const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-    const engine = new Engine(worker, log);
+    const engine = new Engine(worker, log, options.profileDir);
     const choice = options.executionProvider ?? 'cpu';
     const reply = await engine.call({ kind: 'init', provider: choice, threads: options.threads ?? availableParallelism() }, 'init');
     if (reply.kind !== 'init') throw new Error('engine init: unexpected reply');
@@ -145,7 +164,8 @@ export class Engine {
     // Only a whole, non-shared buffer can be handed over; a view is copied.
     const b = model.buffer;
     const moved = transfer && b instanceof ArrayBuffer && model.byteOffset === 0 && model.byteLength === b.byteLength ? [b] : [];
-    const r = await this.call({ kind: 'createSession', session, model, options }, `create session '${session}'`, moved);
+    const profiled = this.profileDir !== undefined && options.profileFilePrefix === undefined ? { ...options, profileFilePrefix: join(this.profileDir, profileFileName(session)) } : options;
+    const r = await this.call({ kind: 'createSession', session, model, options: profiled }, `create session '${session}'`, moved);
     if (r.kind !== 'session') throw new Error('createSession: unexpected reply');
     return r.info;
   }
