@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { benchPython } from '../engine/bench-util.ts';
+import { matmulWork } from './profile-summary.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'troupe-bench-gpu-'));
@@ -49,22 +50,34 @@ function checkProfile(out: string, model: string, gpu: boolean): void {
   const sessions = j.models[model]!;
   assert.equal(sessions['error'], undefined, String(sessions['error']));
   for (const kind of ['train-ppo', 'adamw', 'decode']) assert.ok(Object.keys(sessions).some((k) => k.includes(kind)), `no ${kind} session in ${Object.keys(sessions).join(', ')}`);
-  for (const [name, s] of Object.entries(sessions)) {
-    assert.ok(s.runs > 0 && s.steadyRuns > 0 && s.nodesPerRun > 0, `${name}: runs ${s.runs}, nodes per run ${s.nodesPerRun}`);
-    assert.ok(s.nodeMs > 0 && s.nodeMs <= s.wallMs, `${name}: node time ${s.nodeMs} ms of wall ${s.wallMs} ms`);
-    assert.ok(Math.abs(s.hostGapMs - (s.wallMs - s.nodeMs)) < 1e-6 && s.hostGapShare >= 0 && s.hostGapShare <= 1, `${name}: host gap`);
-    const classes = Object.values(s.byClass as Record<string, { ms: number }>).reduce((a, c) => a + c.ms, 0);
-    assert.ok(Math.abs(classes - s.nodeMs) < 1e-6 * Math.max(1, s.nodeMs), `${name}: classes sum to ${classes}, node time ${s.nodeMs}`);
-    assert.ok(s.topOps.length > 0 && s.topOps.length <= 15 && s.topOps.reduce((a: number, o: { ms: number }) => a + o.ms, 0) <= s.nodeMs + 1e-6, `${name}: top ops`);
-    if (!gpu) {
-      assert.equal(typeof s.gpu, 'string', `${name}: GPU kernel times on the CPU provider`);
-      continue;
+  for (const [name, p] of Object.entries(sessions)) {
+    assert.ok(p.runs > 0 && p.medianRunMs > 0, `${name}: ${p.runs} runs, median ${p.medianRunMs} ms`);
+    assert.equal(p.unmatchedGpuEvents, 0, `${name}: GPU events no run accounts for`);
+    for (const part of ['steady', 'medianRun']) {
+      const s = p[part];
+      const what = `${name} ${part}`;
+      assert.ok(s.runs > 0 && s.nodesPerRun > 0, `${what}: runs ${s.runs}, nodes per run ${s.nodesPerRun}`);
+      assert.ok(s.nodeMs > 0 && s.nodeMs <= s.wallMs, `${what}: node time ${s.nodeMs} ms of wall ${s.wallMs} ms`);
+      assert.ok(Math.abs(s.hostGapMs - (s.wallMs - s.nodeMs)) < 1e-6 && s.hostGapShare >= 0 && s.hostGapShare <= 1, `${what}: host gap`);
+      const classes = Object.values(s.byClass as Record<string, { ms: number }>).reduce((a, c) => a + c.ms, 0);
+      assert.ok(Math.abs(classes - s.nodeMs) < 1e-6 * Math.max(1, s.nodeMs), `${what}: classes sum to ${classes}, node time ${s.nodeMs}`);
+      assert.ok(s.topOps.length > 0 && s.topOps.length <= 15 && s.topOps.reduce((a: number, o: { ms: number }) => a + o.ms, 0) <= s.nodeMs + 1e-6, `${what}: top ops`);
+      if (!gpu) {
+        assert.equal(typeof s.gpu, 'string', `${what}: GPU kernel times on the CPU provider`);
+        continue;
+      }
+      assert.equal(typeof s.gpu, 'object', `${what}: no GPU kernel times on WebGPU: ${String(s.gpu)}`);
+      assert.ok(s.gpu.kernelsPerRun > 0 && s.gpu.kernelMs > 0 && s.gpu.kernelMs <= s.wallMs, `${what}: GPU ${s.gpu.kernelsPerRun} kernels per run, ${s.gpu.kernelMs} ms of wall ${s.wallMs} ms`);
+      if (!name.includes('adamw')) assert.ok(s.gpu.matmul.tflops > 0 && s.gpu.matmul.shapes.length > 0 && s.gpu.matmul.ms <= s.gpu.kernelMs, `${what}: MatMul throughput ${JSON.stringify(s.gpu.matmul).slice(0, 300)}`);
     }
-    assert.equal(typeof s.gpu, 'object', `${name}: no GPU kernel times on WebGPU: ${String(s.gpu)}`);
-    assert.equal(s.gpu.unmatchedEvents, 0, `${name}: GPU events no run accounts for`);
-    assert.ok(s.gpu.kernelsPerRun > 0 && s.gpu.kernelMs > 0 && s.gpu.kernelMs <= s.wallMs, `${name}: GPU ${s.gpu.kernelsPerRun} kernels per run, ${s.gpu.kernelMs} ms of wall ${s.wallMs} ms`);
   }
 }
+
+test("profile-summary's MatMul work: 2·M·N·K from the node's own shapes", () => {
+  const node = { cat: 'Node', name: 'n.1.MatMul_kernel_time', ts: 0, dur: 1, args: { op_name: 'MatMul', input_type_shape: [{ float: [2, 32, 896] }, { float: [896, 128] }], output_type_shape: [{ float: [2, 32, 128] }] } };
+  assert.deepEqual(matmulWork(node), { key: '[2,32,896]x[896,128]', flops: 2 * 64 * 128 * 896 });
+  assert.equal(matmulWork({ ...node, args: { op_name: 'MatMul' } }), null);
+});
 
 test('bench:gpu profile mode (tiny, CPU provider): per-session kernel counts, op times within wall time', () => {
   const out = join(dir, 'gpu-profile-cpu.json');

@@ -31,11 +31,13 @@
  * with every token drawn on the host (its logits downloaded each step), the baseline for the
  * device-side sampling that the fused graph does on WebGPU by default.
  * BENCH_GPU_PROFILE=1: profile mode — Troupe's engine profiles every session it creates (ONNX
- * Runtime's profiler: `EngineOptions.profileDir`), the traces go to `<out>-profile/<model>/`, and
- * `profile-summary.ts` writes per session, over its runs after the first, kernels per run, time by
- * op type and class, memcpy nodes and the host gap (run wall time less node time), and on WebGPU the
- * GPU kernel times, to `<out>-profile.json` (and a headline per session into the results). The
- * profiler adds its own cost to every kernel: profile-mode timings are not the bench's figures.
+ * Runtime's profiler: `EngineOptions.profileDir`), the traces go to `<out>-profile/<model>/`
+ * (BENCH_GPU_PROFILE_TRACES for another folder than `<out>-profile`), and `profile-summary.ts`
+ * writes per session, over its runs after the first: kernels per run, time by op type and class,
+ * memcpy nodes, the host gap (run wall time less node time), and on WebGPU the GPU kernel times
+ * and MatMul throughput, to `<out>-profile.json` (BENCH_GPU_PROFILE_OUT), with a headline per
+ * session in the results. The profiler adds its own cost to every kernel: profile-mode timings
+ * are not the bench's figures.
  * BENCH_GPU_TINY=1: the CI-sized form — tiny models of the same two architectures, Troupe on the
  * CPU provider and PyTorch fp32 on the CPU, written to bench/results/gpu-tiny.json.
  * On the lent GPU machine: bench/gpu/run-on-device.sh (after bench/gpu/pack-for-device.sh here).
@@ -57,7 +59,7 @@ import { Engine } from '../../server/runtime/engine.ts';
 import { qwen25HalfB } from '../engine/bench-real-vocab.ts';
 import { benchPython, median, randomBatch } from '../engine/bench-util.ts';
 import { torchBlas, type TorchBlas } from '../engine/torch-blas.ts';
-import { summarizeFiles, type SessionProfile } from './profile-summary.ts';
+import { profileTable, summarizeFiles, type SessionProfile } from './profile-summary.ts';
 
 const env = process.env;
 const TINY = env['BENCH_GPU_TINY'] === '1';
@@ -110,8 +112,8 @@ const OUT = env['BENCH_GPU_OUT'] ?? fileURLToPath(new URL(`../results/${TINY ? '
 const SIDES = (env['BENCH_GPU_SIDES'] ?? 'pytorch,troupe').split(',');
 /** Profile mode (BENCH_GPU_PROFILE=1): traces under PROFILE_DIR/<model>, summaries in PROFILE_OUT. */
 const PROFILE = env['BENCH_GPU_PROFILE'] === '1';
-const PROFILE_DIR = OUT.replace(/\.json$/, '') + '-profile';
-const PROFILE_OUT = `${PROFILE_DIR}.json`;
+const PROFILE_DIR = env['BENCH_GPU_PROFILE_TRACES'] ?? `${OUT.replace(/\.json$/, '')}-profile`;
+const PROFILE_OUT = env['BENCH_GPU_PROFILE_OUT'] ?? `${OUT.replace(/\.json$/, '')}-profile.json`;
 const profiles: Record<string, Record<string, SessionProfile> | { error: string }> = {};
 const LORA = { rank: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const };
 const HP = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };
@@ -409,9 +411,10 @@ async function runTroupe(name: string, c: ModelConfig, result: Record<string, un
     // Every session released above wrote its trace (a session still running past its deadline did not).
     try {
       const files = readdirSync(profileDir).filter((f) => f.endsWith('.json')).map((f) => join(profileDir, f));
-      const p = summarizeFiles(files);
+      const p = await summarizeFiles(files);
       profiles[name] = p;
-      troupe['profile'] = { file: PROFILE_OUT, traces: profileDir, sessions: Object.fromEntries(Object.entries(p).map(([k, v]) => [k, { runs: v.runs, nodesPerRun: v.nodesPerRun, medianRunMs: v.medianRunMs, hostGapShare: v.hostGapShare, gpuKernelMs: typeof v.gpu === 'string' ? null : v.gpu.kernelMs }])) };
+      troupe['profile'] = { file: PROFILE_OUT, traces: profileDir, sessions: Object.fromEntries(Object.entries(p).map(([k, v]) => [k, { runs: v.runs, medianRunMs: v.medianRunMs, nodesPerRun: v.steady.nodesPerRun, hostGapShare: v.steady.hostGapShare, gpuBusyShare: typeof v.steady.gpu === 'string' ? null : v.steady.gpu.busyShare }])) };
+      console.log(profileTable(name, p));
       say(`${name} profile: ${files.length} session traces in ${profileDir}`);
     } catch (e) {
       profiles[name] = { error: errorText(e) };

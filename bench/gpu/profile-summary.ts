@@ -21,10 +21,12 @@
  *     so with other sessions running in between, later runs' kernels land inside the first run's
  *     span (seen on lavapipe). They are given to runs by order instead (`gpuByRun`).
  */
-import { readFileSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
+import { basename } from 'node:path';
+import { createInterface } from 'node:readline';
 import { z } from 'zod';
 
-/** One trace event, as far as the summary reads it. */
+/** One trace event, as far as the summary reads it (other fields are dropped when read). */
 const eventSchema = z.object({
   cat: z.string(),
   name: z.string(),
@@ -33,25 +35,40 @@ const eventSchema = z.object({
   args: z
     .object({
       op_name: z.string().optional(),
-      provider: z.string().optional(),
       shapes: z.string().optional(),
+      /** A node's inputs and outputs, each `{ <dtype>: dims }`. */
+      input_type_shape: z.array(z.record(z.string(), z.array(z.number()))).optional(),
+      output_type_shape: z.array(z.record(z.string(), z.array(z.number()))).optional(),
     })
-    .passthrough()
     .optional(),
 });
 export type ProfileEvent = z.infer<typeof eventSchema>;
 
-/** Reads and checks one profile file; an unreadable one is an error naming the file. */
-export function readProfile(file: string): ProfileEvent[] {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (e) {
-    throw new Error(`profile ${file}: not a JSON trace (${e instanceof Error ? e.message : String(e)})`);
+/**
+ * Reads and checks one profile file, a line at a time: ORT writes `[`, one event per line, `]`,
+ * and at Qwen2.5-0.5B a PPO step's or a decode's trace is hundreds of MB (a Node event carries
+ * ~0.8 kB of arguments this summary does not read), too much to hold as one string and parse.
+ * An unreadable file or line is an error naming the file and the line.
+ */
+export async function readProfile(file: string): Promise<ProfileEvent[]> {
+  const out: ProfileEvent[] = [];
+  let n = 0;
+  for await (const raw of createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity })) {
+    n++;
+    const line = raw.trim().replace(/,$/, '');
+    if (line === '' || line === '[' || line === ']') continue;
+    let v: unknown;
+    try {
+      v = JSON.parse(line);
+    } catch (e) {
+      throw new Error(`profile ${file} line ${n}: not a JSON trace event (${e instanceof Error ? e.message : String(e)})`);
+    }
+    const r = eventSchema.safeParse(v);
+    if (!r.success) throw new Error(`profile ${file} line ${n}: not an ONNX Runtime trace event: ${r.error.issues[0]?.path.join('.') ?? ''} ${r.error.issues[0]?.message ?? ''}`);
+    out.push(r.data);
   }
-  const r = z.array(eventSchema).safeParse(raw);
-  if (!r.success) throw new Error(`profile ${file}: not an ONNX Runtime trace: ${r.error.issues[0]?.path.join('.') ?? ''} ${r.error.issues[0]?.message ?? ''}`);
-  return r.data;
+  if (n === 0) throw new Error(`profile ${file}: empty`);
+  return out;
 }
 
 /** Op classes the summary reports time for; an op type not listed counts as `other`. */
@@ -87,7 +104,7 @@ export interface RunSummary {
   /** MemcpyToHost / MemcpyFromHost nodes: copies between host and device inside the run. */
   readonly memcpy: { count: number; us: number };
   /** WebGPU kernels timed on the GPU (timestamp queries); absent when the trace has none. */
-  readonly gpu?: { kernels: number; us: number; byOp: Tally; byClass: Tally };
+  readonly gpu?: { kernels: number; us: number; byOp: Tally; byClass: Tally; matmul: MatMulTally };
 }
 
 function add(t: Tally, key: string, us: number): void {
@@ -133,6 +150,24 @@ function gpuByRun(gpu: readonly ProfileEvent[], runNodes: ReadonlyArray<readonly
   return { perRun, unmatched: gpu.length - j };
 }
 
+/** MatMul kernels by input shapes: GPU time and floating-point operations (2·M·N·K). */
+export type MatMulTally = Record<string, { us: number; count: number; flops: number }>;
+
+/**
+ * A MatMul node's input shapes and work, from its host event's `input_type_shape` and
+ * `output_type_shape`: 2 × the output's elements × K, K the first input's last dimension. (The GPU
+ * events' own `shapes` are the shader's vectorized views, [64, 16] for a [64, 64] input read as
+ * vec4, so they cannot give the work.) Null when the event has no shapes.
+ */
+export function matmulWork(node: ProfileEvent): { key: string; flops: number } | null {
+  const dims = (l: ReadonlyArray<Record<string, number[]>> | undefined, i: number) => Object.values(l?.[i] ?? {})[0];
+  const a = dims(node.args?.input_type_shape, 0);
+  const b = dims(node.args?.input_type_shape, 1);
+  const y = dims(node.args?.output_type_shape, 0);
+  if (!a?.length || !b || !y) return null;
+  return { key: `[${a.join(',')}]x[${b.join(',')}]`, flops: 2 * y.reduce((p, d) => p * d, 1) * a.at(-1)! };
+}
+
 export interface ProfileSummary {
   readonly runs: RunSummary[];
   /** GPU events no run's node list accounts for (0 where the split by order is exact). */
@@ -174,14 +209,29 @@ export function summarizeRuns(events: readonly ProfileEvent[]): ProfileSummary {
     if (!gpuTimes) return s;
     const gOp: Tally = {};
     const gClass: Tally = {};
+    const matmul: MatMulTally = {};
+    // Node name → the MatMul node's work, each node's counted once (a node may dispatch several kernels).
+    const work = new Map(nodes[k]!.filter((n) => n.args?.op_name === 'MatMul').map((n) => [n.name.slice(0, -'_kernel_time'.length), matmulWork(n)] as const));
+    const counted = new Set<string>();
     let us = 0;
     for (const e of gpu[k]!) {
       const op = e.name.split('&')[1] ?? '?';
       add(gOp, op, e.dur);
       add(gClass, opClassOf(op), e.dur);
       us += e.dur;
+      const node = nodeOfGpuEvent(e);
+      const w = op === 'MatMul' ? work.get(node) : null;
+      if (w) {
+        const t = (matmul[w.key] ??= { us: 0, count: 0, flops: 0 });
+        t.us += e.dur;
+        if (!counted.has(node)) {
+          counted.add(node);
+          t.count++;
+          t.flops += w.flops;
+        }
+      }
     }
-    return { ...s, gpu: { kernels: gpu[k]!.length, us, byOp: gOp, byClass: gClass } };
+    return { ...s, gpu: { kernels: gpu[k]!.length, us, byOp: gOp, byClass: gClass, matmul } };
   });
   return { runs: out, unmatchedGpuEvents: unmatched, gpuTimes };
 }
@@ -204,66 +254,117 @@ function topOps(t: Tally, total: number, n: number): Array<{ op: string; ms: num
 
 const classShares = (t: Tally, total: number) => Object.fromEntries(Object.entries(t).sort((a, b) => b[1].us - a[1].us).map(([k, v]) => [k, { ms: v.us / 1000, share: share(v.us, total) }]));
 
-/**
- * One session's runs in a few numbers: every run counted, but per-run figures over the runs after
- * the first (the first run of a session allocates, and on WebGPU compiles its shaders).
- */
-export function sessionSummary(s: ProfileSummary, top = 15) {
-  const steady = s.runs.length > 1 ? s.runs.slice(1) : s.runs;
-  const sum = (f: (r: RunSummary) => number) => steady.reduce((a, r) => a + f(r), 0);
+/** Runs taken together: wall, node and GPU time, by class and op type, MatMul throughput. */
+function describe(runs: readonly RunSummary[], gpuTimes: boolean, top: number) {
+  const sum = (f: (r: RunSummary) => number) => runs.reduce((a, r) => a + f(r), 0);
   const byOp: Tally = {};
   const byClass: Tally = {};
   const gOp: Tally = {};
   const gClass: Tally = {};
-  const merge = (into: Tally, from: Tally) => {
+  const mm: MatMulTally = {};
+  const merge = <T extends { us: number; count: number; flops?: number }>(into: Record<string, T>, from: Record<string, T>) => {
     for (const [k, v] of Object.entries(from)) {
-      const e = (into[k] ??= { us: 0, count: 0 });
+      const e = (into[k] ??= { ...v, us: 0, count: 0, ...(v.flops === undefined ? {} : { flops: 0 }) });
       e.us += v.us;
       e.count += v.count;
+      if (e.flops !== undefined) e.flops += v.flops ?? 0;
     }
   };
-  for (const r of steady) {
+  for (const r of runs) {
     merge(byOp, r.byOp);
     merge(byClass, r.byClass);
     if (r.gpu) {
       merge(gOp, r.gpu.byOp);
       merge(gClass, r.gpu.byClass);
+      merge(mm, r.gpu.matmul);
     }
   }
   const wall = sum((r) => r.wallUs);
   const node = sum((r) => r.nodeUs);
   const gpuUs = sum((r) => r.gpu?.us ?? 0);
+  const mmUs = Object.values(mm).reduce((a, v) => a + v.us, 0);
+  const mmFlops = Object.values(mm).reduce((a, v) => a + v.flops, 0);
+  /** TFLOP/s from FLOPs and µs. */
+  const tflops = (flops: number, us: number) => (us > 0 ? Math.round(flops / us / 1e2) / 1e4 : 0);
   return {
-    runs: s.runs.length,
-    steadyRuns: steady.length,
-    firstRunMs: (s.runs[0]?.wallUs ?? 0) / 1000,
-    medianRunMs: median(steady.map((r) => r.wallUs)) / 1000,
-    nodesPerRun: median(steady.map((r) => r.nodes)),
-    /** Over the steady runs: wall time, node time, and the host's share outside the nodes. */
+    runs: runs.length,
     wallMs: wall / 1000,
+    /** Node time: the host's `Compute` calls (the kernels on the CPU provider; dispatch only on WebGPU). */
     nodeMs: node / 1000,
+    /** Wall time outside every node, and its share of the wall time. */
     hostGapMs: (wall - node) / 1000,
     hostGapShare: share(wall - node, wall),
-    memcpyPerRun: median(steady.map((r) => r.memcpy.count)),
+    nodesPerRun: median(runs.map((r) => r.nodes)),
+    memcpyPerRun: median(runs.map((r) => r.memcpy.count)),
     memcpyMs: sum((r) => r.memcpy.us) / 1000,
     byClass: classShares(byClass, node),
     topOps: topOps(byOp, node, top),
-    gpu: s.gpuTimes
+    gpu: gpuTimes
       ? {
-          kernelsPerRun: median(steady.map((r) => r.gpu?.kernels ?? 0)),
+          kernelsPerRun: median(runs.map((r) => r.gpu?.kernels ?? 0)),
           kernelMs: gpuUs / 1000,
           /** GPU kernel time as a share of the runs' wall time: the rest is waiting, host work, copies. */
           busyShare: share(gpuUs, wall),
           byClass: classShares(gClass, gpuUs),
           topOps: topOps(gOp, gpuUs, top),
-          unmatchedEvents: s.unmatchedGpuEvents,
+          /** MatMul kernels' throughput on the GPU, all of them and by input shapes (the 10 costliest). */
+          matmul: {
+            ms: mmUs / 1000,
+            tflops: tflops(mmFlops, mmUs),
+            shapes: Object.entries(mm)
+              .sort((a, b) => b[1].us - a[1].us)
+              .slice(0, 10)
+              .map(([shape, v]) => ({ shape, count: v.count, ms: v.us / 1000, tflops: tflops(v.flops, v.us) })),
+          },
         }
-      : 'none: this trace has no GPU kernel times (CPU provider, or an adapter without timestamp queries)',
+      : ('none: this trace has no GPU kernel times (CPU provider, or an adapter without timestamp queries)' as const),
+  };
+}
+
+/**
+ * One session's runs in a few numbers. `steady`: every run after the first (the first allocates,
+ * and on WebGPU compiles its shaders); `medianRun`: the steady run of median wall time alone, a
+ * typical call (a decode step, not the prefill; one micro-batch of a PPO step).
+ */
+export function sessionSummary(s: ProfileSummary, top = 15) {
+  const steady = s.runs.length > 1 ? s.runs.slice(1) : s.runs;
+  const byWall = [...steady].sort((a, b) => a.wallUs - b.wallUs);
+  const mid = byWall[(byWall.length - 1) >> 1];
+  return {
+    runs: s.runs.length,
+    firstRunMs: (s.runs[0]?.wallUs ?? 0) / 1000,
+    medianRunMs: median(steady.map((r) => r.wallUs)) / 1000,
+    /** GPU events no run accounts for (0 when the split by run is exact). */
+    unmatchedGpuEvents: s.unmatchedGpuEvents,
+    steady: describe(steady, s.gpuTimes, top),
+    medianRun: describe(mid ? [mid] : [], s.gpuTimes, top),
   };
 }
 export type SessionProfile = ReturnType<typeof sessionSummary>;
 
-/** Summaries of every profile file, by file name. */
-export function summarizeFiles(files: readonly string[], top = 15): Record<string, SessionProfile> {
-  return Object.fromEntries(files.map((f) => [f.split('/').at(-1)!.replace(/_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(_\d+)?\.json$/, ''), sessionSummary(summarizeRuns(readProfile(f)), top)]));
+/** Summaries of every profile file, by file name less ORT's date suffix; one file at a time. */
+export async function summarizeFiles(files: readonly string[], top = 15): Promise<Record<string, SessionProfile>> {
+  const out: Record<string, SessionProfile> = {};
+  for (const f of files) out[basename(f).replace(/_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(_\d+)?\.json$/, '')] = sessionSummary(summarizeRuns(await readProfile(f)), top);
+  return out;
+}
+
+/** A session's name without a policy's shared scope (`shared_base_<model>_lora_…_<graph>` → `<graph>`). */
+const shortName = (session: string) => session.replace(/^shared_.*_entropy_(true|false)_/, '');
+
+/** The summaries as a Markdown table, a row per session: its median run, where the time goes. */
+export function profileTable(model: string, sessions: Record<string, SessionProfile>): string {
+  const pct = (x: number) => `${(100 * x).toFixed(0)}%`;
+  const lines = [
+    `\nProfile of ${model} (median run of each session; shares of its wall time, node time or GPU kernel time)`,
+    '| session | runs | median run ms | nodes | node ms | host gap | memcpy | top classes (node time) | GPU kernels | GPU busy | top classes (GPU time) | MatMul TFLOP/s |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  const classes = (c: Record<string, { share: number }>) => Object.entries(c).slice(0, 3).map(([k, v]) => `${k} ${pct(v.share)}`).join(', ');
+  for (const [name, s] of Object.entries(sessions)) {
+    const m = s.medianRun;
+    const g = typeof m.gpu === 'string' ? null : m.gpu;
+    lines.push(`| ${shortName(name)} | ${s.runs} | ${s.medianRunMs.toFixed(1)} | ${m.nodesPerRun} | ${m.nodeMs.toFixed(1)} | ${pct(m.hostGapShare)} | ${m.memcpyPerRun} | ${classes(m.byClass)} | ${g ? g.kernelsPerRun : '—'} | ${g ? pct(g.busyShare) : '—'} | ${g ? classes(g.byClass) : '—'} | ${g && g.matmul.ms > 0 ? g.matmul.tflops.toFixed(4) : '—'} |`);
+  }
+  return lines.join('\n');
 }

@@ -12,6 +12,11 @@
 # for one model (e.g. GPU_BENCH_ENV_qwen3_1_7b="BENCH_GPU_PHASES=ppo"). GPU_BENCH_KERNELS=1 runs
 # bench/gpu/webgpu-kernels.ts instead (MatMul throughput and small-kernel cost, both sides). GPU_BENCH_TINY=1 runs the
 # CPU form instead (a check of the bundle on a machine without a GPU).
+# GPU_BENCH_PROFILE=1: after the models, one more Troupe-only pass of GPU_BENCH_PROFILE_MODEL
+# (qwen2.5-0.5b) with ONNX Runtime's profiler on (BENCH_GPU_PROFILE=1: one PPO step and one decode
+# after their warm-ups), in the last GPU_BENCH_PROFILE_S (200) seconds of the budget, which the
+# models leave it; its per-session summary comes back as $OUT/profile-<model>.json, the raw
+# traces (hundreds of MB) stay on the machine. GPU_BENCH_MODELS= (empty) runs the profile alone.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
@@ -75,12 +80,15 @@ if [[ ${GPU_BENCH_KERNELS:-0} == 1 ]]; then
 fi
 
 export BENCH_GPU_PHASE_S=${BENCH_GPU_PHASE_S:-40}
-models=${GPU_BENCH_MODELS:-qwen2.5-0.5b,qwen3-1.7b}
+models=${GPU_BENCH_MODELS-qwen2.5-0.5b,qwen3-1.7b}
+# The profile pass's share, kept out of the models' budget.
+reserve=0
+[[ ${GPU_BENCH_PROFILE:-0} == 1 ]] && reserve=${GPU_BENCH_PROFILE_S:-200}
 IFS=, read -ra list <<<"$models"
 n=${#list[@]}
 for i in "${!list[@]}"; do
   m=${list[$i]}
-  t=$(left)
+  t=$(($(left) - reserve))
   # The first model gets its share; the last whatever is left.
   if ((i < n - 1)) && ((t > ${GPU_BENCH_SMALL_S:-220})); then t=${GPU_BENCH_SMALL_S:-220}; fi
   if ((t < 30)); then log "$m: skipped, ${t}s left"; continue; fi
@@ -92,6 +100,18 @@ for i in "${!list[@]}"; do
   env "${extra[@]}" BENCH_GPU_MODELS="$m" BENCH_GPU_OUT="$OUT/gpu-$m.json" timeout -k 5 "$t" node --import tsx bench/gpu/bench-gpu.ts 2>&1 | tee "$OUT/log-$m.txt"
   log "$m: exit ${PIPESTATUS[0]} after $(($(date +%s) - start))s in all"
 done
+if [[ ${GPU_BENCH_PROFILE:-0} == 1 ]]; then
+  pm=${GPU_BENCH_PROFILE_MODEL:-qwen2.5-0.5b}
+  t=$(left)
+  log "profile $pm: up to ${t}s"
+  # One timed round each (the warm-ups are in the trace too; the summary leaves each session's first run out).
+  BENCH_GPU_PROFILE=1 BENCH_GPU_SIDES=troupe BENCH_GPU_MODELS="$pm" BENCH_GPU_TROUPE_ROUNDS=1 BENCH_GPU_PHASE_S=1 BENCH_GPU_DECODE=fused \
+    BENCH_GPU_PHASE_TIMEOUT_S=$((t * 3 / 4)) BENCH_GPU_PROFILE_TRACES=/tmp/troupe-profile-traces \
+    BENCH_GPU_OUT="$OUT/profiled-$pm.json" BENCH_GPU_PROFILE_OUT="$OUT/profile-$pm.json" \
+    timeout -k 5 "$t" node --import tsx bench/gpu/bench-gpu.ts 2>&1 | tee "$OUT/log-profile-$pm.txt"
+  log "profile $pm: exit ${PIPESTATUS[0]} after $(($(date +%s) - start))s in all"
+  du -sh /tmp/troupe-profile-traces 2>&1 | tee -a "$OUT/device.txt"
+fi
 # One file for bench/results/gpu.json: every model's object in one list.
 node -e '
 const fs = require("fs"); const [out, ...names] = process.argv.slice(1);
