@@ -81,13 +81,13 @@ test("profile-summary's MatMul work: 2·M·N·K from the node's own shapes", () 
 
 test('bench:gpu profile mode (tiny, CPU provider): per-session kernel counts, op times within wall time', () => {
   const out = join(dir, 'gpu-profile-cpu.json');
-  run('bench/gpu/bench-gpu.ts', { BENCH_GPU_TINY: '1', BENCH_GPU_PROFILE: '1', BENCH_GPU_OUT: out, BENCH_GPU_PHASE_S: '1', BENCH_GPU_SIDES: 'troupe', BENCH_GPU_MODELS: 'tiny-qwen3' });
+  run('bench/gpu/bench-gpu.ts', { BENCH_GPU_TINY: '1', BENCH_GPU_PROFILE: '1', BENCH_GPU_PROFILE_TRACES: join(dir, 'traces-cpu'), BENCH_GPU_OUT: out, BENCH_GPU_PHASE_S: '1', BENCH_GPU_SIDES: 'troupe', BENCH_GPU_MODELS: 'tiny-qwen3' });
   checkProfile(out, 'tiny-qwen3', false);
 });
 
 test('bench:gpu profile mode (tiny, WebGPU): GPU kernel times split by run', (t) => {
   const out = join(dir, 'gpu-profile-webgpu.json');
-  run('bench/gpu/bench-gpu.ts', { BENCH_GPU_TINY: '1', BENCH_GPU_PROFILE: '1', BENCH_GPU_PROVIDER: 'webgpu', BENCH_GPU_OUT: out, BENCH_GPU_PHASE_S: '1', BENCH_GPU_SIDES: 'troupe', BENCH_GPU_MODELS: 'tiny-qwen2.5' });
+  run('bench/gpu/bench-gpu.ts', { BENCH_GPU_TINY: '1', BENCH_GPU_PROFILE: '1', BENCH_GPU_PROVIDER: 'webgpu', BENCH_GPU_PROFILE_TRACES: join(dir, 'traces-webgpu'), BENCH_GPU_OUT: out, BENCH_GPU_PHASE_S: '1', BENCH_GPU_SIDES: 'troupe', BENCH_GPU_MODELS: 'tiny-qwen2.5' });
   const troupe = (JSON.parse(readFileSync(out, 'utf8')) as { models: Array<{ troupe: Record<string, unknown> }> }).models[0]!.troupe;
   if (troupe['provider'] !== 'webgpu') return void t.skip(`no WebGPU adapter here (${String(troupe['error'] ?? troupe['provider'])}); bash test/gpu/setup-webgpu.sh installs lavapipe`);
   checkProfile(out, 'tiny-qwen2.5', true);

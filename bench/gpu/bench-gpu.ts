@@ -31,8 +31,8 @@
  * with every token drawn on the host (its logits downloaded each step), the baseline for the
  * device-side sampling that the fused graph does on WebGPU by default.
  * BENCH_GPU_PROFILE=1: profile mode — Troupe's engine profiles every session it creates (ONNX
- * Runtime's profiler: `EngineOptions.profileDir`), the traces go to `<out>-profile/<model>/`
- * (BENCH_GPU_PROFILE_TRACES for another folder than `<out>-profile`), and `profile-summary.ts`
+ * Runtime's profiler: `EngineOptions.profileDir`), the traces (large) go to
+ * `<BENCH_GPU_PROFILE_TRACES: $TMPDIR/troupe-bench-gpu-profile>/<model>/`, and `profile-summary.ts`
  * writes per session, over its runs after the first: kernels per run, time by op type and class,
  * memcpy nodes, the host gap (run wall time less node time), and on WebGPU the GPU kernel times
  * and MatMul throughput, to `<out>-profile.json` (BENCH_GPU_PROFILE_OUT), with a headline per
@@ -45,7 +45,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { cpus } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -112,7 +112,7 @@ const OUT = env['BENCH_GPU_OUT'] ?? fileURLToPath(new URL(`../results/${TINY ? '
 const SIDES = (env['BENCH_GPU_SIDES'] ?? 'pytorch,troupe').split(',');
 /** Profile mode (BENCH_GPU_PROFILE=1): traces under PROFILE_DIR/<model>, summaries in PROFILE_OUT. */
 const PROFILE = env['BENCH_GPU_PROFILE'] === '1';
-const PROFILE_DIR = env['BENCH_GPU_PROFILE_TRACES'] ?? `${OUT.replace(/\.json$/, '')}-profile`;
+const PROFILE_DIR = env['BENCH_GPU_PROFILE_TRACES'] ?? join(tmpdir(), 'troupe-bench-gpu-profile');
 const PROFILE_OUT = env['BENCH_GPU_PROFILE_OUT'] ?? `${OUT.replace(/\.json$/, '')}-profile.json`;
 const profiles: Record<string, Record<string, SessionProfile> | { error: string }> = {};
 const LORA = { rank: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const };

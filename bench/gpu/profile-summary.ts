@@ -285,7 +285,7 @@ function describe(runs: readonly RunSummary[], gpuTimes: boolean, top: number) {
   const mmUs = Object.values(mm).reduce((a, v) => a + v.us, 0);
   const mmFlops = Object.values(mm).reduce((a, v) => a + v.flops, 0);
   /** TFLOP/s from FLOPs and µs. */
-  const tflops = (flops: number, us: number) => (us > 0 ? Math.round(flops / us / 1e2) / 1e4 : 0);
+  const tflops = (flops: number, us: number) => (us > 0 ? flops / us / 1e6 : 0);
   return {
     runs: runs.length,
     wallMs: wall / 1000,
