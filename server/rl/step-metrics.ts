@@ -4,14 +4,18 @@
  */
 import type { Metric } from '../protocol/trajectory.ts';
 import type { UpdateStats } from '../models/policy.ts';
+import { standardDeviation } from './advantages.ts';
 import type { Evaluation } from './evaluate.ts';
 import type { RolloutResult } from './rollout.ts';
 
 const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+/**
+ * The spread of an agent's rewards and advantages in a step: the unbiased std, GRPO's group
+ * estimator, so that `reward/std` reads on the same scale as the std that scaled the advantages.
+ */
 const std = (xs: readonly number[]) => {
-  if (xs.length < 2) return 0;
   const m = mean(xs);
-  return Math.sqrt(xs.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1));
+  return standardDeviation(xs.reduce((a, x) => a + (x - m) ** 2, 0), xs.length, 'unbiased');
 };
 
 export function rolloutMetrics(r: RolloutResult): Metric[] {
