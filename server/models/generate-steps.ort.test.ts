@@ -165,6 +165,9 @@ test('prompt alternatives: each prompt token\'s log-prob and rank and the k best
     assert.deepEqual(Array.from(q.ranks), Array.from(p.ranks));
     assert.deepEqual(Array.from(q.top.ids), Array.from(p.top.ids));
   }
-  const single = await policy.promptAlternatives(Int32Array.of(5), T, k);
-  assert.equal(single.logprobs.length, 0);
+  // Nothing to score before the first token, and nothing in an empty prompt.
+  for (const none of [Int32Array.of(5), new Int32Array(0)]) {
+    const q = await policy.promptAlternatives(none, T, k);
+    assert.deepEqual([q.logprobs.length, q.ranks.length, q.top.ids.length, q.top.logprobs.length], [0, 0, 0, 0], `a prompt of ${none.length} tokens`);
+  }
 });

@@ -389,9 +389,10 @@ export class Policy {
    */
   async promptAlternatives(prompt: Int32Array, temperature: number, k: number, rowsPerPass?: number): Promise<{ logprobs: Float32Array; ranks: Int32Array; top: TopAlternatives }> {
     const V = this.config.vocabSize;
-    const n = prompt.length - 1;
-    const out = { logprobs: new Float32Array(Math.max(n, 0)), ranks: new Int32Array(Math.max(n, 0)), top: { ids: new Int32Array(Math.max(n, 0) * k), logprobs: new Float32Array(Math.max(n, 0) * k) } };
-    if (n <= 0) return out;
+    // Positions scored: every prompt token after the first (none for an empty prompt).
+    const n = Math.max(prompt.length - 1, 0);
+    const out = { logprobs: new Float32Array(n), ranks: new Int32Array(n), top: { ids: new Int32Array(n * k), logprobs: new Float32Array(n * k) } };
+    if (n === 0) return out;
     const a = await this.artifact('row-logits', () => buildRowLogits(this.config, this.options.lora), { memoryArena: false });
     const masked = this.options.maskedTokens ?? [];
     const perPass = Math.max(1, rowsPerPass ?? Math.floor(2 ** 24 / V));
