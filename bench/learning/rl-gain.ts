@@ -1,0 +1,54 @@
+/**
+ * `node --import tsx bench/learning/rl-gain.ts <entry>... [--variant at-grpo]` — how much RL added
+ * over the warm start, per method and measure, with an interval over run seeds: the test after RL
+ * minus the test of the same seed's warm start, as a paired comparison (seed-stats.ts: the mean
+ * gain, its 95% Student's t interval and the exact sign-flip p). bench:learning prints each
+ * method's gain as mean ± sd over seeds; an issue's "RL gain ≥ +10 points with intervals" wants
+ * the interval of that mean. Reads bench/results/learning.json, trains nothing, prints a Markdown
+ * table (entries are bench:learning's LEARNING_ENVS names; every method unless --variant names one).
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { comparePaired, measured, type ComparedMeasure, type ComparedRun } from './seed-stats.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const args = process.argv.slice(2);
+const at = args.indexOf('--variant');
+const only = at >= 0 ? args[at + 1] : undefined;
+const entries = at >= 0 ? args.filter((_, i) => i !== at && i !== at + 1) : args;
+if (entries.length === 0 || (at >= 0 && !only)) throw new Error('usage: rl-gain.ts <entry>... [--variant at-grpo] (bench:learning entries such as code or tic-tac-toe)');
+
+interface StoredRun extends ComparedRun {
+  testBefore: number | null;
+  /** What the test score is: success, or a symmetric game's non-loss rate against minimax. */
+  metric?: string;
+}
+const stored = JSON.parse(await readFile(join(root, 'bench', 'results', 'learning.json'), 'utf8')) as { results: Record<string, Array<{ variant: string; runs?: StoredRun[] }>> };
+
+const NAMES: Record<Exclude<ComparedMeasure, 'testAfter'>, string> = { vsRandom: 'win rate vs random', optimalMoves: 'perfect moves, all positions' };
+const before = (run: StoredRun, m: ComparedMeasure): number | null => (m === 'testAfter' ? run.testBefore : (run[m]?.before ?? null));
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const sd = (xs: readonly number[]) => (xs.length > 1 ? Math.sqrt(xs.reduce((a, x) => a + (x - mean(xs)) ** 2, 0) / (xs.length - 1)) : 0);
+const pct = (xs: readonly number[]) => `${(mean(xs) * 100).toFixed(1)}% ± ${(sd(xs) * 100).toFixed(1)}`;
+const pts = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
+
+console.log('| entry | method | measure | seeds | warm start | after RL | RL gain, per seed | mean gain | 95% CI | p (exact sign flip) |');
+console.log('|---|---|---|---|---|---|---|---|---|---|');
+for (const entry of entries) {
+  const methods = (stored.results[entry] ?? []).filter((r): r is { variant: string; runs: StoredRun[] } => Array.isArray(r.runs) && (!only || r.variant === only));
+  if (methods.length === 0) throw new Error(`bench/results/learning.json has no ${only ? `${only} ` : ''}runs for ${JSON.stringify(entry)}`);
+  for (const m of methods) {
+    for (const measure of ['testAfter', 'vsRandom', 'optimalMoves'] as const) {
+      const runs = m.runs.flatMap((r) => {
+        const b = before(r, measure);
+        const a = measured(r, measure);
+        return a === null || b === null ? [] : [{ seed: r.seed, before: b, after: a }];
+      });
+      if (runs.length === 0) continue;
+      const c = comparePaired(runs.map((r) => r.seed), runs.map((r) => r.after), runs.map((r) => r.before));
+      const ci = c.ci95 ? `${pts(c.ci95[0])} to ${pts(c.ci95[1])}` : 'n/a';
+      console.log(`| ${entry} | ${m.variant} | ${measure === 'testAfter' ? (m.runs[0]?.metric ?? 'success') : NAMES[measure]} | ${c.seedsA.join(',')} | ${pct(runs.map((r) => r.before))} | ${pct(runs.map((r) => r.after))} | ${c.perSeed!.map(pts).join(', ')} | **${pts(c.diff)}** ± ${(sd(c.perSeed!) * 100).toFixed(1)} | ${ci} | ${c.p.toFixed(3)} |`);
+    }
+  }
+}
