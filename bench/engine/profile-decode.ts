@@ -24,7 +24,7 @@
  * PROFILE_SHAPES (1: also time per op type and input shapes; one op appears once per cache
  * capacity S the generation went through).
  */
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildFusedDecode, quantBits, quantizedWeightNames, type FusedDecodeOptions, type RolloutWeights } from '../../server/models/decode-graph.ts';
@@ -34,6 +34,7 @@ import { modelDims, parameterShapes, type ModelConfig } from '../../server/model
 import { quantizeBlockwise, type QuantizedMatrix } from '../../server/models/quantize.ts';
 import { Engine, type SessionOptions } from '../../server/runtime/engine.ts';
 import type { GenerateResult } from '../../server/runtime/generate.ts';
+import { readProfile, type ProfileEvent } from '../gpu/profile-summary.ts';
 import { median } from './bench-util.ts';
 
 const MODE = process.env['PROFILE_MODE'] ?? 'profile';
@@ -107,14 +108,6 @@ async function decode(engine: Engine, session: string, c: ModelConfig, seed: num
   });
 }
 
-interface ProfileEvent {
-  cat: string;
-  name: string;
-  dur: number;
-  ts: number;
-  args?: { op_name?: string; input_type_shape?: Array<Record<string, number[]>> };
-}
-
 /** One kernel's op type and input shapes, e.g. `MatMul [64,1,320]x[320,960]`. */
 function kernelKey(e: ProfileEvent): string {
   const shapes = (e.args?.input_type_shape ?? []).map((s) => `[${(Object.values(s)[0] ?? []).join(',')}]`);
@@ -149,7 +142,7 @@ async function profile(engine: Engine, dir: string): Promise<void> {
       const g = await decode(engine, session, c, 1);
       await engine.releaseSession(session);
       const files = (await readdir(dir)).filter((f) => f.startsWith(session) && f.endsWith('.json'));
-      const events = JSON.parse(await readFile(join(dir, files[0]!), 'utf8')) as ProfileEvent[];
+      const events = await readProfile(join(dir, files[0]!));
       // The profile holds both generations: keep the second (its runs come after the warm-up's).
       const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run').sort((a, b) => a.ts - b.ts);
       const second = runs[runs.length / 2]!.ts;

@@ -25,6 +25,7 @@ import { createReadStream } from 'node:fs';
 import { basename } from 'node:path';
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
+import { median } from '../engine/bench-util.ts';
 
 /** One trace event, as far as the summary reads it (other fields are dropped when read). */
 const eventSchema = z.object({
@@ -235,12 +236,6 @@ export function summarizeRuns(events: readonly ProfileEvent[]): ProfileSummary {
   });
   return { runs: out, unmatchedGpuEvents: unmatched, gpuTimes };
 }
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length === 0 ? NaN : s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /** A share of a total, rounded for reading. */
 const share = (part: number, whole: number) => (whole > 0 ? Math.round((1000 * part) / whole) / 1000 : 0);
