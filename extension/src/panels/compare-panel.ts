@@ -11,7 +11,7 @@ import { runSummarySchema } from '../../../server/protocol/trajectory.ts';
 import { compareStateSchema, compareToHostSchema, type CompareToHost, type HostToCompare } from '../../../webview/src/messages.ts';
 import type { ServerClient } from '../server-client.ts';
 import { followConnection } from './connection-follower.ts';
-import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, webviewOptions } from './panel-support.ts';
+import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, registerPanelSerializer, webviewOptions } from './panel-support.ts';
 
 /** The webview panel type; activation (`onWebviewPanel:troupe.compare`) must name it. */
 export const COMPARE_VIEW_TYPE = 'troupe.compare';
@@ -150,17 +150,5 @@ function titleOf(runIds: readonly string[]): string {
 
 /** Restores the comparison after a reload (its webview state holds the run ids). Call once on activation. */
 export function registerCompareSerializer(context: vscode.ExtensionContext, server: ServerClient, labelOf: RunLabeller): void {
-  context.subscriptions.push(
-    vscode.window.registerWebviewPanelSerializer(COMPARE_VIEW_TYPE, {
-      async deserializeWebviewPanel(panel: vscode.WebviewPanel, state: unknown) {
-        const parsed = compareStateSchema.safeParse(state);
-        if (!parsed.success) {
-          panelLog().warn(`compare: cannot restore a panel without run ids in its state (${JSON.stringify(state)?.slice(0, 200)})`);
-          panel.dispose();
-          return;
-        }
-        ComparePanel.restore(context, server, panel, parsed.data.runIds, labelOf);
-      },
-    }),
-  );
+  registerPanelSerializer(context, COMPARE_VIEW_TYPE, 'compare', compareStateSchema, 'run ids', (panel, state) => ComparePanel.restore(context, server, panel, state.runIds, labelOf));
 }

@@ -14,7 +14,7 @@ import { runSummarySchema, type RunSummary } from '../../../server/protocol/traj
 import { dashboardStateSchema, dashboardToHostSchema, type DashboardToHost, type HostToDashboard } from '../../../webview/src/messages.ts';
 import type { ServerClient } from '../server-client.ts';
 import { followConnection } from './connection-follower.ts';
-import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, webviewOptions } from './panel-support.ts';
+import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, registerPanelSerializer, webviewOptions } from './panel-support.ts';
 
 /** The webview panel type; `contributes`/activation (`onWebviewPanel:troupe.dashboard`) must name it. */
 export const DASHBOARD_VIEW_TYPE = 'troupe.dashboard';
@@ -207,17 +207,5 @@ function targetSteps(config: unknown): number | null {
 
 /** Restores dashboards after a reload (their webview state holds the run id). Call once on activation. */
 export function registerDashboardSerializer(context: vscode.ExtensionContext, server: ServerClient): void {
-  context.subscriptions.push(
-    vscode.window.registerWebviewPanelSerializer(DASHBOARD_VIEW_TYPE, {
-      async deserializeWebviewPanel(panel: vscode.WebviewPanel, state: unknown) {
-        const parsed = dashboardStateSchema.safeParse(state);
-        if (!parsed.success) {
-          panelLog().warn(`dashboard: cannot restore a panel without a run id in its state (${JSON.stringify(state)?.slice(0, 200)})`);
-          panel.dispose();
-          return;
-        }
-        DashboardPanel.restore(context, server, panel, parsed.data.runId);
-      },
-    }),
-  );
+  registerPanelSerializer(context, DASHBOARD_VIEW_TYPE, 'dashboard', dashboardStateSchema, 'a run id', (panel, state) => DashboardPanel.restore(context, server, panel, state.runId));
 }

@@ -12,7 +12,7 @@ import type { TrajectoryDetail } from '../../../server/protocol/trajectory.ts';
 import { inspectorStateSchema, inspectorToHostSchema, type HostToInspector, type InspectorToHost } from '../../../webview/src/messages.ts';
 import type { ServerClient } from '../server-client.ts';
 import { followConnection } from './connection-follower.ts';
-import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, webviewOptions } from './panel-support.ts';
+import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, registerPanelSerializer, webviewOptions } from './panel-support.ts';
 
 /** The webview panel type; `contributes`/activation (`onWebviewPanel:troupe.inspector`) must name it. */
 export const INSPECTOR_VIEW_TYPE = 'troupe.inspector';
@@ -171,17 +171,5 @@ export class InspectorPanel {
 
 /** Restores inspectors after a reload (their webview state holds the trajectory id). Call once on activation. */
 export function registerInspectorSerializer(context: vscode.ExtensionContext, server: ServerClient): void {
-  context.subscriptions.push(
-    vscode.window.registerWebviewPanelSerializer(INSPECTOR_VIEW_TYPE, {
-      async deserializeWebviewPanel(panel: vscode.WebviewPanel, state: unknown) {
-        const parsed = inspectorStateSchema.safeParse(state);
-        if (!parsed.success) {
-          panelLog().warn(`inspector: cannot restore a panel without a trajectory id in its state (${JSON.stringify(state)?.slice(0, 200)})`);
-          panel.dispose();
-          return;
-        }
-        InspectorPanel.restore(context, server, panel, parsed.data.trajectoryId);
-      },
-    }),
-  );
+  registerPanelSerializer(context, INSPECTOR_VIEW_TYPE, 'inspector', inspectorStateSchema, 'a trajectory id', (panel, state) => InspectorPanel.restore(context, server, panel, state.trajectoryId));
 }

@@ -1,7 +1,8 @@
 /**
- * What the dashboard and inspector panels share: where the bundles are, the webview options
- * (scripts on, resources only from the bundle folder), the HTML shell, parsing what a webview posts,
- * and the log that bad messages and webview reports go to.
+ * What the dashboard, inspector and comparison panels share: where the bundles are, the webview
+ * options (scripts on, resources only from the bundle folder), the HTML shell, parsing what a
+ * webview posts, the log that bad messages and webview reports go to, and restoring panels after a
+ * reload.
  */
 import * as vscode from 'vscode';
 import type { z } from 'zod';
@@ -70,6 +71,35 @@ export function onWebviewMessage<S extends z.ZodType>(panel: vscode.WebviewPanel
 /** Writes a webview's own `log` message to the log, tagged with the webview. */
 export function logFromWebview(from: string, level: 'info' | 'warn' | 'error', message: string): void {
   panelLog()[level](`${from}: ${message}`);
+}
+
+/**
+ * Restores a panel type's panels after a reload: VS Code hands back each panel with the state its
+ * webview last saved (`setState`), and `restore` adopts it. A state that does not parse with
+ * `schema` (the webview never saved one, or an older one) is logged, saying what it lacked
+ * (`lacking`: `a run id`), and its panel closed. Call once on activation.
+ */
+export function registerPanelSerializer<S extends z.ZodType>(
+  context: vscode.ExtensionContext,
+  viewType: string,
+  from: string,
+  schema: S,
+  lacking: string,
+  restore: (panel: vscode.WebviewPanel, state: z.infer<S>) => void,
+): void {
+  context.subscriptions.push(
+    vscode.window.registerWebviewPanelSerializer(viewType, {
+      async deserializeWebviewPanel(panel: vscode.WebviewPanel, state: unknown) {
+        const parsed = schema.safeParse(state);
+        if (!parsed.success) {
+          panelLog().warn(`${from}: cannot restore a panel without ${lacking} in its state (${JSON.stringify(state)?.slice(0, 200)})`);
+          panel.dispose();
+          return;
+        }
+        restore(panel, parsed.data);
+      },
+    }),
+  );
 }
 
 /** An error's message for a webview banner. */
