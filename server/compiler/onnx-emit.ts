@@ -46,6 +46,8 @@ interface Emitter {
   shapeOf(n: Node): string;
   /** Name of the int64 [k] tensor of the refs' last dims (Shape + Concat), emitted once per ref list. */
   lastDimsOf(refs: readonly Node[]): string;
+  /** Name of the int64 tensor of n's dims but the last, then `last` (Shape + Concat), emitted once per pair. */
+  leadingDimsAnd(n: Node, last: number): string;
   push(node: OnnxNode): void;
 }
 
@@ -226,6 +228,18 @@ export interface EmitOptions {
    */
   readonly scatterAdd?: 'scatter' | 'select';
   /**
+   * How a MatMul by a transposed matrix, `matmul(x, transpose(W, [1, 0]))` (every `linear`: W is
+   * stored [out, in] as in PyTorch), is lowered: 'transpose' (default) emits the Transpose and the
+   * MatMul; ONNX Runtime's CPU provider fuses them (FusedMatMul) or folds the Transpose of a
+   * baked weight. 'gemm' emits Gemm(x, W, transB = 1), with x viewed as 2-D ([-1, in], two
+   * Reshapes, which alias their input) when its rank is higher, and leaves out the Transpose when
+   * nothing else reads it. ONNX Runtime's WebGPU provider does neither fusion: with the weights
+   * as graph inputs it transposed every weight on every run (625 Transposes a decode step at
+   * Qwen2.5-0.5B's shapes, 18% of the step's GPU time and a third of its host dispatch time on an
+   * H200: docs/gpu-vs-pytorch.md).
+   */
+  readonly transposedMatMul?: 'transpose' | 'gemm';
+  /**
    * Give an output computed by a node its public name on that node instead of through an
    * Identity (which copies the value on every run): the first output naming each such value. Off
    * by default; the fused decode graph sets it (2L + 1 fewer kernels a step).
@@ -277,6 +291,49 @@ function scatterAddLowering(n: Node): Lower {
     e.push({ opType: 'Where', inputs: [`${out}.hit`, `${out}.sum`, d], outputs: [out], attrs: [] });
   };
 }
+
+/** W of `transpose(W, [1, 0])` with W of rank 2, else null. */
+function transposedMatrix(t: Node): Node | null {
+  if (t.op !== 'transpose' || t.inputs[0]!.shape.length !== 2) return null;
+  const perm = attrInts(t.attrs, 'perm');
+  return perm[0] === 1 && perm[1] === 0 ? t.inputs[0]! : null;
+}
+
+/**
+ * For `transposedMatMul: 'gemm'`: the MatMuls to lower as Gemm (their right operand the transpose
+ * of a matrix of known size) and the Transposes no other node or output reads.
+ */
+function gemmPlan(order: readonly Node[], outputs: ReadonlyArray<readonly [string, Node]>): { matmuls: Set<number>; skipped: Set<number> } {
+  const matmuls = new Set<number>();
+  const readers = new Map<number, number>();
+  const gemmReaders = new Map<number, number>();
+  for (const n of order) {
+    for (const i of n.inputs) readers.set(i.id, (readers.get(i.id) ?? 0) + 1);
+    const t = n.op === 'matmul' ? n.inputs[1]! : null;
+    const w = t ? transposedMatrix(t) : null;
+    if (t && w && typeof w.shape[0] === 'number' && typeof w.shape[1] === 'number' && n.inputs[0]!.shape.length >= 2) {
+      matmuls.add(n.id);
+      gemmReaders.set(t.id, (gemmReaders.get(t.id) ?? 0) + 1);
+    }
+  }
+  for (const [, n] of outputs) readers.set(n.id, (readers.get(n.id) ?? 0) + 1);
+  const skipped = new Set([...gemmReaders].filter(([id, k]) => readers.get(id) === k).map(([id]) => id));
+  return { matmuls, skipped };
+}
+
+/** matmul(x, transpose(W)) as Gemm(x, W, transB = 1) on x viewed as [-1, in]. */
+const gemmLowering: Lower = (n, e, out) => {
+  const [x, t] = n.inputs as [Node, Node];
+  const w = transposedMatrix(t)!;
+  const [rows, cols] = w.shape as [number, number];
+  const gemm = (a: string, y: string) => e.push({ opType: 'Gemm', inputs: [a, e.name(w)], outputs: [y], attrs: [['transB', 1]] });
+  if (x.shape.length === 2) return gemm(e.name(x), out);
+  e.push({ opType: 'Reshape', inputs: [e.name(x), e.ints([-1, cols])], outputs: [`${out}.x2`], attrs: [] });
+  gemm(`${out}.x2`, `${out}.y2`);
+  // Back to x's leading dims and W's rows: static where known, else from x's shape at run time.
+  const target = n.shape.every((d) => typeof d === 'number') ? e.ints(n.shape as number[]) : e.leadingDimsAnd(x, rows);
+  e.push({ opType: 'Reshape', inputs: [`${out}.y2`, target], outputs: [out], attrs: [] });
+};
 
 /** Emits an ONNX model computing `outputs` (pairs of output name and node). */
 export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, options: EmitOptions): Uint8Array {
@@ -358,13 +415,30 @@ export function emitOnnx(outputs: ReadonlyArray<readonly [string, Node]>, option
       }
       return name;
     },
+    leadingDimsAnd: (n, last) => {
+      const key = `leading.${e.name(n)}.${last}`;
+      let name = lastDimsCache.get(key);
+      if (!name) {
+        const lead = `leadingdims.${e.name(n)}`;
+        if (!lastDimsCache.has(lead)) {
+          lastDimsCache.set(lead, lead);
+          nodes.push({ opType: 'Shape', inputs: [e.name(n)], outputs: [lead], attrs: [['end', -1]] });
+        }
+        name = key;
+        lastDimsCache.set(key, name);
+        nodes.push({ opType: 'Concat', inputs: [lead, e.ints([last])], outputs: [name], attrs: [['axis', 0]] });
+      }
+      return name;
+    },
     push: (node) => nodes.push(node),
   };
 
+  const gemms = options.transposedMatMul === 'gemm' ? gemmPlan(order, outputs) : { matmuls: new Set<number>(), skipped: new Set<number>() };
   for (const n of order) {
-    if (n.op === 'input' || n.op === 'constant' || n.op === 'select') continue;
-    const lower: Lower =
-      n.op === 'logSoftmax' && options.logSoftmax === 'primitives'
+    if (n.op === 'input' || n.op === 'constant' || n.op === 'select' || gemms.skipped.has(n.id)) continue;
+    const lower: Lower = gemms.matmuls.has(n.id)
+      ? gemmLowering
+      : n.op === 'logSoftmax' && options.logSoftmax === 'primitives'
         ? logSoftmaxFromPrimitives
         : n.op === 'scatterAdd' && options.scatterAdd === 'select'
           ? scatterAddLowering(n)

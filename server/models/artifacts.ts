@@ -45,7 +45,7 @@ function batchInputs(b: Graph) {
  * GPU: past [B,Hkv,P,D] in, the whole grown cache `cache.{i}.*` [B,Hkv,P+T,D] out, fed back at
  * the next step; the join attention needs anyway, so it costs no extra work).
  */
-export function buildDecode(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', cache: 'time-major' | 'device' = 'time-major'): Artifact {
+export function buildDecode(c: ModelConfig, lora: LoraSpec | null, dtype: DType = 'float32', cache: 'time-major' | 'device' = 'time-major', lowering: Lowering = {}): Artifact {
   const b = new Graph();
   const { Hkv, D, L } = modelDims(c);
   const m = declareModelInputs(b, c, dtype, lora);
@@ -62,7 +62,7 @@ export function buildDecode(c: ModelConfig, lora: LoraSpec | null, dtype: DType 
     const name = device ? 'cache' : 'present';
     outputs.push([`${name}.${i}.key`, p.key], [`${name}.${i}.value`, p.value]);
   });
-  return { bytes: emitOnnx(outputs, { name: device ? 'decode-device' : 'decode', doc: docOf(c, { lora }) }), tensorInputs: tensorInputNames(m), trainable: [], outputs: outputs.map(([n]) => n) };
+  return { bytes: emitOnnx(outputs, { name: device ? 'decode-device' : 'decode', doc: docOf(c, { lora }), ...lowering }), tensorInputs: tensorInputNames(m), trainable: [], outputs: outputs.map(([n]) => n) };
 }
 
 /**
@@ -107,16 +107,18 @@ export interface GraphOutputs {
 }
 
 /** Emission choices that depend on where a graph runs (`loweringFor`): the same math in other nodes. */
-export type Lowering = Pick<EmitOptions, 'logSoftmax' | 'scatterAdd'>;
+export type Lowering = Pick<EmitOptions, 'logSoftmax' | 'scatterAdd' | 'transposedMatMul'>;
 
 /**
  * ONNX Runtime's WebGPU provider has no LogSoftmax kernel and would run it on the CPU between GPU
- * nodes, so on WebGPU it is emitted as primitives; and its ScatterElements(add) fails once the
+ * nodes, so on WebGPU it is emitted as primitives; its ScatterElements(add) fails once the
  * log-prob pick's [N,V] adjoint outgrows one storage-buffer binding, so that scatter is a select
- * there (`EmitOptions.scatterAdd`). CPU and CUDA keep the fused kernels.
+ * there (`EmitOptions.scatterAdd`); and it fuses no Transpose into a MatMul, so products by a
+ * transposed weight are Gemms with transB there (`EmitOptions.transposedMatMul`). CPU and CUDA
+ * keep the fused kernels and fusions.
  */
 export function loweringFor(provider: ExecutionProviderName): Lowering {
-  return provider === 'webgpu' ? { logSoftmax: 'primitives', scatterAdd: 'select' } : {};
+  return provider === 'webgpu' ? { logSoftmax: 'primitives', scatterAdd: 'select', transposedMatMul: 'gemm' } : {};
 }
 
 function emit(g: GraphOutputs, name: string, doc: string, lowering: Lowering = {}): Artifact {

@@ -17,7 +17,7 @@ import { attention, linear, rmsNorm, silu, type LoraPair } from '../compiler/com
 import { dimMul, type Dim } from '../compiler/dims.ts';
 import { Graph, type Node } from '../compiler/ir.ts';
 import { toHalfPrecision } from '../compiler/half-precision.ts';
-import { emitOnnx } from '../compiler/onnx-emit.ts';
+import { emitOnnx, type EmitOptions } from '../compiler/onnx-emit.ts';
 import { type ModelConfig, modelDims, parameterShapes, ropeInverseFrequencies } from './model-config.ts';
 import type { QuantBits, QuantizedMatrix } from './quantize.ts';
 import { SAMPLE_OUTPUTS } from '../runtime/decode-inputs.ts';
@@ -54,6 +54,8 @@ export interface FusedDecodeOptions {
    * do not change when rows are stacked), with fewer, larger kernels.
    */
   readonly joinProjections?: boolean;
+  /** How products by a transposed weight are emitted (`EmitOptions.transposedMatMul`; artifacts.ts `loweringFor` picks it per provider). */
+  readonly transposedMatMul?: EmitOptions['transposedMatMul'];
   /**
    * Where the KV cache lives between steps (runtime/generate.ts `CacheLayout`): 'host' (default;
    * batch-major with capacity, read in place by `cachedAttention`) or 'device' (WebGPU: past
@@ -266,7 +268,7 @@ export function buildFusedDecode(c: ModelConfig, o: FusedDecodeOptions): FusedDe
     if (t) inits.set(name, new Uint8Array(t.buffer, t.byteOffset, t.byteLength));
   }
   const half = o.weights === 'fp16' ? toHalfPrecision(outputs, inits, { saturate: (n) => n.startsWith('attention_bias') }) : null;
-  const bytes = emitOnnx(half?.outputs ?? outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: half?.initializers ?? inits, outputsInPlace: true });
+  const bytes = emitOnnx(half?.outputs ?? outputs, { name: `decode-fused-${o.weights}`, doc: JSON.stringify({ model: c, lora: o.lora, weights: o.weights }), initializers: half?.initializers ?? inits, outputsInPlace: true, ...(o.transposedMatMul ? { transposedMatMul: o.transposedMatMul } : {}) });
   const tensorInputs = [...m.weights.keys(), ...(m.lora ? [...m.lora.keys()] : [])].filter((n) => used.has(n) && !inits.has(n));
   return { bytes, tensorInputs, outputs: outputs.map(([n]) => n), maxPositions, cacheLayout: onDevice ? 'device' : 'batch-major', sampling };
 }

@@ -295,7 +295,7 @@ export class Policy {
     // On WebGPU the KV cache stays on the GPU between steps (runtime/generate.ts, 'device').
     const cache = this.engine.provider === 'webgpu' ? 'device' : 'time-major';
     const key = cache === 'device' ? 'decode-device' : 'decode';
-    const a = await this.artifact(key, () => buildDecode(this.config, this.options.lora, 'float32', cache), cache === 'device' ? { outputsOnDevice: deviceCacheOutputs(this.config) } : {});
+    const a = await this.artifact(key, () => buildDecode(this.config, this.options.lora, 'float32', cache, loweringFor(this.engine.provider)), cache === 'device' ? { outputsOnDevice: deviceCacheOutputs(this.config) } : {});
     const params: Record<string, string> = {};
     for (const n of a.tensorInputs) params[n] = this.weightRes(n);
     return this.engine.generate({ ...run, session: this.sessionOf(key), params, contract: { numLayers: L, numKvHeads: Hkv, headDim: D, vocabSize: V, cacheLayout: cache } }, o.onStep);

@@ -14,6 +14,7 @@
  */
 import type { Engine } from '../runtime/engine.ts';
 import type { DecoderContract } from '../runtime/generate.ts';
+import { loweringFor } from './artifacts.ts';
 import { buildFusedDecode, quantBits, quantizedWeightNames, type FusedDecode, type RolloutWeights } from './decode-graph.ts';
 import { type ModelConfig, modelDims, parameterShapes, projectionName, projectionSize } from './model-config.ts';
 import { checkBlockSize, mergeLora, quantizeBlockwise, type QuantBits, type QuantizedMatrix } from './quantize.ts';
@@ -149,22 +150,27 @@ export class RolloutDecoder {
     const bakedBytes = kind === 'fp16' ? fp32Bytes / 2 : fp32Bytes; // fp16 bakes half-size copies
     // On WebGPU the KV cache stays on the GPU between steps (generate.ts 'device').
     const cache = this.src.engine.provider === 'webgpu' ? 'device' : 'host';
-    // Unset: decode-graph.ts decides by vocabulary size.
-    const sampleOnDevice = this.settings.sampleOnDevice === undefined ? {} : { sampleOnDevice: this.settings.sampleOnDevice };
+    // sampleOnDevice unset: decode-graph.ts decides by vocabulary size. The provider's lowering of
+    // products by transposed weights (Gemm on WebGPU).
+    const { transposedMatMul } = loweringFor(this.src.engine.provider);
+    const graphOptions = {
+      ...(this.settings.sampleOnDevice === undefined ? {} : { sampleOnDevice: this.settings.sampleOnDevice }),
+      ...(transposedMatMul ? { transposedMatMul } : {}),
+    };
     if (!bits && bakedBytes > maxBaked) {
       // Too large to bake: weights (and the adapter) stay inputs, fed from the residents.
-      return { ...buildFusedDecode(c, { weights: kind, lora: this.src.lora, cache, ...sampleOnDevice }), baked: false };
+      return { ...buildFusedDecode(c, { weights: kind, lora: this.src.lora, cache, ...graphOptions }), baked: false };
     }
     if (bits) {
       const quantized = await quantizeResidents(this.src, bits, this.settings.blockSize);
       // A large model bakes only its quantized codes; embedding, norms and biases (which LoRA
       // does not touch) stay inputs fed from the residents.
       const bake = bakedBytes <= maxBaked ? { baked: await unquantizedResidents(this.src) } : {};
-      return { ...buildFusedDecode(c, { weights: kind, lora: null, ...bake, quantized, cache, ...sampleOnDevice }), baked: true };
+      return { ...buildFusedDecode(c, { weights: kind, lora: null, ...bake, quantized, cache, ...graphOptions }), baked: true };
     }
     const { weights, adapter } = await this.src.snapshot();
     const merged = mergeAdapter(c, this.src.lora, weights, adapter);
-    return { ...buildFusedDecode(c, { weights: kind, lora: null, baked: merged, cache, ...sampleOnDevice }), baked: true };
+    return { ...buildFusedDecode(c, { weights: kind, lora: null, baked: merged, cache, ...graphOptions }), baked: true };
   }
 
   private choice(session: string, graph: Omit<FusedDecode, 'bytes'>): DecoderChoice {
