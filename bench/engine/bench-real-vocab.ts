@@ -65,6 +65,9 @@ const LORA = { rank: 8, alpha: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', '
 /** The int4 rollout decoder timed beside fp32: what `rollout: { weights: "int4", blockSize: 128 }` builds. */
 const INT4: DecodeSettings = { weights: 'int4', fusedDecode: true, blockSize: 128 };
 
+/** The case's workload, for `profile-both.ts` to profile the same steps. */
+export const realVocabWorkload = { train: TRAIN, decode: DECODE, microBatchTokens: MICRO_TOKENS, lora: LORA, int4: INT4 } as const;
+
 const mb = (kb: number) => kb / 1024;
 const rssMB = () => mb(process.resourceUsage().maxRSS);
 

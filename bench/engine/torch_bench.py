@@ -26,6 +26,8 @@ Commands
       N(0,1), old_logp = ref_logp = the batch's logp at the start, temperature 1, clip 0.2, kl 0.05,
       ent 0.01). Training runs on a copy of the loaded weights (each command starts from them).
       -> {ms: [per step], loss: [first, last], batch, seqLen}
+      "profile": k (optional) runs one more step under torch.profiler after the timed ones and adds
+      "profile": {...} (see PROFILES below).
   {"cmd":"forward","batch":B,"seqLen":T,"steps":n,"warmup":w,"loss":"ppo"}  forward + loss under
       torch.no_grad -> {ms: [...]}
   {"cmd":"decode","batch":64,"promptLen":P,"newTokens":N,"temperature":1.0,"topP":1.0,"steps":n,
@@ -42,8 +44,16 @@ Commands
       Attention in the one-token steps: "mulsum" (default; broadcast multiply + sum, ~2x faster than
       torch 1.13's CPU bmm for these shapes) or "matmul" (batched matmul). Prefill always uses matmul.
       -> {ms: [per run], prefillMs: [per run], tokens: B*N, tokPerSec (median)}
+      "profile": k (optional) runs one more generation with torch.profiler on over its N-1
+      single-token steps (the prefill is not profiled) and adds "profile": {...} (PROFILES below).
   {"cmd":"matmulPeak","n":512,"reps":r} -> {gflops, n, reps, ms}   (torch.mm of n x n float32)
   {"cmd":"quit"} -> {ok: true}, then exit.
+PROFILES ("profile": k, k the number of rows kept): torch.profiler's CPU events, averaged by op:
+  {steps (steps profiled), wallMs (the profiled span), selfMs (all ops' self time: wallMs less it is
+   Python and the profiler's own cost between ops), ops: [{op, selfMs, count, share of selfMs}] (top k
+   by self time), shapes: [{op, inputShapes, selfMs, count, share}] (top k by op and input shapes)}.
+  Self time is an op's wall time on the calling thread less its children's, OpenMP workers included,
+  so the shares add up to the step; the profiler adds a few microseconds to every op.
 Every successful reply also carries wallSec, cpuSec (process user+system time) and pageFaults (minor
 faults) for the whole command, and maxRssMB (the process's peak resident set so far): on a shared 2-vCPU VM, cpuSec far below wallSec * threads flags
 contention from other processes, and pageFaults should be ~0 in steady state (see MALLOC_TUNING).
@@ -333,6 +343,32 @@ def _loss(kind, logits, targets, mask, adv, old, ref, tw):
     raise ValueError(f"unknown loss {kind!r} (ppo or ce)")
 
 
+def _profiled(fn, steps, top):
+    """Runs fn() (`steps` steps of work) under torch.profiler (CPU events, input shapes); returns the
+    PROFILES summary per step, `top` rows each."""
+    from torch.profiler import ProfilerActivity, profile
+
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fn()
+    wall = (time.perf_counter() - t0) * 1e3
+    by_op = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in by_op) / 1e3
+
+    def rows(events, shapes):
+        out = []
+        for e in sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]:
+            r = {"op": e.key, "selfMs": e.self_cpu_time_total / 1e3 / steps, "count": e.count / steps,
+                 "share": (e.self_cpu_time_total / 1e3 / total) if total > 0 else 0.0}
+            if shapes:
+                r["inputShapes"] = [list(x) for x in e.input_shapes]
+            out.append(r)
+        return out
+
+    return {"steps": steps, "wallMs": wall / steps, "selfMs": total / steps,
+                   "ops": rows(by_op, False), "shapes": rows(prof.key_averages(group_by_input_shape=True), True)}
+
+
 def cmd_train_step(c):
     _need_model()
     B, T, ids, targets, adv = _batch(c)
@@ -351,20 +387,28 @@ def cmd_train_step(c):
         old, _ = tm.token_logp(f(ids), targets, 1.0)
     ref = old.clone()
     opt = torch.optim.AdamW(leaves, lr=1e-4, weight_decay=0.01, foreach=True)
-    ms, losses = [], []
-    for s in range(warmup + steps):
-        t0 = time.perf_counter()
+
+    def step():
         opt.zero_grad(set_to_none=True)
         loss = _loss(kind, f(ids), targets, mask, adv, old, ref, tw)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(leaves, 1.0)
         opt.step()
+        return loss
+
+    ms, losses = [], []
+    for s in range(warmup + steps):
+        t0 = time.perf_counter()
+        loss = step()
         dt = (time.perf_counter() - t0) * 1e3
         losses.append(float(loss))
         if s >= warmup:
             ms.append(round(dt, 3))
-    return {"ms": ms, "medianMs": _median(ms), "loss": [losses[0], losses[-1]], "batch": B, "seqLen": T,
-            "variant": "lora" if lora else S.variant}
+    out = {"ms": ms, "medianMs": _median(ms), "loss": [losses[0], losses[-1]], "batch": B, "seqLen": T,
+           "variant": "lora" if lora else S.variant}
+    if c.get("profile"):
+        out["profile"] = _profiled(step, 1, int(c["profile"]))
+    return out
 
 
 def cmd_forward(c):
@@ -428,37 +472,50 @@ def cmd_decode(c):
     fused = S.variant == "fused"
     fp = fuse_params(S.params, cfg) if fused else None
     cache = tm.KVCache(cfg, B, P + N, torch.float32) if cache_kind == "prealloc" else None
+
+    def prefill():
+        """Resets the cache and samples each row's first token from the prompt."""
+        cc = None
+        if cache is not None:
+            cache.length = 0
+        else:
+            cc = {"k": [None] * cfg["numLayers"], "v": [None] * cfg["numLayers"], "length": 0}
+        if fused:
+            logits = fused_forward(fp, cfg, prompt, rope, cache, cc, last_only=True)
+        else:
+            if cc is not None:
+                raise ValueError('decode: cache "cat" needs the fused variant')
+            logits = tm.forward(S.params, cfg, prompt, None, None, None, 0.0, cache, rope)
+        return sample(logits[:, -1], temperature, top_p, sampler, g), cc
+
+    def steps_after(tok, cc):
+        """The N-1 single-token steps, each sampling one more token per row."""
+        for _ in range(N - 1):
+            ids = tok[:, None]
+            if fused:
+                logits = fused_forward(fp, cfg, ids, rope, cache, cc, mulsum)
+            else:
+                logits = tm.forward(S.params, cfg, ids, None, None, None, 0.0, cache, rope)
+            tok = sample(logits[:, -1], temperature, top_p, sampler, g)
+
     ms, pre = [], []
+    out = {}
     with torch.inference_mode():
         for s in range(warmup + steps):
             t0 = time.perf_counter()
-            cc = None
-            if cache is not None:
-                cache.length = 0
-            else:
-                cc = {"k": [None] * cfg["numLayers"], "v": [None] * cfg["numLayers"], "length": 0}
-            if fused:
-                logits = fused_forward(fp, cfg, prompt, rope, cache, cc, last_only=True)
-            else:
-                if cc is not None:
-                    raise ValueError('decode: cache "cat" needs the fused variant')
-                logits = tm.forward(S.params, cfg, prompt, None, None, None, 0.0, cache, rope)
-            tok = sample(logits[:, -1], temperature, top_p, sampler, g)
+            tok, cc = prefill()
             t1 = time.perf_counter()
-            for _ in range(N - 1):
-                ids = tok[:, None]
-                if fused:
-                    logits = fused_forward(fp, cfg, ids, rope, cache, cc, mulsum)
-                else:
-                    logits = tm.forward(S.params, cfg, ids, None, None, None, 0.0, cache, rope)
-                tok = sample(logits[:, -1], temperature, top_p, sampler, g)
+            steps_after(tok, cc)
             t2 = time.perf_counter()
             if s >= warmup:
                 ms.append(round((t2 - t0) * 1e3, 3))
                 pre.append(round((t1 - t0) * 1e3, 3))
+        if c.get("profile") and N > 1:
+            tok, cc = prefill()
+            out["profile"] = _profiled(lambda: steps_after(tok, cc), N - 1, int(c["profile"]))
     med = _median(ms)
     return {"ms": ms, "prefillMs": pre, "tokens": B * N, "tokPerSec": B * N / (med / 1e3), "cache": cache_kind,
-            "sampler": sampler, "attention": attention if fused else "matmul", "variant": S.variant}
+            "sampler": sampler, "attention": attention if fused else "matmul", "variant": S.variant, **out}
 
 
 def cmd_matmul_peak(c):
