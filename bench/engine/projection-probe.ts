@@ -6,8 +6,12 @@
  * round by round. Prints microseconds per projection (median) and the ratio to fp32.
  *
  * Options (env): PROBE_SHAPES (M×K×N list, default the medium model's 64×320×320,64×320×896,
- * 64×896×320 and the default's 64×128×128,64×128×512), PROBE_THREADS (1), PROBE_ROUNDS (7).
+ * 64×896×320 and the default's 64×128×128,64×128×512), PROBE_THREADS (1), PROBE_ROUNDS (7),
+ * PROBE_VARIANTS (names below, comma-separated; default all; fp32 is always run, the ratios' base),
+ * PROBE_OUT (also write the medians and ratios there as JSON, with the load average at both ends).
  */
+import { writeFile } from 'node:fs/promises';
+import { cpus, loadavg } from 'node:os';
 import { Graph, type Node } from '../../server/compiler/ir.ts';
 import { emitOnnx } from '../../server/compiler/onnx-emit.ts';
 import { quantizeBlockwise, type QuantBits } from '../../server/models/quantize.ts';
@@ -28,7 +32,7 @@ interface Variant {
   readonly rank3?: boolean;
 }
 
-const variants: Variant[] = [
+const allVariants: Variant[] = [
   { name: 'fp32' },
   { name: 'fp32 3D', rank3: true },
   { name: 'int8 b32 acc4', bits: 8, blockSize: 32, accuracy: 4 },
@@ -41,6 +45,10 @@ const variants: Variant[] = [
   { name: 'int4 b32 acc1', bits: 4, blockSize: 32, accuracy: 1 },
   { name: 'int4 b32 acc0', bits: 4, blockSize: 32, accuracy: 0 },
 ];
+const wanted = process.env['PROBE_VARIANTS']?.split(',');
+const unknownVariants = wanted?.filter((n) => !allVariants.some((v) => v.name === n)) ?? [];
+if (unknownVariants.length) throw new Error(`PROBE_VARIANTS: unknown ${unknownVariants.join(', ')} (known: ${allVariants.map((v) => v.name).join(', ')})`);
+const variants = allVariants.filter((v) => v.name === 'fp32' || !wanted || wanted.includes(v.name));
 
 /** x [M,K] (or [M,1,K]) through REPS projections: K→N, then N→K, alternating, with baked weights. */
 function graph(M: number, K: number, N: number, v: Variant): Uint8Array {
@@ -69,6 +77,8 @@ function graph(M: number, K: number, N: number, v: Variant): Uint8Array {
 
 async function main(): Promise<void> {
   const engine = await Engine.start({ threads: THREADS, log: () => {} });
+  const load0 = loadavg()[0] ?? 0;
+  const rows: Array<{ shape: [number, number, number]; variant: string; usPerProjection: number; ratioToFp32: number; gflops: number; roundsUs: number[] }> = [];
   try {
     for (const [M, K, N] of SHAPES) {
       const ms = new Map<string, number[]>(variants.map((v) => [v.name, []]));
@@ -91,11 +101,17 @@ async function main(): Promise<void> {
       for (const v of variants) {
         const t = median(ms.get(v.name)!);
         console.log(`${v.name.padEnd(18)} ${t.toFixed(1).padStart(8)} µs  ${(base / t).toFixed(2)}x fp32  (${((2 * M * K * N) / t / 1e3).toFixed(1)} GFLOP/s)`);
+        rows.push({ shape: [M, K, N], variant: v.name, usPerProjection: t, ratioToFp32: base / t, gflops: (2 * M * K * N) / t / 1e3, roundsUs: ms.get(v.name)! });
       }
       for (const v of variants) await engine.releaseSession(`${M}x${K}x${N} ${v.name}`);
     }
   } finally {
     await engine.close();
+  }
+  const out = process.env['PROBE_OUT'];
+  if (out) {
+    await writeFile(out, `${JSON.stringify({ date: new Date().toISOString(), threads: THREADS, rounds: ROUNDS, chain: REPS, cpu: cpus()[0]?.model ?? 'unknown', loadAverage: { start: load0, end: loadavg()[0] ?? 0 }, note: 'µs per projection: median over rounds of 5 calls of a chain of REPS projections (K→N, N→K alternating); ratioToFp32 > 1 is faster than fp32', rows }, null, 2)}\n`);
+    console.log(`wrote ${out}`);
   }
 }
 

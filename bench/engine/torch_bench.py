@@ -95,10 +95,18 @@ def _parse_args():
 # every training step then re-faults ~10k pages (measured: 32-41k minor faults per 4 steps of the 10M
 # model, 0 with these settings). ORT keeps its memory in an arena, so for a fair baseline torch keeps
 # its heap too: the server re-executes itself once with these variables unless they are set already.
+# glibc cannot keep blocks over 32 MB (its largest mmap threshold): each is mmap'd on allocation and
+# unmapped on free, and PyTorch's CPU allocator caches nothing. At Qwen2.5-0.5B's vocabulary a PPO
+# step allocates ~16 fresh [4,128,151936] tensors (311 MB each) and faulted ~1.2M 4 KiB pages per step;
+# on these VMs a fault cost ~20 us of CPU (a fresh 311 MB fill_ 1.4-1.8 s against 15 ms into a reused
+# tensor; docs/performance.md, "Per-kernel profiles, both sides"), most of the step. glibc.malloc.hugetlb=1
+# (glibc >= 2.35; ignored before) madvises those blocks for transparent huge pages, so they fault 2 MiB
+# at a time: the same fill_ took 35 ms. The OS's THP mode must be "madvise" or "always".
 MALLOC_TUNING = {
     "MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024),
     "MALLOC_TRIM_THRESHOLD_": str(64 * 1024 ** 3),
     "MALLOC_TOP_PAD_": str(256 * 1024 * 1024),
+    "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
 }
 
 ARGS = _parse_args() if __name__ == "__main__" else argparse.Namespace(threads=2, variant="fused", no_malloc_tuning=True)
@@ -348,10 +356,11 @@ def _profiled(fn, steps, top):
     PROFILES summary per step, `top` rows each."""
     from torch.profiler import ProfilerActivity, profile
 
-    t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        # Timed inside the profiler: leaving it parses every event, seconds that are no op's.
+        t0 = time.perf_counter()
         fn()
-    wall = (time.perf_counter() - t0) * 1e3
+        wall = (time.perf_counter() - t0) * 1e3
     by_op = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in by_op) / 1e3
 
