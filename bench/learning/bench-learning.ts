@@ -52,7 +52,7 @@ import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-exper
 import type { Evaluation } from '../../server/rl/evaluate.ts';
 import { train, warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
-import { compareMethods, type ComparedMeasure, type MethodComparison } from './seed-stats.ts';
+import { compareMethods, mean, sampleSd, type ComparedMeasure, type MethodComparison } from './seed-stats.ts';
 import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -173,9 +173,7 @@ interface VariantResult {
 }
 
 function spread(xs: readonly number[]): Spread {
-  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
-  const std = xs.length > 1 ? Math.sqrt(xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (xs.length - 1)) : 0;
-  return { mean, std, min: Math.min(...xs), max: Math.max(...xs) };
+  return { mean: mean(xs), std: sampleSd(xs), min: Math.min(...xs), max: Math.max(...xs) };
 }
 
 function summarise(variant: string, config: string, runs: SeedRun[]): VariantResult {

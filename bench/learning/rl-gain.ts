@@ -10,7 +10,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { comparePaired, measured, type ComparedMeasure, type ComparedRun } from './seed-stats.ts';
+import { comparePaired, mean, measured, sampleSd as sd, type ComparedMeasure, type ComparedRun } from './seed-stats.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const args = process.argv.slice(2);
@@ -28,8 +28,6 @@ const stored = JSON.parse(await readFile(join(root, 'bench', 'results', 'learnin
 
 const NAMES: Record<Exclude<ComparedMeasure, 'testAfter'>, string> = { vsRandom: 'win rate vs random', optimalMoves: 'perfect moves, all positions' };
 const before = (run: StoredRun, m: ComparedMeasure): number | null => (m === 'testAfter' ? run.testBefore : (run[m]?.before ?? null));
-const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-const sd = (xs: readonly number[]) => (xs.length > 1 ? Math.sqrt(xs.reduce((a, x) => a + (x - mean(xs)) ** 2, 0) / (xs.length - 1)) : 0);
 const pct = (xs: readonly number[]) => `${(mean(xs) * 100).toFixed(1)}% ± ${(sd(xs) * 100).toFixed(1)}`;
 const pts = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
 

@@ -34,11 +34,14 @@ export function t975(df: number): number {
   return T975[Math.min(Math.floor(df), T975.length) - 1]!;
 }
 
-const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+/** The mean over seeds. */
+export const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 const variance = (xs: readonly number[]) => {
   const m = mean(xs);
   return xs.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1);
 };
+/** The spread over seeds: the sample (unbiased) standard deviation, 0 for a single seed. */
+export const sampleSd = (xs: readonly number[]): number => (xs.length > 1 ? Math.sqrt(variance(xs)) : 0);
 
 /** Whole enumerations only: past this many labellings the exact test is too slow for a report. */
 const MAX_PERMUTATIONS = 1 << 20;
