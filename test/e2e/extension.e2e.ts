@@ -21,6 +21,7 @@ import { processAlive } from '../../server/runs/run-lock.ts';
 import {
   activeEditor,
   activeTab,
+  answerInputBox,
   artifactsDir,
   editorLines,
   editorText,
@@ -626,9 +627,7 @@ test('a run is renamed, run again and deleted from the Runs view commands; its f
     // Rename: the row takes the new name.
     await runCommand(page, 'Troupe: Rename Run', { opensPicker: true });
     await pickItem(page, manageName);
-    await page.keyboard.press('Control+A');
-    await page.keyboard.type('managed run');
-    await page.keyboard.press('Enter');
+    await answerInputBox(page, manageName, 'managed run');
     const renamed = treeItem(sideBar, 'managed run');
     await renamed.waitFor({ timeout: 30_000 });
     await screenshot(page, 'extension-manage-renamed');

@@ -532,6 +532,34 @@ async function pick(
   }
 }
 
+/**
+ * Answers the input box that is open (one a command showed, e.g. after `pickItem`): waits for it
+ * to offer `shown` (its prefilled value), replaces that with `value` and accepts it. Typing
+ * before the box is there would go to whatever has the focus.
+ */
+export async function answerInputBox(page: Page, shown: string, value: string, timeoutMs = 30_000): Promise<void> {
+  const { widget, input } = quickInput(page);
+  try {
+    await page.waitForFunction(
+      (expected) => {
+        const box = document.querySelector<HTMLInputElement>('.quick-input-widget .quick-input-box input');
+        return box !== null && box.closest<HTMLElement>('.quick-input-widget')?.style.display !== 'none' && box.value === expected;
+      },
+      shown,
+      { timeout: timeoutMs },
+    );
+  } catch {
+    const open = await widget.isVisible();
+    throw new Error(
+      `no input box offering '${shown}' within ${seconds(timeoutMs)}; ` +
+        (open ? `the quick input holds '${await input.inputValue()}'` : `none is open; notifications:\n${await visibleText(page.locator('.notifications-toasts'))}`),
+    );
+  }
+  await input.fill(value);
+  await input.press('Enter');
+  await widget.waitFor({ state: 'hidden', timeout: timeoutMs });
+}
+
 export interface RunCommandOptions {
   /** How long the command may take to be offered (and to open its picker); default 30 s. */
   timeoutMs?: number;
@@ -568,7 +596,7 @@ export async function pickItem(page: Page, label: string | RegExp, timeoutMs = 3
     const placeholder = open ? await input.getAttribute('placeholder') : null;
     throw new Error(
       `no quick pick row labelled ${String(label)} within ${seconds(timeoutMs)}; ` +
-        (open ? `the picker ('${placeholder ?? ''}') shows:\n${await shownRows(rows)}` : 'no picker is open'),
+        (open ? `the picker ('${placeholder ?? ''}') shows:\n${await shownRows(rows)}` : `no picker is open; notifications:\n${await visibleText(page.locator('.notifications-toasts'))}`),
     );
   }
   // The list reuses row elements for the next picker's items, so the pick counts as accepted
@@ -693,11 +721,31 @@ export async function openView(page: Page, title: string, timeoutMs = 15_000): P
   const sideBar = page.locator('.part.sidebar');
   const header = sideBar.locator('.composite.title h2');
   // Clicking the entry of the container already shown would hide the side bar.
-  if (!((await sideBar.isVisible()) && (await header.innerText()).toLowerCase().startsWith(title.toLowerCase()))) {
-    await item.click();
-  }
+  const clicked = !((await sideBar.isVisible()) && (await header.innerText()).toLowerCase().startsWith(title.toLowerCase()));
+  if (clicked) await item.click();
   await header.filter({ hasText: new RegExp(`^\\s*${escapeRegExp(title)}`, 'i') }).waitFor({ timeout: timeoutMs });
+  // The click also moves the focus into the view, a moment after its header shows: a quick pick
+  // opened before that moment would close as the focus leaves it.
+  if (clicked) await waitForSideBarFocus(page, timeoutMs);
   return sideBar;
+}
+
+/**
+ * Waits until the keyboard focus is in the side bar. Commands that focus a view (Start Training
+ * focuses the Runs view, clicking an activity bar entry focuses its view) return before VS Code
+ * has moved the focus; a quick pick or input box shown in between closes when the focus arrives,
+ * as if it were cancelled. Tests wait for this before their next picker.
+ */
+export async function waitForSideBarFocus(page: Page, timeoutMs = 15_000): Promise<void> {
+  try {
+    await page.waitForFunction(() => document.activeElement?.closest('.part.sidebar') != null, undefined, { timeout: timeoutMs });
+  } catch {
+    const focused = await page.evaluate(() => {
+      const e = document.activeElement;
+      return e === null ? '(nothing)' : `${e.tagName.toLowerCase()}${e.className ? `.${String(e.className).trim().split(/\s+/).join('.')}` : ''}`;
+    });
+    throw new Error(`the focus did not move into the side bar within ${seconds(timeoutMs)}; it is on ${focused}`);
+  }
 }
 
 /** Waits for a notification toast containing `text` and returns it. */
