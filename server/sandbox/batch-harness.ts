@@ -139,9 +139,10 @@ def _wipe(work, keep):
 GRACE = 1.0  # seconds the pipes may stay open after the program exits (a straggler), as program-process.ts
 
 def _fork():
-    # RLIMIT_NPROC counts every process of the sandbox user, other sandboxes' included, and a
-    # killed sandbox's processes are released a moment after the kill: a fork refused with EAGAIN
-    # is retried for a while (not counted in the case's wall clock) before the batch gives up.
+    # RLIMIT_NPROC counts the processes of this sandbox's user namespace (the host user's, when
+    # unsandboxed), and a killed case's processes are released a moment after the kill: a fork
+    # refused with EAGAIN is retried for a while (not counted in the case's wall clock) before the
+    # batch gives up.
     delay = 0.005
     deadline = time.monotonic() + FORK_RETRY
     while True:

@@ -10,7 +10,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { homedir } from 'node:os';
+import { homedir, release } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { sandboxSchema, type SandboxConfig } from '../protocol/experiment-config.ts';
@@ -325,6 +325,30 @@ describe('sandbox', { skip }, () => {
     assert.match(results[1]!.stderr, /code is \d+ bytes/);
     assert.match(results[2]!.stderr, /stdin is \d+ bytes/);
     assert.match(results[3]!.stderr, /ruby/);
+  });
+
+  test("one program's fork bomb leaves another program's process limit whole", async (t) => {
+    // Every program runs as the same host user (nobody, for a root server), but in a user
+    // namespace of its own, and Linux 5.14 and later count RLIMIT_NPROC per user namespace: a bomb
+    // that fills its 16 refuses no fork to a program beside it, in this sandbox or another run's.
+    // (Unsandboxed, the count is the host user's: this test fails there, '0' forks of 8.)
+    const [major = 0, minor = 0] = release().split('.').map(Number);
+    if (major < 5 || (major === 5 && minor < 14)) return t.skip(`Linux ${release()} counts RLIMIT_NPROC per host user, not per user namespace (5.14 and later)`);
+    const bombs = await Sandbox.open(config('bubblewrap', { wallMs: 4000, cpuSeconds: 3, processes: 16 }), quiet);
+    const other = await Sandbox.open(config('bubblewrap', { processes: 16 }), quiet);
+    try {
+      const holding = 'import os, time\nwhile True:\n    try:\n        if os.fork() == 0:\n            time.sleep(30)\n            os._exit(0)\n    except OSError:\n        time.sleep(0.05)\n';
+      const bomb = bombs.run(py(holding));
+      await new Promise((r) => setTimeout(r, 1500)); // the bomb has filled its limit by now
+      const forks = 'import os\nn = 0\nfor i in range(8):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n    n += 1\nprint(n)\n';
+      const beside = await other.run(py(forks));
+      assert.equal(beside.status, 'ok', beside.stderr);
+      assert.equal(beside.stdout.trim(), '8', 'every fork of the program beside the bomb succeeded');
+      assert.equal((await bomb).status, 'timeout');
+    } finally {
+      await Promise.all([bombs.close(), other.close()]);
+    }
+    await noStraysWithin(3000);
   });
 
   test('runs at most `concurrency` programs at once, in request order', async () => {
