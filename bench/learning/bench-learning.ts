@@ -2,7 +2,7 @@
  * `npm run bench:learning` — AT-GRPO vs GRPO vs a single agent, same model, budget and tasks,
  * each with several run seeds.
  *
- * For each environment (configs/<env>/: plan-path, sokoban, sudoku, tic-tac-toe, math, code) the
+ * For each environment (configs/<env>/: plan-path, sokoban, sudoku, tic-tac-toe, math, code, hanabi) the
  * configs differ only in what is compared (a method with no config for an environment is skipped):
  *   at-grpo      configs/<env>/L2-lora.json         tool + plan, a LoRA adapter each, tree sampling
  *   grpo         configs/<env>/L2-grpo.json         same team, independent rollouts grouped per task
@@ -31,9 +31,14 @@
  * Tic-tac-toe is scored by its games against the minimax player (non-loss rate, both sides; minimax
  * picks among optimal moves, so games vary), not by self-play success; the win rate against the
  * random player and the perfect-move rate over all 4520 reachable positions are kept beside it
- * (`score`, `vsRandom`, `optimalMoves`), summarised and compared the same way.
+ * (`score`, `vsRandom`, `optimalMoves`), summarised and compared the same way. Hanabi is scored
+ * by the mean self-play score in points (`test/score`; its success only says that no game lost
+ * every fuse), with the policy's score beside the convention bot (`withBot`) and the bot team's
+ * score on the same test seeds (`botTeam`), the bar: each method after RL is compared with it
+ * (A − "bot team", paired by seed) and the chart draws the bot team's validation score as a line.
+ * Hanabi has only the specialization levels: LEARNING_VARIANTS=shared (L1) or separate (L3).
  *
- * Options (env): LEARNING_ENVS (default plan-path,sokoban; any of the six; plan-path-7x7 runs
+ * Options (env): LEARNING_ENVS (default plan-path,sokoban; any of the seven; plan-path-7x7 runs
  * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS (default
  * at-grpo,grpo,single,single-grpo; also shared, separate, single-tool), LEARNING_SEEDS (a count, seeds 1..N, or
  * a list "1,2,3", one seed alone as "4,"; default 3),
@@ -52,7 +57,8 @@ import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-exper
 import type { Evaluation } from '../../server/rl/evaluate.ts';
 import { train, warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
-import { compareMethods, mean, sampleSd, type ComparedMeasure, type MethodComparison } from './seed-stats.ts';
+import { measureUnits, score, scoreMetric, unitsOf, type ScoreMetric, type Units } from './run-score.ts';
+import { BOT_TEAM, compareMethods, compareWithBotTeam, mean, sampleSd, type ComparedMeasure, type ComparedRun, type MethodComparison } from './seed-stats.ts';
 import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -103,7 +109,7 @@ for (const v of VARIANTS) if (!files[v]) throw new Error(`LEARNING_VARIANTS: unk
  * and so on (configs live in a folder named after their environment).
  */
 function configSet(entry: string): { folder: string; suffix: string } {
-  const envs = ['plan-path', 'sokoban', 'sudoku', 'tic-tac-toe', 'math', 'code'];
+  const envs = ['plan-path', 'sokoban', 'sudoku', 'tic-tac-toe', 'math', 'code', 'hanabi'];
   const folder = envs.find((e) => entry === e || entry.startsWith(`${e}-`));
   if (!folder) throw new Error(`LEARNING_ENVS: ${JSON.stringify(entry)} names no environment's configs (${envs.join(', ')}, optionally with a suffix such as plan-path-7x7)`);
   return { folder, suffix: entry.slice(folder.length) };
@@ -117,25 +123,17 @@ function parseSeeds(text: string): number[] {
   return list;
 }
 
-/**
- * The score a run is judged by: success on the held-out seeds, except for a symmetric game
- * (tic-tac-toe), whose self-play success only says that nobody forfeited: there it is the non-loss
- * rate against the minimax player (perfect play, varied among optimal moves), both sides.
- */
-function score(ev: Evaluation): number {
-  return ev.opponents ? ev.opponents.minimax.nonLossRate : ev.success;
-}
-const SCORE_NAMES = { success: 'success on held-out seeds', 'non-loss vs minimax': 'non-loss rate against minimax, both sides' } as const;
-
-interface SeedRun {
+/** One seed's run; a scored game's `withBot` and `botTeam` (points) are ComparedRun's. */
+interface SeedRun extends ComparedRun {
   seed: number;
   /** What testBefore, testAfter and the curve measure (`score`). */
-  metric?: keyof typeof SCORE_NAMES;
+  metric?: ScoreMetric;
   /** A symmetric game's win rate against the random player, test before and after RL. */
   vsRandom?: { before: number; after: number } | null;
   /** Tic-tac-toe: the fraction of all 4520 reachable positions where the greedy move is perfect play's, test before and after RL. */
   optimalMoves?: { before: number; after: number } | null;
-  curve: Array<{ step: number; success: number; meanReward: number }>;
+  /** Per validated step `score` (named success for the stored runs), and for a scored game the scripted team's validation score. */
+  curve: Array<{ step: number; success: number; meanReward: number; botTeam?: number }>;
   /** Test success (held-out seeds apart from validation's) of the warm start and after RL; null without testEpisodes. */
   testBefore: number | null;
   testAfter: number | null;
@@ -148,6 +146,11 @@ interface SeedRun {
    * keys were recorded get them from their config as it is now.
    */
   warmStart?: Record<string, string> | null;
+}
+
+/** A validated step of a run's curve: its score, and for a scored game the scripted team's on the same seeds. */
+function curvePoint(step: number, v: Evaluation): SeedRun['curve'][number] {
+  return { step, success: score(v), meanReward: v.meanReward, ...(v.partners ? { botTeam: v.partners.botTeam } : {}) };
 }
 
 interface Spread {
@@ -212,12 +215,24 @@ function withStoredSeeds(fresh: VariantResult, stored: ReadonlyArray<Partial<Var
   return summarise(fresh.variant, fresh.config, runs);
 }
 
-/** The chart of one environment: mean validation success per step, banded from the lowest to the highest seed. */
+/**
+ * The chart of one environment: mean validation success per step, banded from the lowest to the
+ * highest seed; for a scored game the self-play score in points, with the scripted team's
+ * validation score (the same seeds at every step and run seed) as a dashed line.
+ */
 async function writeChart(outDir: string, env: string, rs: readonly VariantResult[]): Promise<void> {
-  const svg = lineChart(
-    `${env}: validation success, mean over seeds (band: lowest to highest)`,
-    rs.map((r) => ({ name: `${r.variant} (${r.seeds.length} seeds)`, points: r.curve.map((p) => [p.step, p.mean] as const), band: r.curve.map((p) => [p.step, p.min, p.max] as const) })),
-  );
+  const series = rs.map((r) => ({ name: `${r.variant} (${r.seeds.length} seeds)`, points: r.curve.map((p) => [p.step, p.mean] as const), band: r.curve.map((p) => [p.step, p.min, p.max] as const) }));
+  const bar = rs.flatMap((r) => r.runs.flatMap((run) => (run.curve[0]?.botTeam === undefined ? [] : [run.curve[0].botTeam])))[0];
+  const svg =
+    rs[0]?.runs[0]?.metric === 'self-play score'
+      ? lineChart(`${env}: validation self-play score, mean over seeds (band: lowest to highest)`, series, {
+          yLabel: 'validation score (points)',
+          points: true,
+          // Whole multiples of 5 (a colour's 5 cards), above every band and the bar.
+          yMax: 5 * Math.ceil(Math.max(1, bar ?? 0, ...rs.flatMap((r) => r.curve.map((p) => p.max))) / 5),
+          ...(bar === undefined ? {} : { reference: { value: bar, name: `bot team (${bar.toFixed(2)})` } }),
+        })
+      : lineChart(`${env}: validation success, mean over seeds (band: lowest to highest)`, series);
   await writeFile(join(outDir, `learning-${env}.svg`), svg);
 }
 
@@ -236,7 +251,7 @@ async function redrawCharts(): Promise<void> {
     (stored.comparisons ??= {})[env] = compareAll(withSeeds);
   }
   await writeFile(file, `${JSON.stringify(stored, null, 2)}\n`);
-  printComparisons(Object.fromEntries(ENVS.map((env) => [env, stored.comparisons![env]!])));
+  printComparisons(Object.fromEntries(ENVS.map((env) => [env, stored.comparisons![env]!])), Object.fromEntries(ENVS.map((env) => [env, envMetric(stored.results![env]!)])));
 }
 
 interface StoredResults {
@@ -259,21 +274,27 @@ async function fillWarmStartKeys(rs: readonly VariantResult[]): Promise<void> {
 
 /**
  * Every comparison of an environment's methods: on the test score after RL, and where the runs
- * carry them (tic-tac-toe), on the win rate against random and the perfect-move rate too.
+ * carry them (tic-tac-toe), on the win rate against random and the perfect-move rate too; for a
+ * scored game (Hanabi) on the score with the bot as partner, and each method against the bot team.
  */
 function compareAll(rs: readonly VariantResult[]): MethodComparison[] {
-  const measures: ComparedMeasure[] = ['testAfter', 'vsRandom', 'optimalMoves'];
-  return measures.flatMap((m) => compareMethods(COMPARISONS, rs, m));
+  const measures: ComparedMeasure[] = ['testAfter', 'vsRandom', 'optimalMoves', 'withBot'];
+  return [...measures.flatMap((m) => compareMethods(COMPARISONS, rs, m)), ...rs.flatMap(compareWithBotTeam)];
 }
 
-const MEASURE_NAMES: Record<ComparedMeasure, string> = { testAfter: 'test after RL', vsRandom: 'win rate vs random', optimalMoves: 'perfect moves, all positions' };
+const MEASURE_NAMES: Record<ComparedMeasure, string> = { testAfter: 'test after RL', vsRandom: 'win rate vs random', optimalMoves: 'perfect moves, all positions', withBot: 'with the bot as partner' };
 
-function printComparisons(byEnv: Record<string, MethodComparison[]>): void {
-  const pts = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
+/** The measure every run of an environment is judged by (its first stored run's). */
+function envMetric(rs: ReadonlyArray<Partial<VariantResult>>): ScoreMetric | undefined {
+  return rs.find((r) => Array.isArray(r.runs) && r.runs.length > 0)?.runs?.[0]?.metric;
+}
+
+function printComparisons(byEnv: Record<string, MethodComparison[]>, metrics: Record<string, ScoreMetric | undefined>): void {
   console.log('\n| environment | A − B | measure, after RL | paired | seeds | difference (points) | 95% CI | p (exact permutation) |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const [env, cs] of Object.entries(byEnv)) {
     for (const c of cs) {
+      const pts = measureUnits(c.metric ?? 'testAfter', metrics[env]).diff;
       const seeds = c.paired ? c.seedsA.join(',') : `${c.seedsA.join(',')} / ${c.seedsB.join(',')}`;
       const ci = c.ci95 ? `${pts(c.ci95[0])} to ${pts(c.ci95[1])}` : 'n/a';
       console.log(`| ${env} | ${c.a} − ${c.b} | ${MEASURE_NAMES[c.metric ?? 'testAfter']} | ${c.paired ? 'yes' : 'no'} | ${seeds} | ${pts(c.diff)}${c.perSeed ? ` (${c.perSeed.map(pts).join(', ')})` : ''} | ${ci} | ${c.p.toFixed(3)} |`);
@@ -331,18 +352,21 @@ async function main(): Promise<void> {
             ...(STEPS ? { steps: STEPS } : {}),
             log: (l) => process.stderr.write(`${l}\n`),
             onStep: (r) => {
-              if (r.validation) curve.push({ step: r.step, success: score(r.validation), meanReward: r.validation.meanReward });
+              if (r.validation) curve.push(curvePoint(r.step, r.validation));
               process.stderr.write(`  step ${r.step}/${r.steps} ${(r.ms / 1000).toFixed(1)}s train-success ${(r.trainSuccess * 100).toFixed(0)}%${r.validation ? ` val ${(r.validation.success * 100).toFixed(1)}%` : ''}\n`);
             },
           });
-          curve.unshift({ step: 0, success: s.initial ? score(s.initial) : Number.NaN, meanReward: s.initial?.meanReward ?? Number.NaN });
+          curve.unshift(s.initial ? curvePoint(0, s.initial) : { step: 0, success: Number.NaN, meanReward: Number.NaN });
           const vsRandom = s.initialTest?.opponents && s.finalTest?.opponents ? { before: s.initialTest.opponents.random.winRate, after: s.finalTest.opponents.random.winRate } : null;
           const optimalMoves = s.initialTest?.positions && s.finalTest?.positions ? { before: s.initialTest.positions.all.rate, after: s.finalTest.positions.all.rate } : null;
+          // Only scored games carry these, so the other environments' rows are written as before.
+          const scored = s.initialTest?.partners && s.finalTest?.partners ? { withBot: { before: s.initialTest.partners.withBot, after: s.finalTest.partners.withBot }, botTeam: s.finalTest.partners.botTeam } : {};
           runs.push({
             seed,
-            metric: s.initial?.opponents ? 'non-loss vs minimax' : 'success',
+            metric: s.initial ? scoreMetric(s.initial) : 'success',
             vsRandom,
             optimalMoves,
+            ...scored,
             curve,
             testBefore: s.initialTest ? score(s.initialTest) : null,
             testAfter: s.finalTest ? score(s.finalTest) : null,
@@ -386,8 +410,8 @@ async function main(): Promise<void> {
   }
   await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), results: { ...untouched, ...results }, comparisons } satisfies StoredResults, null, 2)}\n`);
   for (const [env, rs] of Object.entries(results)) await writeChart(outDir, env, rs);
-  const pct = (s: Spread | null) => (s ? `${(s.mean * 100).toFixed(1)}% ± ${(s.std * 100).toFixed(1)}` : 'n/a');
-  const pts = (s: Spread | null) => (s ? `${s.mean >= 0 ? '+' : ''}${(s.mean * 100).toFixed(1)} ± ${(s.std * 100).toFixed(1)} (${(s.min * 100).toFixed(1)} to ${(s.max * 100).toFixed(1)})` : 'n/a');
+  const level = (u: Units, s: Spread | null) => (s ? `${u.level(s.mean)} ± ${u.size(s.std)}` : 'n/a');
+  const gain = (u: Units, s: Spread | null) => (s ? `${u.diff(s.mean)} ± ${u.size(s.std)} (${u.size(s.min)} to ${u.size(s.max)})` : 'n/a');
   console.log('| environment | method | seeds | test: warm start | test: after RL | RL gain (points) | validation: step 0 → last | wall time |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const [env, rs] of Object.entries(results)) {
@@ -395,17 +419,21 @@ async function main(): Promise<void> {
       const first = r.curve[0] ?? null;
       const last = r.curve.at(-1) ?? null;
       const metric = r.runs[0]?.metric ?? 'success';
-      console.log(`| ${env}${metric === 'success' ? '' : ` (${metric})`} | ${r.variant} | ${r.seeds.join(',')} | ${pct(r.testBefore)} | ${pct(r.testAfter)} | ${pts(r.testGain)} | ${pct(first)} → ${pct(last)} | ${(r.wallSeconds / 60).toFixed(1)} min |`);
-      // Tic-tac-toe's other test measures, over the same seeds (no validation curve of their own).
-      for (const measure of ['vsRandom', 'optimalMoves'] as const) {
+      const u = unitsOf(metric);
+      console.log(`| ${env}${metric === 'success' ? '' : ` (${metric})`} | ${r.variant} | ${r.seeds.join(',')} | ${level(u, r.testBefore)} | ${level(u, r.testAfter)} | ${gain(u, r.testGain)} | ${level(u, first)} → ${level(u, last)} | ${(r.wallSeconds / 60).toFixed(1)} min |`);
+      // Tic-tac-toe's and Hanabi's other test measures, over the same seeds (no validation curve of their own).
+      for (const measure of ['vsRandom', 'optimalMoves', 'withBot'] as const) {
         const xs = r.runs.flatMap((run) => (run[measure] ? [run[measure]] : []));
         if (xs.length !== r.runs.length || xs.length === 0) continue;
-        const name = measure === 'vsRandom' ? 'win rate vs random' : 'perfect moves, all positions';
-        console.log(`| ${env} (${name}) | ${r.variant} | ${r.seeds.join(',')} | ${pct(spread(xs.map((x) => x.before)))} | ${pct(spread(xs.map((x) => x.after)))} | ${pts(spread(xs.map((x) => x.after - x.before)))} | | |`);
+        const mu = measureUnits(measure, metric);
+        console.log(`| ${env} (${MEASURE_NAMES[measure]}) | ${r.variant} | ${r.seeds.join(',')} | ${level(mu, spread(xs.map((x) => x.before)))} | ${level(mu, spread(xs.map((x) => x.after)))} | ${gain(mu, spread(xs.map((x) => x.after - x.before)))} | | |`);
       }
+      // The bar: the scripted team on the same test seeds, before and after alike.
+      const bars = r.runs.flatMap((run) => (run.botTeam === undefined ? [] : [run.botTeam]));
+      if (bars.length === r.runs.length && bars.length > 0) console.log(`| ${env} (${BOT_TEAM}, the bar) | ${r.variant} | ${r.seeds.join(',')} | ${level(u, spread(bars))} | ${level(u, spread(bars))} | | | |`);
     }
   }
-  printComparisons(Object.fromEntries(Object.keys(results).map((env) => [env, comparisons[env]!])));
+  printComparisons(Object.fromEntries(Object.keys(results).map((env) => [env, comparisons[env]!])), Object.fromEntries(Object.keys(results).map((env) => [env, envMetric(results[env]!)])));
 }
 
 main().catch((e: unknown) => {

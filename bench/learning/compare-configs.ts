@@ -59,7 +59,7 @@ const summary = methods.map((m) => ({
 }));
 const comparisons: MethodComparison[] = MEASURES.flatMap((measure) => compareMethods(entries.slice(1).map((e) => [e, entries[0]!] as const), methods, measure));
 
-const NAMES: Record<ComparedMeasure, string> = { testAfter: 'test score', vsRandom: 'win rate vs random', optimalMoves: 'perfect moves, all positions' };
+const NAMES: Record<ComparedMeasure, string> = { testAfter: 'test score', vsRandom: 'win rate vs random', optimalMoves: 'perfect moves, all positions', withBot: 'score with the bot as partner' };
 for (const measure of MEASURES) {
   console.log(`\n${NAMES[measure]} (${variant}), before → after RL per seed; median after, median gain`);
   console.log('| config | seeds | per seed | median after | median gain |');

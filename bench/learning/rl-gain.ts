@@ -10,6 +10,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { measureUnits, type ScoreMetric } from './run-score.ts';
 import { comparePaired, mean, measured, sampleSd as sd, type ComparedMeasure, type ComparedRun } from './seed-stats.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -21,15 +22,13 @@ if (entries.length === 0 || (at >= 0 && !only)) throw new Error('usage: rl-gain.
 
 interface StoredRun extends ComparedRun {
   testBefore: number | null;
-  /** What the test score is: success, or a symmetric game's non-loss rate against minimax. */
-  metric?: string;
+  /** What the test score is: success, a symmetric game's non-loss rate against minimax, or a scored game's self-play score. */
+  metric?: ScoreMetric;
 }
 const stored = JSON.parse(await readFile(join(root, 'bench', 'results', 'learning.json'), 'utf8')) as { results: Record<string, Array<{ variant: string; runs?: StoredRun[] }>> };
 
-const NAMES: Record<Exclude<ComparedMeasure, 'testAfter'>, string> = { vsRandom: 'win rate vs random', optimalMoves: 'perfect moves, all positions' };
+const NAMES: Record<Exclude<ComparedMeasure, 'testAfter'>, string> = { vsRandom: 'win rate vs random', optimalMoves: 'perfect moves, all positions', withBot: 'score with the bot as partner' };
 const before = (run: StoredRun, m: ComparedMeasure): number | null => (m === 'testAfter' ? run.testBefore : (run[m]?.before ?? null));
-const pct = (xs: readonly number[]) => `${(mean(xs) * 100).toFixed(1)}% ± ${(sd(xs) * 100).toFixed(1)}`;
-const pts = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
 
 console.log('| entry | method | measure | seeds | warm start | after RL | RL gain, per seed | mean gain | 95% CI | p (exact sign flip) |');
 console.log('|---|---|---|---|---|---|---|---|---|---|');
@@ -37,7 +36,9 @@ for (const entry of entries) {
   const methods = (stored.results[entry] ?? []).filter((r): r is { variant: string; runs: StoredRun[] } => Array.isArray(r.runs) && (!only || r.variant === only));
   if (methods.length === 0) throw new Error(`bench/results/learning.json has no ${only ? `${only} ` : ''}runs for ${JSON.stringify(entry)}`);
   for (const m of methods) {
-    for (const measure of ['testAfter', 'vsRandom', 'optimalMoves'] as const) {
+    for (const measure of ['testAfter', 'vsRandom', 'optimalMoves', 'withBot'] as const) {
+      const u = measureUnits(measure, m.runs[0]?.metric);
+      const level = (xs: readonly number[]) => `${u.level(mean(xs))} ± ${u.size(sd(xs))}`;
       const runs = m.runs.flatMap((r) => {
         const b = before(r, measure);
         const a = measured(r, measure);
@@ -45,8 +46,8 @@ for (const entry of entries) {
       });
       if (runs.length === 0) continue;
       const c = comparePaired(runs.map((r) => r.seed), runs.map((r) => r.after), runs.map((r) => r.before));
-      const ci = c.ci95 ? `${pts(c.ci95[0])} to ${pts(c.ci95[1])}` : 'n/a';
-      console.log(`| ${entry} | ${m.variant} | ${measure === 'testAfter' ? (m.runs[0]?.metric ?? 'success') : NAMES[measure]} | ${c.seedsA.join(',')} | ${pct(runs.map((r) => r.before))} | ${pct(runs.map((r) => r.after))} | ${c.perSeed!.map(pts).join(', ')} | **${pts(c.diff)}** ± ${(sd(c.perSeed!) * 100).toFixed(1)} | ${ci} | ${c.p.toFixed(3)} |`);
+      const ci = c.ci95 ? `${u.diff(c.ci95[0])} to ${u.diff(c.ci95[1])}` : 'n/a';
+      console.log(`| ${entry} | ${m.variant} | ${measure === 'testAfter' ? (m.runs[0]?.metric ?? 'success') : NAMES[measure]} | ${c.seedsA.join(',')} | ${level(runs.map((r) => r.before))} | ${level(runs.map((r) => r.after))} | ${c.perSeed!.map(u.diff).join(', ')} | **${u.diff(c.diff)}** ± ${u.size(sd(c.perSeed!))} | ${ci} | ${c.p.toFixed(3)} |`);
     }
   }
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { compareMethods, comparePaired, compareUnpaired, sameWarmStart, t975 } from './seed-stats.ts';
+import { BOT_TEAM, compareMethods, comparePaired, compareUnpaired, compareWithBotTeam, sameWarmStart, t975 } from './seed-stats.ts';
 
 const close = (x: number, y: number, tol = 1e-3) => assert.ok(Math.abs(x - y) < tol, `${x} is not ${y}`);
 
@@ -122,5 +122,29 @@ describe('comparing methods', () => {
     assert.deepEqual(onRandom!.seedsA, [1, 2]);
     assert.deepEqual(onRandom!.perSeed!.map((x) => Math.round(x * 100)), [30, 20]);
     assert.deepEqual(compareMethods([['team', 'grpo']], methods, 'optimalMoves'), []);
+  });
+});
+
+describe('a method against the bot team', () => {
+  it('is the per-seed difference from the bar on the same test seeds, with a t interval', () => {
+    const [c] = compareWithBotTeam({ variant: 'shared', runs: [
+      { seed: 1, testAfter: 12, botTeam: 11 },
+      { seed: 2, testAfter: 10, botTeam: 11 },
+      { seed: 3, testAfter: 14, botTeam: 11 },
+      // No test after RL: left out.
+      { seed: 4, testAfter: null, botTeam: 11 },
+    ] });
+    assert.ok(c);
+    assert.equal(c.a, 'shared');
+    assert.equal(c.b, BOT_TEAM);
+    assert.deepEqual(c.seedsA, [1, 2, 3]);
+    assert.deepEqual(c.perSeed, [1, -1, 3]);
+    close(c.diff, 1);
+    // sd 2, se 2/sqrt(3), t(2) 4.303.
+    close(c.ci95![0], 1 - 4.303 * 2 / Math.sqrt(3));
+  });
+
+  it('runs without a bar (other environments) give no comparison', () => {
+    assert.deepEqual(compareWithBotTeam({ variant: 'at-grpo', runs: [{ seed: 1, testAfter: 0.5 }] }), []);
   });
 });

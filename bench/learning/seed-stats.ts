@@ -114,6 +114,10 @@ export interface ComparedRun {
   /** Tic-tac-toe's other measures, test before and after RL (see bench-learning's SeedRun). */
   vsRandom?: { before: number; after: number } | null;
   optimalMoves?: { before: number; after: number } | null;
+  /** A scored game's (Hanabi's) self-play score with the scripted partner in the other seats, test before and after RL. */
+  withBot?: { before: number; after: number } | null;
+  /** A scored game: the scripted team's mean score on the same test seeds (points), the bar. */
+  botTeam?: number;
   /** Warm-start cache key per base model (null: no warm start; absent: not known). */
   warmStart?: Record<string, string> | null;
 }
@@ -122,14 +126,15 @@ export interface MethodComparison extends SeedComparison {
   a: string;
   b: string;
   /**
-   * What is compared, after RL, a fraction: the run's score on the test (`testAfter`), or for
-   * tic-tac-toe its win rate against random (`vsRandom`) or its perfect-move rate over all
-   * positions (`optimalMoves`).
+   * What is compared, after RL: the run's score on the test (`testAfter`: a fraction, or a scored
+   * game's points), or for tic-tac-toe its win rate against random (`vsRandom`) or its
+   * perfect-move rate over all positions (`optimalMoves`), or for a scored game its score with the
+   * scripted partner (`withBot`, points).
    */
   metric: ComparedMeasure;
 }
 
-export type ComparedMeasure = 'testAfter' | 'vsRandom' | 'optimalMoves';
+export type ComparedMeasure = 'testAfter' | 'vsRandom' | 'optimalMoves' | 'withBot';
 
 /** A run's value of `measure` after RL, or null where the run has none. */
 export function measured(run: ComparedRun, measure: ComparedMeasure): number | null {
@@ -171,4 +176,19 @@ export function compareMethods(pairs: ReadonlyArray<readonly [string, string]>, 
     out.push({ a, b, metric: measure, ...c });
   }
   return out;
+}
+
+/** The scripted team (Hanabi's convention bot in every seat) as side B of a comparison: the bar. */
+export const BOT_TEAM = 'bot team';
+
+/**
+ * A method's test score after RL − the scripted team's on the same test seeds (`botTeam`), paired
+ * by run seed. Every run tests on the same seeds, so the bar is one number and the interval is
+ * the method's spread over seeds; runs without a bar (other environments) give no comparison.
+ */
+export function compareWithBotTeam(method: { variant: string; runs: readonly ComparedRun[] }): MethodComparison[] {
+  const runs = method.runs.flatMap((r) => (r.testAfter === null || r.botTeam === undefined ? [] : [{ seed: r.seed, after: r.testAfter, bar: r.botTeam }]));
+  if (runs.length === 0) return [];
+  const c = comparePaired(runs.map((x) => x.seed), runs.map((x) => x.after), runs.map((x) => x.bar));
+  return [{ a: method.variant, b: BOT_TEAM, metric: 'testAfter', ...c }];
 }
