@@ -25,16 +25,8 @@
  */
 import { z } from 'zod';
 import type { Parsed } from './action-text.ts';
-import {
-  checkActor,
-  checkAgent,
-  copyStats,
-  emptyStats,
-  roundReward,
-  type AgentStats,
-  type AgentTurnResult,
-  type Environment,
-} from './environment.ts';
+import { checkActor, checkAgent, roundReward, type AgentTurnResult, type Environment } from './environment.ts';
+import { RoundRobinEnvironment } from './round-robin.ts';
 
 /**
  * Local reward for a response that does not parse. The reference's agents score an empty or
@@ -132,39 +124,30 @@ export const acceptAnswer = 'accept';
 const teamAgents = ['tool', 'plan'] as const;
 const singleAgents = ['solo'] as const;
 
-export class PuzzleEnvironment<A> implements Environment {
+export class PuzzleEnvironment<A> extends RoundRobinEnvironment implements Environment {
   readonly name: string;
   readonly seed: number;
-  readonly agents: readonly string[];
-  readonly maxTurns: number;
   readonly optimalMoves: number;
   readonly variant: PuzzleVariant;
   readonly verdictToPlanner: boolean;
   readonly reportToTool: boolean;
   readonly planAccepts: boolean;
   #state: PuzzleState<A>;
-  #turn = 0;
-  #next = 0; // index into agents
-  #done = false;
-  #success = false;
   #report: string | null = null; // the tool's report line of this round, with the verdict
   #planReport: string | null = null; // what the planner is shown of it (verdictToPlanner)
   #lastReport: string | null = null; // the previous round's report, shown to the tool with reportToTool
   #proposal: A | null = null; // the tool's parsed proposal of this round
-  #stats: Record<string, AgentStats>;
 
   constructor(name: string, seed: number, state: PuzzleState<A>, options: WorkflowOptions) {
+    super(options.variant === 'team' ? teamAgents : singleAgents, options.maxTurns);
     this.name = name;
     this.seed = seed;
     this.variant = options.variant;
     this.verdictToPlanner = options.verdictToPlanner ?? true;
     this.reportToTool = options.reportToTool ?? false;
     this.planAccepts = options.planAccepts ?? false;
-    this.agents = options.variant === 'team' ? teamAgents : singleAgents;
-    this.maxTurns = options.maxTurns;
     this.optimalMoves = state.optimalMoves;
     this.#state = state;
-    this.#stats = emptyStats(this.agents);
   }
 
   /** A fresh episode on a generated puzzle. */
@@ -174,26 +157,9 @@ export class PuzzleEnvironment<A> implements Environment {
     return new PuzzleEnvironment(name, seed, state, options);
   }
 
-  get turn(): number {
-    return this.#turn;
-  }
-  get done(): boolean {
-    return this.#done;
-  }
-  get success(): boolean {
-    return this.#success;
-  }
-  get stats(): Readonly<Record<string, Readonly<AgentStats>>> {
-    return copyStats(this.#stats);
-  }
-
-  currentAgent(): string {
-    return this.agents[this.#next] as string;
-  }
-
   observe(agent: string): string {
     checkAgent(this, agent);
-    const lines = [`${this.#state.title}, turn ${Math.min(this.#turn + 1, this.maxTurns)}/${this.maxTurns}`, this.#state.render()];
+    const lines = [`${this.#state.title}, turn ${Math.min(this.turn + 1, this.maxTurns)}/${this.maxTurns}`, this.#state.render()];
     if (agent === 'plan') lines.push(this.#planReport ?? 'tool: no report');
     // With `reportToTool` the tool sees how its previous proposal fared.
     else if (agent === 'tool' && this.reportToTool && this.#lastReport !== null) lines.push(`last ${this.#lastReport}`);
@@ -203,7 +169,7 @@ export class PuzzleEnvironment<A> implements Environment {
 
   act(agent: string, text: string): AgentTurnResult {
     checkActor(this, agent);
-    const stats = this.#stats[agent] as AgentStats;
+    const stats = this.rounds.stats[agent]!;
     stats.acts++;
     const parsed: Parsed<A> & { accepted?: boolean } = agent === 'plan' ? this.#parseCommit(text) : this.#state.parse(text);
     if (!parsed.ok) stats.parseErrors++;
@@ -246,8 +212,8 @@ export class PuzzleEnvironment<A> implements Environment {
       teamReward: roundReward(teamReward),
       localReward: roundReward(localReward),
       parseError: parsed.ok ? null : parsed.error,
-      done: this.#done,
-      success: this.#success,
+      done: this.rounds.done,
+      success: this.rounds.success,
       info,
     };
   }
@@ -264,23 +230,13 @@ export class PuzzleEnvironment<A> implements Environment {
 
   /** Moves to the next agent; a round ends after the last agent, and the episode may end with it. */
   #advance(): void {
-    const committed = this.#next === this.agents.length - 1;
-    if (committed) {
-      this.#lastReport = this.#report;
-      this.#report = null;
-      this.#planReport = null;
-      this.#proposal = null;
-      this.#turn++;
-      this.#next = 0;
-      if (this.#state.solved) {
-        this.#done = true;
-        this.#success = true;
-      } else if (this.#state.stuck || this.#turn >= this.maxTurns) {
-        this.#done = true;
-      }
-    } else {
-      this.#next++;
-    }
+    if (!this.rounds.pass()) return;
+    this.#lastReport = this.#report;
+    this.#report = null;
+    this.#planReport = null;
+    this.#proposal = null;
+    if (this.#state.solved) this.rounds.success = true;
+    if (this.#state.solved || this.#state.stuck) this.rounds.done = true;
   }
 
   clone(): PuzzleEnvironment<A> {
@@ -291,15 +247,11 @@ export class PuzzleEnvironment<A> implements Environment {
       reportToTool: this.reportToTool,
       planAccepts: this.planAccepts,
     });
-    copy.#turn = this.#turn;
-    copy.#next = this.#next;
-    copy.#done = this.#done;
-    copy.#success = this.#success;
+    copy.rounds = this.rounds.copy();
     copy.#report = this.#report;
     copy.#planReport = this.#planReport;
     copy.#lastReport = this.#lastReport;
     copy.#proposal = this.#proposal; // never mutated: apply() reads actions
-    copy.#stats = copyStats(this.#stats);
     return copy;
   }
 
@@ -311,7 +263,7 @@ export class PuzzleEnvironment<A> implements Environment {
    */
   solution(agent: string): string {
     checkAgent(this, agent);
-    if (this.#done) throw new Error(`${this.name}: no solution once the episode is over`);
+    if (this.rounds.done) throw new Error(`${this.name}: no solution once the episode is over`);
     const best = this.#state.solve();
     if (agent === 'plan' && this.#proposal !== null) {
       const proposal = this.#proposal;
@@ -323,7 +275,7 @@ export class PuzzleEnvironment<A> implements Environment {
 
   flawedSolution(agent: string, variant: number): string | null {
     checkAgent(this, agent);
-    if (this.#done) throw new Error(`${this.name}: no solution once the episode is over`);
+    if (this.rounds.done) throw new Error(`${this.name}: no solution once the episode is over`);
     const flawed = this.#state.flaw(this.#state.solve(), variant);
     return flawed === null ? null : this.#state.format(flawed);
   }

@@ -43,7 +43,8 @@ import { z } from 'zod';
 import type { Execution, ProgramRequest } from '../../protocol/trajectory.ts';
 import type { Parsed } from '../action-text.ts';
 import { exceptionName } from '../program-acts.ts';
-import { checkActor, checkAgent, checkSeed, copyStats, emptyStats, parseOptions, roundReward, type AgentStats, type AgentTurnResult, type Environment, type EnvironmentFactory } from '../environment.ts';
+import { checkActor, checkAgent, checkSeed, parseOptions, roundReward, type AgentTurnResult, type Environment, type EnvironmentFactory } from '../environment.ts';
+import { RoundRobinEnvironment } from '../round-robin.ts';
 import { codeTiers, generateCodeTask, MAX_HIDDEN_TESTS, normaliseOutput, type CodeTask, type CodeTest } from './code-tasks.ts';
 
 export const codeVariants = ['team', 'single'] as const;
@@ -123,52 +124,27 @@ function outcome(e: Execution): string {
   return e.status;
 }
 
-export class CodeEnvironment implements Environment {
+export class CodeEnvironment extends RoundRobinEnvironment implements Environment {
   readonly name = 'code';
   readonly seed: number;
-  readonly agents: readonly string[];
-  readonly maxTurns: number;
   readonly optimalMoves = null;
   readonly options: CodeOptions;
   readonly task: CodeTask;
-  #turn = 0;
-  #next = 0;
-  #done = false;
-  #success = false;
   #program: string | null = null; // this round's program, which the tester's test runs against
   #last: string | null = null; // the previous round's mismatch, for both agents
-  #stats: Record<string, AgentStats>;
 
   /** `task` replaces the generated one (a dataset task); it is not copied, so it must not change. */
   constructor(seed: number, options: CodeOptions, task?: CodeTask) {
+    super(agentsOf[options.variant], options.variant === 'team' ? options.maxTurns : 1);
     this.seed = seed;
     this.options = Object.freeze({ ...options, tiers: [...options.tiers] });
-    this.agents = agentsOf[options.variant];
-    this.maxTurns = options.variant === 'team' ? options.maxTurns : 1;
     this.task = task ?? generateCodeTask(seed, options.tiers);
     if (this.task.tests.length === 0) throw new Error(`code: task ${this.task.source} has no hidden tests`);
-    this.#stats = emptyStats(this.agents);
   }
 
-  get turn(): number {
-    return this.#turn;
-  }
-  get done(): boolean {
-    return this.#done;
-  }
-  get success(): boolean {
-    return this.#success;
-  }
-  get stats(): Readonly<Record<string, Readonly<AgentStats>>> {
-    return copyStats(this.#stats);
-  }
   /** The hidden tests a coder's program runs on. */
   get hiddenTests(): readonly CodeTest[] {
     return this.task.tests.slice(0, MAX_HIDDEN_TESTS);
-  }
-
-  currentAgent(): string {
-    return this.agents[this.#next]!;
   }
 
   observe(agent: string): string {
@@ -192,19 +168,19 @@ export class CodeEnvironment implements Environment {
 
   act(agent: string, text: string, executions: readonly Execution[] = []): AgentTurnResult {
     checkActor(this, agent);
-    this.#stats[agent]!.acts++;
+    this.rounds.stats[agent]!.acts++;
     const r = agent === 'coder' ? this.#actCoder(text, executions) : this.#actTester(text, executions);
     this.#advance();
-    return { ...r, teamReward: roundReward(r.teamReward), localReward: roundReward(r.localReward), done: this.#done, success: this.#success };
+    return { ...r, teamReward: roundReward(r.teamReward), localReward: roundReward(r.localReward), done: this.rounds.done, success: this.rounds.success };
   }
 
   #actCoder(text: string, executions: readonly Execution[]): Omit<AgentTurnResult, 'done' | 'success'> {
-    const stats = this.#stats['coder']!;
+    const stats = this.rounds.stats['coder']!;
     const p = parseProgram(text);
     this.#program = p.ok ? p.action : null;
     if (!p.ok) {
       stats.parseErrors++;
-      this.#success = false;
+      this.rounds.success = false;
       return { teamReward: 0, localReward: codeRewards.failed, parseError: p.error, info: `parse error: ${p.error}` };
     }
     const tests = this.hiddenTests;
@@ -213,13 +189,13 @@ export class CodeEnvironment implements Environment {
     const failedRun = executions.find((e) => e.status !== 'ok');
     if (failedRun) stats.invalidMoves++;
     const ratio = passed / tests.length;
-    this.#success = passed === tests.length;
-    if (this.options.variant === 'single') this.#done = true;
+    this.rounds.success = passed === tests.length;
+    if (this.options.variant === 'single') this.rounds.done = true;
     return { teamReward: ratio, localReward: ratio, parseError: null, info: `passed ${passed}/${tests.length} hidden tests${failedRun ? ` (a run ended: ${outcome(failedRun)})` : ''}` };
   }
 
   #actTester(text: string, executions: readonly Execution[]): Omit<AgentTurnResult, 'done' | 'success'> {
-    const stats = this.#stats['tester']!;
+    const stats = this.rounds.stats['tester']!;
     const t = parseTest(text);
     if (!t.ok) {
       stats.parseErrors++;
@@ -244,45 +220,34 @@ export class CodeEnvironment implements Environment {
       verdict = agrees ? 'agrees with the reference' : 'disagrees with the reference';
     }
     const aligned = coder !== null && passes(coder, test.output);
-    if (aligned) this.#done = true;
+    if (aligned) this.rounds.done = true;
     this.#last = `in ${shown(test.input)}, want ${shown(test.output)}, got ${coder === null ? 'no program' : outcome(coder)}`;
     return { teamReward: 0, localReward, parseError: null, info: `test ${verdict}; the program ${aligned ? 'passes' : 'fails'} it` };
   }
 
   #advance(): void {
-    if (this.#next < this.agents.length - 1) {
-      this.#next++;
-      return;
-    }
-    this.#next = 0;
-    this.#turn++;
-    this.#program = null;
-    if (this.#turn >= this.maxTurns) this.#done = true;
+    if (this.rounds.pass()) this.#program = null;
   }
 
   clone(): CodeEnvironment {
     const copy = new CodeEnvironment(this.seed, this.options, this.task);
-    copy.#turn = this.#turn;
-    copy.#next = this.#next;
-    copy.#done = this.#done;
-    copy.#success = this.#success;
+    copy.rounds = this.rounds.copy();
     copy.#program = this.#program;
     copy.#last = this.#last;
-    copy.#stats = copyStats(this.#stats);
     return copy;
   }
 
   /** The solver: the reference solution for the coder, the task's probe test for the tester. */
   solution(agent: string): string {
     checkAgent(this, agent);
-    if (this.#done) throw new Error('code: no solution once the episode is over');
+    if (this.rounds.done) throw new Error('code: no solution once the episode is over');
     return agent === 'coder' ? this.task.program : formatTest(this.task.probe);
   }
 
   /** A wrong program for the same input format (the coder only), so a warm start shows a mismatch round. */
   flawedSolution(agent: string, variant: number): string | null {
     checkAgent(this, agent);
-    if (this.#done) throw new Error('code: no solution once the episode is over');
+    if (this.rounds.done) throw new Error('code: no solution once the episode is over');
     if (agent !== 'coder' || this.task.flawed.length === 0) return null;
     return this.task.flawed[Math.abs(variant) % this.task.flawed.length]!;
   }

@@ -36,7 +36,8 @@ import { z } from 'zod';
 import type { Execution, ProgramRequest } from '../../protocol/trajectory.ts';
 import { trimAscii } from '../action-text.ts';
 import { exceptionName } from '../program-acts.ts';
-import { checkActor, checkAgent, checkSeed, copyStats, emptyStats, parseOptions, type AgentStats, type AgentTurnResult, type Environment, type EnvironmentFactory } from '../environment.ts';
+import { checkActor, checkAgent, checkSeed, parseOptions, type AgentTurnResult, type Environment, type EnvironmentFactory } from '../environment.ts';
+import { RoundRobinEnvironment } from '../round-robin.ts';
 import { verifyAnswer } from './answer-check.ts';
 import { generateProblem, mathTiers, type MathProblem } from './math-problems.ts';
 
@@ -103,47 +104,21 @@ function toolOutcome(e: Execution): ToolOutcome {
   return { answer: null, report: e.status, ran: false };
 }
 
-export class MathEnvironment implements Environment {
+export class MathEnvironment extends RoundRobinEnvironment implements Environment {
   readonly name = 'math';
   readonly seed: number;
-  readonly agents: readonly string[];
-  readonly maxTurns: number;
   readonly optimalMoves = null;
   readonly options: MathOptions;
   readonly problem: MathProblem;
-  #turn = 0;
-  #next = 0;
-  #done = false;
-  #success = false;
   #toolAnswer: string | null = null; // this round's tool answer
   #toolReport: string | null = null; // this round's `out:` line
   #last: string | null = null; // the previous round's summary, for the tool
-  #stats: Record<string, AgentStats>;
 
   constructor(seed: number, options: MathOptions, problem?: MathProblem) {
+    super(agentsOf[options.variant], options.variant === 'team' ? options.maxTurns : 1);
     this.seed = seed;
     this.options = Object.freeze({ ...options, tiers: [...options.tiers] });
-    this.agents = agentsOf[options.variant];
-    this.maxTurns = options.variant === 'team' ? options.maxTurns : 1;
     this.problem = problem ?? generateProblem(seed, options.tiers);
-    this.#stats = emptyStats(this.agents);
-  }
-
-  get turn(): number {
-    return this.#turn;
-  }
-  get done(): boolean {
-    return this.#done;
-  }
-  get success(): boolean {
-    return this.#success;
-  }
-  get stats(): Readonly<Record<string, Readonly<AgentStats>>> {
-    return copyStats(this.#stats);
-  }
-
-  currentAgent(): string {
-    return this.agents[this.#next]!;
   }
 
   /** Whether `agent` answers by writing a program. */
@@ -180,7 +155,7 @@ export class MathEnvironment implements Environment {
 
   act(agent: string, text: string, executions: readonly Execution[] = []): AgentTurnResult {
     checkActor(this, agent);
-    const stats = this.#stats[agent]!;
+    const stats = this.rounds.stats[agent]!;
     stats.acts++;
     let teamReward = 0;
     let localReward: number;
@@ -206,7 +181,7 @@ export class MathEnvironment implements Environment {
         info = `program ${executions[0]!.status}, out ${out.report}: ${right ? 'right' : 'wrong'}`;
         if (agent === 'solo') {
           teamReward = right ? 1 : 0;
-          this.#success = right;
+          this.rounds.success = right;
         }
       }
       // A single agent's episode is one round (maxTurns 1): #advance ends it.
@@ -216,53 +191,43 @@ export class MathEnvironment implements Environment {
         parseError = answer === '' ? 'empty answer' : 'answer longer than 200 characters';
         stats.parseErrors++;
         localReward = mathRewards.failed;
-        this.#success = false;
+        this.rounds.success = false;
         info = `parse error: ${parseError}`;
       } else {
         const right = verifyAnswer(this.problem.answer, answer);
         teamReward = right ? 1 : 0;
         localReward = right ? mathRewards.right : mathRewards.wrong;
-        this.#success = right;
+        this.rounds.success = right;
         const agreed = this.#toolAnswer !== null && verifyAnswer(this.#toolAnswer, answer);
         info = `answer ${right ? 'right' : 'wrong'}${agent === 'reasoner' ? `, ${agreed ? 'agrees' : 'disagrees'} with the tool` : ''}`;
-        if (agreed) this.#done = true;
+        if (agreed) this.rounds.done = true;
         this.#last = `out ${this.#toolReport ?? 'no program'}, answer ${shown(answer, 24)}`;
       }
       if (agent === 'reasoner' && parseError !== null) this.#last = `out ${this.#toolReport ?? 'no program'}, no answer`;
     }
     this.#advance();
-    return { teamReward, localReward, parseError, done: this.#done, success: this.#success, info };
+    return { teamReward, localReward, parseError, done: this.rounds.done, success: this.rounds.success, info };
   }
 
   #advance(): void {
-    if (this.#next < this.agents.length - 1) {
-      this.#next++;
-      return;
-    }
-    this.#next = 0;
-    this.#turn++;
+    if (!this.rounds.pass()) return;
     this.#toolAnswer = null;
     this.#toolReport = null;
-    if (this.#turn >= this.maxTurns) this.#done = true;
   }
 
   clone(): MathEnvironment {
     const copy = new MathEnvironment(this.seed, this.options, this.problem);
-    copy.#turn = this.#turn;
-    copy.#next = this.#next;
-    copy.#done = this.#done;
-    copy.#success = this.#success;
+    copy.rounds = this.rounds.copy();
     copy.#toolAnswer = this.#toolAnswer;
     copy.#toolReport = this.#toolReport;
     copy.#last = this.#last;
-    copy.#stats = copyStats(this.#stats);
     return copy;
   }
 
   /** The solver: the tier's program for a code-writing agent, the gold answer for a reasoner. */
   solution(agent: string): string {
     checkAgent(this, agent);
-    if (this.#done) throw new Error('math: no solution once the episode is over');
+    if (this.rounds.done) throw new Error('math: no solution once the episode is over');
     return this.#writesCode(agent) ? this.problem.program : this.problem.answer;
   }
 }
