@@ -19,7 +19,7 @@ import { initParameters } from '../../server/models/init.ts';
 import { optimizerSchema } from '../../server/models/optimizer.ts';
 import { Policy } from '../../server/models/policy.ts';
 import { Engine, type ExecutionProviderName } from '../../server/runtime/engine.ts';
-import { median } from './bench-util.ts';
+import { median } from '../stats.ts';
 
 const { values } = parseArgs({
   options: { model: { type: 'string', default: 'default' }, rounds: { type: 'string', default: '3' }, rows: { type: 'string', default: '32' }, out: { type: 'string' } },

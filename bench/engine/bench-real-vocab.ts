@@ -38,7 +38,8 @@ import { optimizerSchema } from '../../server/models/optimizer.ts';
 import { Policy } from '../../server/models/policy.ts';
 import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
 import type { Engine } from '../../server/runtime/engine.ts';
-import { median, randomBatch } from './bench-util.ts';
+import { median } from '../stats.ts';
+import { randomBatch } from './bench-util.ts';
 import type { TorchServer } from './torch-server.ts';
 
 export const realVocabName = 'qwen2.5-0.5b';

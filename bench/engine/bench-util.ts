@@ -2,13 +2,6 @@
 import type { ModelConfig } from '../../server/models/model-config.ts';
 import type { TrainSequence } from '../../server/models/train-batch.ts';
 
-/** The median (the mean of the two middle values for an even count); NaN for no values. */
-export function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length === 0 ? NaN : s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
 /**
  * The Python that runs the PyTorch side: `TROUPE_BENCH_PYTHON`, else the system interpreter
  * (Debian's torch lives in its dist-packages, not in a pyenv Python).

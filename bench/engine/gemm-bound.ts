@@ -20,7 +20,8 @@ import { defaultModelConfig, mediumModelConfig, parameterCount } from '../../ser
 import type { ModelConfig } from '../../server/models/model-config.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 import { f32 } from '../../server/runtime/tensor.ts';
-import { benchPython, median } from './bench-util.ts';
+import { median } from '../stats.ts';
+import { benchPython } from './bench-util.ts';
 import { torchBlas } from './torch-blas.ts';
 
 const THREADS = 2;

@@ -35,7 +35,7 @@ import { quantizeBlockwise, type QuantizedMatrix } from '../../server/models/qua
 import { Engine, type SessionOptions } from '../../server/runtime/engine.ts';
 import type { GenerateResult } from '../../server/runtime/generate.ts';
 import { readProfile, type ProfileEvent } from '../gpu/profile-summary.ts';
-import { median } from './bench-util.ts';
+import { median } from '../stats.ts';
 
 const MODE = process.env['PROFILE_MODE'] ?? 'profile';
 const MODELS = (process.env['PROFILE_MODELS'] ?? 'default,medium').split(',');

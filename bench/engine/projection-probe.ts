@@ -17,7 +17,7 @@ import { emitOnnx } from '../../server/compiler/onnx-emit.ts';
 import { quantizeBlockwise, type QuantBits } from '../../server/models/quantize.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 import { f32 } from '../../server/runtime/tensor.ts';
-import { median } from './bench-util.ts';
+import { median } from '../stats.ts';
 
 const SHAPES = (process.env['PROBE_SHAPES'] ?? '64x320x320,64x320x896,64x896x320,64x128x128,64x128x512').split(',').map((s) => s.split('x').map(Number) as [number, number, number]);
 const THREADS = Number(process.env['PROBE_THREADS'] ?? 1);

@@ -13,7 +13,7 @@ import { initParameters } from '../../server/models/init.ts';
 import { optimizerSchema } from '../../server/models/optimizer.ts';
 import { Policy } from '../../server/models/policy.ts';
 import { Engine } from '../../server/runtime/engine.ts';
-import { median } from './bench-util.ts';
+import { median } from '../stats.ts';
 import { qwen25HalfB } from './bench-real-vocab.ts';
 import { TorchServer } from './torch-server.ts';
 

@@ -25,7 +25,7 @@ import { ppoUpdate } from '../../server/rl/ppo-update.ts';
 import { loadExperiment } from '../../server/rl/resolve-experiment.ts';
 import { solverDemonstrations } from '../../server/rl/warm-start.ts';
 import { Engine } from '../../server/runtime/engine.ts';
-import { median } from './bench-util.ts';
+import { median } from '../stats.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const PROMPTS = Number(process.env['SHARED_ROWS_PROMPTS'] ?? 48);

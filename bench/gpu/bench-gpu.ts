@@ -57,7 +57,8 @@ import { Policy } from '../../server/models/policy.ts';
 import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 import { qwen25HalfB } from '../engine/bench-real-vocab.ts';
-import { benchPython, median, randomBatch } from '../engine/bench-util.ts';
+import { benchPython, randomBatch } from '../engine/bench-util.ts';
+import { median } from '../stats.ts';
 import { torchBlas, type TorchBlas } from '../engine/torch-blas.ts';
 import { profileTable, summarizeFiles, type SessionProfile } from './profile-summary.ts';
 

@@ -25,7 +25,7 @@ import { createReadStream } from 'node:fs';
 import { basename } from 'node:path';
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
-import { median } from '../engine/bench-util.ts';
+import { median } from '../stats.ts';
 
 /** One trace event, as far as the summary reads it (other fields are dropped when read). */
 const eventSchema = z.object({

@@ -20,7 +20,8 @@ import { emitOnnx } from '../../server/compiler/onnx-emit.ts';
 import type { DType } from '../../server/compiler/ops.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 import { f32 } from '../../server/runtime/tensor.ts';
-import { benchPython, median } from '../engine/bench-util.ts';
+import { benchPython } from '../engine/bench-util.ts';
+import { median } from '../stats.ts';
 
 const env = process.env;
 const provider = (env['KERNELS_PROVIDER'] ?? 'webgpu') as 'webgpu' | 'cpu';

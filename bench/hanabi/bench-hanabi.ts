@@ -15,6 +15,8 @@ import { randomMove } from '../../server/envs/hanabi/hanabi-bot.ts';
 import { hanabi, moveText, perfectScore, type HanabiEnvironment, type HanabiOptions } from '../../server/envs/hanabi/hanabi-env.ts';
 import { Rng } from '../../server/envs/rng.ts';
 import { TEST_SEED_OFFSET, validationSeed } from '../../server/envs/seed-ranges.ts';
+import { mean, sampleSd } from '../learning/seed-stats.ts';
+import { median } from '../stats.ts';
 
 const { values } = parseArgs({ options: { games: { type: 'string', default: '500' } } });
 const games = Number(values.games);
@@ -51,16 +53,10 @@ function playAll(options: Partial<HanabiOptions>, player: Player): Games {
   return out;
 }
 
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+/** The normal-approximation 95% interval of the mean (hundreds of games). */
 function ci95(xs: readonly number[]): [number, number] {
   const m = mean(xs);
-  const sd = Math.sqrt(xs.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1));
-  const h = (1.96 * sd) / Math.sqrt(xs.length);
+  const h = (1.96 * sampleSd(xs)) / Math.sqrt(xs.length);
   return [m - h, m + h];
 }
 

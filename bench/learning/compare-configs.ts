@@ -11,6 +11,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { compareMethods, measured, type ComparedMeasure, type ComparedRun, type MethodComparison } from './seed-stats.ts';
+import { median } from '../stats.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const args = process.argv.slice(2);
@@ -33,11 +34,6 @@ const methods = entries.map((entry) => {
 
 const MEASURES: ComparedMeasure[] = ['testAfter', 'vsRandom', 'optimalMoves'];
 const before = (run: StoredRun, m: ComparedMeasure): number | null => (m === 'testAfter' ? run.testBefore : (run[m]?.before ?? null));
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const h = Math.floor(s.length / 2);
-  return s.length % 2 ? s[h]! : (s[h - 1]! + s[h]!) / 2;
-}
 const pct = (x: number) => (x * 100).toFixed(1);
 const pts = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
 

@@ -22,7 +22,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { median } from '../engine/bench-util.ts';
+import { median } from '../stats.ts';
 import { trainRun } from './train-run.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));

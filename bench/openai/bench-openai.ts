@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
 import { startEndpoint, stopEndpoint } from '../../test/fixtures/tiny-endpoint.ts';
 import { completionResponseSchema } from '../../server/protocol/openai-api.ts';
-import { median } from '../engine/bench-util.ts';
+import { median } from '../stats.ts';
 import { trainRun } from './train-run.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));

@@ -26,7 +26,7 @@ import { sandboxSchema } from '../../server/protocol/experiment-config.ts';
 import { Sandbox } from '../../server/sandbox/sandbox.ts';
 import { probeSandbox } from '../../server/sandbox/probe.ts';
 import { PYTHON } from '../../server/sandbox/sandbox-command.ts';
-import { median } from '../engine/bench-util.ts';
+import { median } from '../stats.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const N = Number(process.env['SANDBOX_BENCH_N'] ?? 200);

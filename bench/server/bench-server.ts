@@ -32,6 +32,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { TroupeServer } from '../../server/rpc/troupe-server.ts';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
 import { connect, type TestClient } from '../../test/server/server-harness.ts';
+import { quantile } from '../stats.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const SECONDS = Number(process.env['SERVER_BENCH_SECONDS'] ?? 30);
@@ -72,11 +73,6 @@ interface LoadResult {
   latencyMs: Record<LoadMethod, Quantiles>;
 }
 
-const quantile = (xs: number[], q: number): number => {
-  if (xs.length === 0) return Number.NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
-};
 const round = (x: number) => Math.round(x * 100) / 100;
 const quantiles = (xs: number[]): Quantiles => ({ p50: round(quantile(xs, 0.5)), p99: round(quantile(xs, 0.99)), max: round(xs.length === 0 ? Number.NaN : Math.max(...xs)) });
 const median = (xs: number[]): number | null => (xs.length === 0 ? null : round(quantile(xs, 0.5)));

@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { openRunStore } from '../index.ts';
 import { parseStepInput } from '../step-input.ts';
 import { sampleStep, type SampleStepOptions } from '../testing/sample-step.ts';
+import { median } from '../../../bench/stats.ts';
 
 const steps = 30;
 const shapes: Record<string, Omit<SampleStepOptions, 'step'>> = {
@@ -23,10 +24,6 @@ const shapes: Record<string, Omit<SampleStepOptions, 'step'>> = {
   'tree 64x32 (K=4) p256 r64': { instances: 64, turns: 4, agents: ['tool', 'plan'], branches: 4, promptTokens: 256, responseTokens: 64, validation: 0, typed: true },
 };
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] ?? Number.NaN;
-}
 
 function time<T>(fn: () => T): [T, number] {
   const t0 = performance.now();
