@@ -172,6 +172,42 @@ test('the stuck potential (-2 * size^2) is below every solvable position reachab
   assert.ok(worst > 0 && worst < 2 * 6 * 6, `longest moves-left ${worst}`);
 });
 
+test('stuckMoves sets the potential of a stuck position: a push into a dead position costs 0.1 x stuckMoves less its moves left; the puzzle is unchanged', () => {
+  const k = sokobanRewards;
+  // The cost of each first move that leaves the box stuck, under the default (2 * size^2) and under stuckMoves.
+  const pushes: Array<{ seed: number; d: string; phi0: number }> = [];
+  for (let i = 0; i < 200; i++) {
+    const room = readRoom(solo(trainSeed(i)).observe('solo'));
+    for (const d of ['U', 'D', 'L', 'R'] as const) {
+      const next = step(room, room.player, d);
+      if (next !== room.box) continue;
+      const pushed = step(room, room.box, d);
+      if (pushed !== -1 && pushed !== room.goal && shortest({ ...room, player: next, box: pushed }) === -1) pushes.push({ seed: trainSeed(i), d, phi0: -shortest(room) });
+    }
+  }
+  assert.ok(pushes.length >= 5, `only ${pushes.length} first moves leave the box stuck`);
+  for (const stuckMoves of [undefined, 12, 1]) {
+    const phiStuck = -(stuckMoves ?? 2 * 6 * 6);
+    for (const { seed, d, phi0 } of pushes) {
+      const env = solo(seed, stuckMoves === undefined ? {} : { stuckMoves });
+      const r = env.act('solo', d);
+      const expected = k.step + k.shaping * (k.gamma * phiStuck - phi0);
+      assert.ok(r.done && !r.success, `seed ${seed} ${d}: the push ends the episode`);
+      assert.ok(Math.abs(r.teamReward - expected) < 1e-6, `seed ${seed} ${d} stuckMoves ${stuckMoves}: ${r.teamReward} vs ${expected}`);
+    }
+  }
+  // Only the shaping changes: the same puzzle, solution and solved reward.
+  for (let i = 0; i < 20; i++) {
+    const a = solo(trainSeed(i));
+    const b = solo(trainSeed(i), { stuckMoves: 12 });
+    assert.equal(b.observe('solo'), a.observe('solo'));
+    assert.equal(b.solution('solo'), a.solution('solo'));
+    assert.equal(b.act('solo', b.solution('solo')).teamReward, a.act('solo', a.solution('solo')).teamReward);
+  }
+  assert.throws(() => solo(trainSeed(0), { stuckMoves: 0 }), /stuckMoves/);
+  assert.throws(() => solo(trainSeed(0), { stuckMoves: 2.5 }), /stuckMoves/);
+});
+
 test('turn-level shaping: the first moves of a solution, walking to the box included, earn more than an empty answer', () => {
   for (let i = 0; i < 50; i++) {
     const env = solo(trainSeed(i), { maxTurns: 3 });

@@ -17,6 +17,7 @@
  * Per-move reward (the reference's constants):
  *   -0.01 for a move, or -0.05 for a rejected move
  *   + 0.1 * (0.99 * phi(s') - phi(s)) with phi = -(fewest moves left to the solve), -2*size^2 when stuck
+ *     (option `stuckMoves` sets the moves a stuck position counts as)
  *   + 1.0 when the box lands on the goal, and + 10 for the solved puzzle (both at once with one box).
  * The reference's potential is -Manhattan(box, goal). Walking to the box then earns nothing and
  * costs 0.01 a move, so AT-GRPO's turn-level groups favour the branch that moves least: measured
@@ -57,6 +58,16 @@ export const sokobanOptionsSchema = z
   .object({
     /** Side of the square room, border walls included (the paper: 6). */
     size: z.number().int().min(6).max(10).default(6).describe('Side of the room, border walls included.'),
+    /** The moves left a stuck position counts as in the shaping potential; unset, 2 * size^2. */
+    stuckMoves: z
+      .number()
+      .int()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe(
+        "The moves left a stuck position (the box where it can no longer reach the goal) counts as in the shaping potential, which is minus the fewest moves left to the solve; each move earns 0.1 of its change. Unset: 2 x size^2, above every solvable position, so a push into a dead position costs about 0.1 x 2 x size^2 (7.2 at size 6) against about 0.09 for a move along a solution. A smaller value makes that push cheaper; one below a position's own moves left would reward getting stuck there.",
+      ),
     ...workflowOptionsShape,
   })
   .strict();
@@ -70,12 +81,14 @@ interface Room {
   readonly goal: number;
   /** Fewest moves to the solve from each (player * cells + box), or -1 where it cannot be solved. */
   readonly distance: Int32Array;
+  /** The moves left a stuck position counts as in the shaping potential (`stuckMoves`). */
+  readonly stuckMoves: number;
 }
 
 /** A room with its moves-left table (one backward BFS, which also serves the generator's choice). */
-function makeRoom(size: number, walls: readonly boolean[], goal: number): Room {
+function makeRoom(size: number, walls: readonly boolean[], goal: number, stuckMoves: number): Room {
   const shape = { size, walls: Object.freeze(walls), goal };
-  return { ...shape, distance: solveDistances(shape) };
+  return { ...shape, distance: solveDistances(shape), stuckMoves };
 }
 
 /**
@@ -84,7 +97,7 @@ function makeRoom(size: number, walls: readonly boolean[], goal: number): Room {
  * (player p' - d onto the box at p', box to p' + d) by pulling. -1 marks positions that cannot be
  * solved (a cornered box).
  */
-function solveDistances(room: Omit<Room, 'distance'>): Int32Array {
+function solveDistances(room: Pick<Room, 'size' | 'walls' | 'goal'>): Int32Array {
   const { size, walls, goal } = room;
   const cells = size * size;
   const dist = new Int32Array(cells * cells).fill(-1);
@@ -262,11 +275,11 @@ class SokobanState implements PuzzleState<Direction[]> {
 
   /**
    * Shaping potential: minus the fewest moves left to the solve (a stuck position counts as
-   * 2 * size^2, beyond any solvable one).
+   * `stuckMoves`, by default 2 * size^2, beyond any solvable one).
    */
   potential(): number {
     const left = this.movesLeft();
-    return left === -1 ? -2 * this.room.size * this.room.size : -left;
+    return left === -1 ? -this.room.stuckMoves : -left;
   }
 
   solve(): Direction[] {
@@ -304,12 +317,12 @@ function carveRoom(rng: Rng, size: number): boolean[] {
 }
 
 /** One reverse-play attempt; null when the room is too small or the box never got 2 cells from the goal. */
-function attempt(rng: Rng, size: number): SokobanState | null {
+function attempt(rng: Rng, size: number, stuckMoves: number): SokobanState | null {
   const walls = carveRoom(rng, size);
   const floor = walls.flatMap((w, i) => (w ? [] : [i]));
   if (floor.length < 5) return null;
   const goal = rng.pick(floor);
-  const room = makeRoom(size, walls, goal);
+  const room = makeRoom(size, walls, goal, stuckMoves);
   let box = goal;
   let player = rng.pick(floor.filter((c) => c !== goal));
   const seen = new Set<number>();
@@ -333,11 +346,11 @@ function attempt(rng: Rng, size: number): SokobanState | null {
   return best;
 }
 
-/** Generates the puzzle for a seed: a pure function of (seed, size). */
-function generate(seed: number, size: number): SokobanState {
+/** Generates the puzzle for a seed: a pure function of (seed, size); `stuckMoves` only goes into the room's shaping. */
+function generate(seed: number, size: number, stuckMoves: number): SokobanState {
   const rng = new Rng(seed, 'sokoban');
   for (let i = 0; i < 200; i++) {
-    const state = attempt(rng, size);
+    const state = attempt(rng, size, stuckMoves);
     if (state !== null) return state;
   }
   // Practically unreachable (none in the first 1000 seeds of any size); an open room with the box
@@ -347,7 +360,7 @@ function generate(seed: number, size: number): SokobanState {
     const c = i % size;
     return r === 0 || c === 0 || r === size - 1 || c === size - 1;
   });
-  const room = makeRoom(size, walls, 2 * size + 4);
+  const room = makeRoom(size, walls, 2 * size + 4, stuckMoves);
   return new SokobanState(room, 2 * size + 1, 2 * size + 2, 2);
 }
 
@@ -357,6 +370,6 @@ export const sokoban = {
   create(seed: number, options?: unknown): PuzzleEnvironment<Direction[]> {
     const o = parseOptions(sokobanOptionsSchema, options, 'sokoban');
     checkSeed(seed, 'sokoban');
-    return PuzzleEnvironment.start('sokoban', seed, generate(seed, o.size), o);
+    return PuzzleEnvironment.start('sokoban', seed, generate(seed, o.size, o.stuckMoves ?? 2 * o.size * o.size), o);
   },
 } satisfies EnvironmentFactory<SokobanOptions>;
