@@ -515,15 +515,17 @@ async function pick(
   // The palette hides, then the command shows its own quick pick in the same widget: wait for a
   // visible quick input whose value is not the palette's `>…` (a new quick pick starts empty).
   try {
-    await page.waitForFunction(
+    const seen = await page.waitForFunction(
       () => {
         const shown = document.querySelector<HTMLElement>('.quick-input-widget');
         const box = shown?.querySelector<HTMLInputElement>('.quick-input-box input');
-        return shown !== null && shown !== undefined && shown.style.display !== 'none' && box !== null && box !== undefined && !box.value.startsWith('>');
+        if (!shown || shown.style.display === 'none' || !box || box.value.startsWith('>')) return false;
+        return `title '${shown.querySelector('.quick-input-title')?.textContent ?? ''}', placeholder '${box.placeholder}'`;
       },
       undefined,
       { timeout: Math.max(1, deadline - Date.now()) },
     );
+    lastPicker.set(page, `${label}: ${String(await seen.jsonValue())}`);
   } catch {
     throw new Error(
       `${what} '${label}' opened no quick pick within ${seconds(timeoutMs)}; notifications:\n` +
@@ -531,6 +533,9 @@ async function pick(
     );
   }
 }
+
+/** What the last command run with `opensPicker` showed when its picker was taken to be open, for `pickItem`'s errors. */
+const lastPicker = new WeakMap<Page, string>();
 
 /**
  * Answers the input box that is open (one a command showed, e.g. after `pickItem`): waits for it
@@ -596,7 +601,7 @@ export async function pickItem(page: Page, label: string | RegExp, timeoutMs = 3
     const placeholder = open ? await input.getAttribute('placeholder') : null;
     throw new Error(
       `no quick pick row labelled ${String(label)} within ${seconds(timeoutMs)}; ` +
-        (open ? `the picker ('${placeholder ?? ''}') shows:\n${await shownRows(rows)}` : `no picker is open; notifications:\n${await visibleText(page.locator('.notifications-toasts'))}`),
+        (open ? `the picker ('${placeholder ?? ''}') shows:\n${await shownRows(rows)}` : `no picker is open (the last command's picker, when seen: ${lastPicker.get(page) ?? 'none'}); notifications:\n${await visibleText(page.locator('.notifications-toasts'))}`),
     );
   }
   // The list reuses row elements for the next picker's items, so the pick counts as accepted
