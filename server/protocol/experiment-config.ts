@@ -395,7 +395,7 @@ export const sandboxLimitsSchema = z
     wallMs: z.int().min(100).max(120_000).default(5000).describe('Wall-clock limit of one run, in milliseconds; past it the whole process group is killed (status timeout). 100 to 120000.'),
     cpuSeconds: z.int().min(1).max(120).default(5).describe('CPU seconds one run may use (RLIMIT_CPU); past it the run is killed (status timeout). 1 to 120.'),
     memoryMb: z.int().min(64).max(8192).default(512).describe('Address space of one run in MiB (RLIMIT_AS): allocations past it fail (Python raises MemoryError). 64 to 8192.'),
-    processes: z.int().min(1).max(256).default(16).describe('Processes and threads one run may have at once (RLIMIT_NPROC, counted for the sandbox user): a fork bomb stops there. 1 to 256.'),
+    processes: z.int().min(1).max(256).default(16).describe('Processes and threads one program may have at once (RLIMIT_NPROC): a fork bomb stops there. In bubblewrap each program counts only its own (its user namespace); unsandboxed, every program of the host user that runs them counts together. 1 to 256.'),
     fileBytes: z.int().min(0).max(64 * 1024 * 1024).default(1024 * 1024).describe('Largest file one run may write, in bytes (RLIMIT_FSIZE), in its private temporary folder. 0 to 67108864.'),
     openFiles: z.int().min(16).max(1024).default(64).describe('File descriptors one run may hold open (RLIMIT_NOFILE). 16 to 1024.'),
     outputBytes: z.int().min(1024).max(4 * 1024 * 1024).default(64 * 1024).describe('Bytes of stdout plus stderr kept from one run; a run that writes more is killed (status output-limit) and its output cut there. 1024 to 4194304.'),
