@@ -17,6 +17,7 @@
  *                                                   answer (L0 with execution; \`single\` runs nothing)
  * and PPO with a value head (docs/ppo.md), where an environment has its config (tic-tac-toe):
  *   ppo          configs/<env>/L2-lora-ppo.json     the flagship team, independent rollouts, GAE
+ *   shared-ppo   configs/<env>/L1-shared-ppo.json   the shared policy with PPO (Hanabi, whose measured level is L1)
  * Each (method, seed) runs its warm start (cached per seed: the seed initialises the model and
  * draws its demonstrations) and RL, with validation on the same held-out seeds every few steps and
  * the test (training.testEpisodes, seeds apart from validation's) before and after RL. Per method
@@ -36,7 +37,8 @@
  * every fuse), with the policy's score beside the convention bot (`withBot`) and the bot team's
  * score on the same test seeds (`botTeam`), the bar: each method after RL is compared with it
  * (A − "bot team", paired by seed) and the chart draws the bot team's validation score as a line.
- * Hanabi has only the specialization levels: LEARNING_VARIANTS=shared (L1) or separate (L3).
+ * Hanabi has only the specialization levels: LEARNING_VARIANTS=shared (L1) or separate (L3), and
+ * shared-ppo, L1 with PPO at the same budget.
  *
  * Options (env): LEARNING_ENVS (default plan-path,sokoban; any of the seven; plan-path-7x7 runs
  * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS (default
@@ -65,7 +67,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sokoban').split(',');
 const DEFAULT_VARIANTS = ['at-grpo', 'grpo', 'single', 'single-grpo'];
 /** Every method, in the order of tables and chart legends; the specialization levels run only when named. */
-const VARIANT_ORDER = [...DEFAULT_VARIANTS, 'shared', 'separate', 'single-tool', 'ppo'];
+const VARIANT_ORDER = [...DEFAULT_VARIANTS, 'shared', 'separate', 'single-tool', 'ppo', 'shared-ppo'];
 const VARIANTS = (process.env['LEARNING_VARIANTS'] ?? DEFAULT_VARIANTS.join(',')).split(',');
 const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS']) : undefined;
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
@@ -80,6 +82,7 @@ const files: Record<string, string> = {
   separate: 'L3-separate.json',
   'single-tool': 'L0-single-tool.json',
   ppo: 'L2-lora-ppo.json',
+  'shared-ppo': 'L1-shared-ppo.json',
 };
 /**
  * The pairs of methods compared on the test after RL, A − B: the issue's order (AT-GRPO > GRPO >
@@ -100,6 +103,7 @@ const COMPARISONS: ReadonlyArray<readonly [string, string]> = [
   ['at-grpo', 'single-tool'],
   ['single-tool', 'single'],
   ['at-grpo', 'ppo'],
+  ['shared', 'shared-ppo'],
 ];
 for (const v of VARIANTS) if (!files[v]) throw new Error(`LEARNING_VARIANTS: unknown variant ${JSON.stringify(v)} (${VARIANT_ORDER.join(', ')})`);
 
