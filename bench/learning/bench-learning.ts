@@ -46,14 +46,15 @@
  * a list "1,2,3", one seed alone as "4,"; default 3),
  * LEARNING_STEPS (override training.steps), LEARNING_KEEP_SEEDS=1 (add seeds: a method's stored
  * runs of seeds this run does not repeat are kept, and its summary is over all of them; only for
- * the same config and step count, so that the runs are comparable), LEARNING_CHARTS_ONLY=1 (train
+ * the same config file and step count, and refused before anything trains unless each stored run
+ * trained as the config does now: stored-seeds.ts), LEARNING_CHARTS_ONLY=1 (train
  * nothing: redraw the charts of LEARNING_ENVS and recompute their comparisons from
  * bench/results/learning.json).
  */
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-experiment.ts';
 import type { Evaluation } from '../../server/rl/evaluate.ts';
@@ -61,6 +62,7 @@ import { train, warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
 import { measureUnits, score, scoreMetric, unitsOf, type ScoreMetric, type Units } from './run-score.ts';
 import { BOT_TEAM, compareMethods, compareWithBotTeam, mean, sampleSd, type ComparedMeasure, type ComparedRun, type MethodComparison } from './seed-stats.ts';
+import { configDigest, storedSeedProblems } from './stored-seeds.ts';
 import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -150,6 +152,8 @@ interface SeedRun extends ComparedRun {
    * keys were recorded get them from their config as it is now.
    */
   warmStart?: Record<string, string> | null;
+  /** `configDigest` of the config the run trained (stored-seeds.ts); absent in runs stored before it was recorded. */
+  configDigest?: string;
 }
 
 /** A validated step of a run's curve: its score, and for a scored game the scripted team's on the same seeds. */
@@ -202,6 +206,26 @@ function summarise(variant: string, config: string, runs: SeedRun[]): VariantRes
     testGain: all ? spread(tested.map((r) => r.testAfter - r.testBefore)) : null,
     wallSeconds: runs.reduce((a, r) => a + r.wallSeconds, 0),
   };
+}
+
+/**
+ * LEARNING_KEEP_SEEDS: refuses, before anything trains, to add seeds to stored runs of a method that
+ * did not train as its config does now (another digest; without one, another warm start).
+ */
+async function checkStoredSeeds(plan: ReadonlyArray<{ env: string; variants: ReadonlyArray<{ variant: string; path: string }> }>): Promise<void> {
+  const file = join(root, 'bench', 'results', 'learning.json');
+  if (!existsSync(file)) return;
+  const stored = JSON.parse(await readFile(file, 'utf8')) as StoredResults;
+  for (const { env, variants } of plan) {
+    for (const { variant, path } of variants) {
+      const row = stored.results?.[env]?.find((r) => r.variant === variant && Array.isArray(r.runs));
+      if (!row) continue;
+      const { config: base } = await loadExperiment(path);
+      const kept = row.runs!.filter((r) => !SEEDS.includes(r.seed));
+      const problems = await storedSeedProblems(kept, configDigest(base, path), async (seed) => warmStartKeys(await resolveExperiment({ ...base, seed }, path)));
+      if (problems.length > 0) throw new Error(`LEARNING_KEEP_SEEDS: stored ${env} ${variant} seeds did not train as ${relative(root, path)} does now: ${problems.join('; ')}; run all seeds instead`);
+    }
+  }
 }
 
 /**
@@ -328,6 +352,7 @@ async function main(): Promise<void> {
     entry.variants = entry.variants.filter((v) => existsSync(v.path));
     if (entry.variants.length === 0) throw new Error(`${entry.env}: none of ${VARIANTS.join(', ')} has a config in configs/${entry.folder}`);
   }
+  if (KEEP_SEEDS) await checkStoredSeeds(plan);
   const work = await mkdtemp(join(tmpdir(), 'troupe-learning-'));
   const cacheRoot = join(root, '.troupe', 'cache', 'warm-start');
   const store = openRunStore(join(work, 'troupe.db'));
@@ -377,6 +402,7 @@ async function main(): Promise<void> {
             testedStep: s.testedStep,
             wallSeconds: (performance.now() - t0) / 1000,
             warmStart: await warmStartKeys(experiment),
+            configDigest: configDigest(config, path),
           });
           store.setRunState(run.id, 'done');
         }

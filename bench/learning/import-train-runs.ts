@@ -21,10 +21,10 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseExperimentConfig } from '../../server/protocol/experiment-config.ts';
 import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-experiment.ts';
 import { warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
+import { configDigest, trainedPart } from './stored-seeds.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const [entry, variant, ...workspaces] = process.argv.slice(2);
@@ -34,14 +34,6 @@ if (!FILES[variant]) throw new Error(`variant: ${JSON.stringify(variant)} is not
 const configRel = `configs/${entry}/${FILES[variant]}`;
 const configPath = join(root, configRel);
 if (!existsSync(configPath)) throw new Error(`entry: no config ${configRel}`);
-
-/** A config as JSON without the fields that do not change training (name, description, the editor's $schema), keys sorted. */
-function trainedPart(config: unknown): string {
-  const { name: _n, description: _d, $schema: _s, ...rest } = parseExperimentConfig(config, configPath) as Record<string, unknown>;
-  const sorted = (v: unknown): unknown =>
-    Array.isArray(v) ? v.map(sorted) : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted((v as Record<string, unknown>)[k])])) : v;
-  return JSON.stringify(sorted(rest));
-}
 
 const { config: current } = await loadExperiment(configPath);
 const imported = [];
@@ -54,7 +46,7 @@ for (const ws of workspaces.map((w) => resolve(w))) {
   if (folders.length !== 1) fail(`expected one run folder in .troupe/runs, found ${folders.length}`);
   const runConfig = JSON.parse(readFileSync(join(runsDir, folders[0]!, 'config.json'), 'utf8')) as { seed?: number };
   const seed = runConfig.seed ?? fail('config.json has no seed');
-  if (trainedPart(runConfig) !== trainedPart({ ...current, seed })) fail(`its config differs from ${configRel} at seed ${seed} in more than name, description and $schema`);
+  if (trainedPart(runConfig, configPath) !== trainedPart({ ...current, seed }, configPath)) fail(`its config differs from ${configRel} at seed ${seed} in more than name, description and $schema`);
   const keys = await warmStartKeys(await resolveExperiment({ ...current, seed }, configPath));
   for (const [model, key] of Object.entries(keys ?? {})) {
     if (!existsSync(join(ws, '.troupe', 'cache', 'warm-start', key))) fail(`its warm-start cache has no ${key}, the key of model ${model} under ${configRel} now: it trained from another warm start`);
@@ -81,6 +73,7 @@ for (const ws of workspaces.map((w) => resolve(w))) {
       testedStep: series('test/policy_step')[0]?.value ?? fail('no test/policy_step'),
       wallSeconds: (run.updatedAt - run.createdAt) / 1000,
       warmStart: keys,
+      configDigest: configDigest(current, configPath),
     });
   } finally {
     store.close();
