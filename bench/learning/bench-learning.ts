@@ -62,6 +62,7 @@ import { train, warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
 import { measureUnits, score, scoreMetric, unitsOf, type ScoreMetric, type Units } from './run-score.ts';
 import { BOT_TEAM, compareMethods, compareWithBotTeam, mean, sampleSd, type ComparedMeasure, type ComparedRun, type MethodComparison } from './seed-stats.ts';
+import { METHOD_CONFIGS } from './method-configs.ts';
 import { configDigest, storedSeedProblems } from './stored-seeds.ts';
 import { lineChart } from './svg-chart.ts';
 
@@ -75,17 +76,6 @@ const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
 const KEEP_SEEDS = process.env['LEARNING_KEEP_SEEDS'] === '1';
 const CHARTS_ONLY = process.env['LEARNING_CHARTS_ONLY'] === '1';
-const files: Record<string, string> = {
-  'at-grpo': 'L2-lora.json',
-  grpo: 'L2-grpo.json',
-  single: 'L0-single.json',
-  'single-grpo': 'L0-single-grpo.json',
-  shared: 'L1-shared.json',
-  separate: 'L3-separate.json',
-  'single-tool': 'L0-single-tool.json',
-  ppo: 'L2-lora-ppo.json',
-  'shared-ppo': 'L1-shared-ppo.json',
-};
 /**
  * The pairs of methods compared on the test after RL, A − B: the issue's order (AT-GRPO > GRPO >
  * a single agent, against both single-agent baselines), each algorithm on the solo agent, and
@@ -107,7 +97,7 @@ const COMPARISONS: ReadonlyArray<readonly [string, string]> = [
   ['at-grpo', 'ppo'],
   ['shared', 'shared-ppo'],
 ];
-for (const v of VARIANTS) if (!files[v]) throw new Error(`LEARNING_VARIANTS: unknown variant ${JSON.stringify(v)} (${VARIANT_ORDER.join(', ')})`);
+for (const v of VARIANTS) if (!METHOD_CONFIGS[v]) throw new Error(`LEARNING_VARIANTS: unknown variant ${JSON.stringify(v)} (${VARIANT_ORDER.join(', ')})`);
 
 /**
  * The configs a LEARNING_ENVS entry names: `plan-path` is configs/plan-path/{L2-lora,L2-grpo,
@@ -339,7 +329,7 @@ async function main(): Promise<void> {
       env,
       folder,
       variants: VARIANTS.map((variant) => {
-        const file = files[variant]!.replace(/\.json$/, `${suffix}.json`);
+        const file = METHOD_CONFIGS[variant]!.replace(/\.json$/, `${suffix}.json`);
         return { variant, file, path: join(root, 'configs', folder, file) };
       }),
     };

@@ -24,18 +24,21 @@ import { fileURLToPath } from 'node:url';
 import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-experiment.ts';
 import { warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
+import { METHOD_CONFIGS } from './method-configs.ts';
 import { configDigest, trainedPart } from './stored-seeds.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const [entry, variant, ...workspaces] = process.argv.slice(2);
-const FILES: Record<string, string> = { 'at-grpo': 'L2-lora.json', grpo: 'L2-grpo.json', single: 'L0-single.json', 'single-grpo': 'L0-single-grpo.json' };
+/** The methods whose runs are judged by success alone (what an import records). */
+const IMPORTABLE = ['at-grpo', 'grpo', 'single', 'single-grpo'];
 if (!entry || !variant || workspaces.length === 0) throw new Error('usage: import-train-runs.ts <entry> <variant> <workspace>... (e.g. sokoban at-grpo /tmp/sok-S2)');
-if (!FILES[variant]) throw new Error(`variant: ${JSON.stringify(variant)} is not one of ${Object.keys(FILES).join(', ')}`);
-const configRel = `configs/${entry}/${FILES[variant]}`;
+if (!IMPORTABLE.includes(variant)) throw new Error(`variant: ${JSON.stringify(variant)} is not one of ${IMPORTABLE.join(', ')}`);
+const configRel = `configs/${entry}/${METHOD_CONFIGS[variant]}`;
 const configPath = join(root, configRel);
 if (!existsSync(configPath)) throw new Error(`entry: no config ${configRel}`);
 
 const { config: current } = await loadExperiment(configPath);
+const digest = configDigest(current, configPath);
 const imported = [];
 for (const ws of workspaces.map((w) => resolve(w))) {
   const fail = (why: string): never => {
@@ -73,7 +76,7 @@ for (const ws of workspaces.map((w) => resolve(w))) {
       testedStep: series('test/policy_step')[0]?.value ?? fail('no test/policy_step'),
       wallSeconds: (run.updatedAt - run.createdAt) / 1000,
       warmStart: keys,
-      configDigest: configDigest(current, configPath),
+      configDigest: digest,
     });
   } finally {
     store.close();

@@ -23,6 +23,7 @@ import type { Environment } from '../../server/envs/environment.ts';
 import { sokoban } from '../../server/envs/sokoban.ts';
 import { openRunStore } from '../../server/store/index.ts';
 import type { TurnRecord } from '../../server/protocol/trajectory.ts';
+import { mean } from './seed-stats.ts';
 
 const args = process.argv.slice(2);
 const flag = (name: string): string | undefined => {
@@ -123,7 +124,6 @@ for (const ws of args) {
 }
 
 console.log(`${checked} branches replayed, every reward equal to the stored one; ${mismatched} stored advantages differ from those recomputed from the replayed rewards by more than 1e-4`);
-const mean = (xs: readonly number[]) => (xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
 const f = (x: number, d = 2) => (Number.isNaN(x) ? 'n/a' : `${x >= 0 && d > 0 ? '+' : ''}${x.toFixed(d)}`);
 const pct = (x: number) => (Number.isNaN(x) ? 'n/a' : `${(100 * x).toFixed(0)}%`);
 const altNames = alternatives.map((n) => `advantage at stuckMoves ${n}`);

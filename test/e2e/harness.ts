@@ -529,9 +529,14 @@ async function pick(
   } catch {
     throw new Error(
       `${what} '${label}' opened no quick pick within ${seconds(timeoutMs)}; notifications:\n` +
-        (await visibleText(page.locator('.notifications-toasts'))),
+        (await notificationsText(page)),
     );
   }
+}
+
+/** The notification toasts' text, for error messages. */
+function notificationsText(page: Page): Promise<string> {
+  return visibleText(page.locator('.notifications-toasts'));
 }
 
 /** What the last command run with `opensPicker` showed when its picker was taken to be open, for `pickItem`'s errors. */
@@ -557,7 +562,7 @@ export async function answerInputBox(page: Page, shown: string, value: string, t
     const open = await widget.isVisible();
     throw new Error(
       `no input box offering '${shown}' within ${seconds(timeoutMs)}; ` +
-        (open ? `the quick input holds '${await input.inputValue()}'` : `none is open; notifications:\n${await visibleText(page.locator('.notifications-toasts'))}`),
+        (open ? `the quick input holds '${await input.inputValue()}'` : `none is open; notifications:\n${await notificationsText(page)}`),
     );
   }
   await input.fill(value);
@@ -601,7 +606,7 @@ export async function pickItem(page: Page, label: string | RegExp, timeoutMs = 3
     const placeholder = open ? await input.getAttribute('placeholder') : null;
     throw new Error(
       `no quick pick row labelled ${String(label)} within ${seconds(timeoutMs)}; ` +
-        (open ? `the picker ('${placeholder ?? ''}') shows:\n${await shownRows(rows)}` : `no picker is open (the last command's picker, when seen: ${lastPicker.get(page) ?? 'none'}); notifications:\n${await visibleText(page.locator('.notifications-toasts'))}`),
+        (open ? `the picker ('${placeholder ?? ''}') shows:\n${await shownRows(rows)}` : `no picker is open (the last command's picker, when seen: ${lastPicker.get(page) ?? 'none'}); notifications:\n${await notificationsText(page)}`),
     );
   }
   // The list reuses row elements for the next picker's items, so the pick counts as accepted
@@ -741,7 +746,7 @@ export async function openView(page: Page, title: string, timeoutMs = 15_000): P
  * has moved the focus; a quick pick or input box shown in between closes when the focus arrives,
  * as if it were cancelled. Tests wait for this before their next picker.
  */
-export async function waitForSideBarFocus(page: Page, timeoutMs = 15_000): Promise<void> {
+async function waitForSideBarFocus(page: Page, timeoutMs = 15_000): Promise<void> {
   try {
     await page.waitForFunction(() => document.activeElement?.closest('.part.sidebar') != null, undefined, { timeout: timeoutMs });
   } catch {
