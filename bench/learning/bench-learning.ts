@@ -62,7 +62,7 @@ import { train, warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
 import { measureUnits, score, scoreMetric, unitsOf, type ScoreMetric, type Units } from './run-score.ts';
 import { BOT_TEAM, compareMethods, compareWithBotTeam, mean, sampleSd, type ComparedMeasure, type ComparedRun, type MethodComparison } from './seed-stats.ts';
-import { METHOD_CONFIGS } from './method-configs.ts';
+import { METHOD_CONFIGS, methodConfigPath } from './method-configs.ts';
 import { configDigest, storedSeedProblems } from './stored-seeds.ts';
 import { lineChart } from './svg-chart.ts';
 
@@ -98,18 +98,6 @@ const COMPARISONS: ReadonlyArray<readonly [string, string]> = [
   ['shared', 'shared-ppo'],
 ];
 for (const v of VARIANTS) if (!METHOD_CONFIGS[v]) throw new Error(`LEARNING_VARIANTS: unknown variant ${JSON.stringify(v)} (${VARIANT_ORDER.join(', ')})`);
-
-/**
- * The configs a LEARNING_ENVS entry names: `plan-path` is configs/plan-path/{L2-lora,L2-grpo,
- * L0-single}.json; `plan-path-7x7`, an environment and a suffix, is configs/plan-path/L2-lora-7x7.json
- * and so on (configs live in a folder named after their environment).
- */
-function configSet(entry: string): { folder: string; suffix: string } {
-  const envs = ['plan-path', 'sokoban', 'sudoku', 'tic-tac-toe', 'math', 'code', 'hanabi'];
-  const folder = envs.find((e) => entry === e || entry.startsWith(`${e}-`));
-  if (!folder) throw new Error(`LEARNING_ENVS: ${JSON.stringify(entry)} names no environment's configs (${envs.join(', ')}, optionally with a suffix such as plan-path-7x7)`);
-  return { folder, suffix: entry.slice(folder.length) };
-}
 
 /** A count N (seeds 1..N) or a comma list; a list of one seed is written with a trailing comma ("4,"). */
 function parseSeeds(text: string): number[] {
@@ -324,13 +312,13 @@ async function main(): Promise<void> {
   if (CHARTS_ONLY) return redrawCharts();
   // Every config is checked before anything trains, so a missing one fails now, not hours in.
   const plan = ENVS.map((env) => {
-    const { folder, suffix } = configSet(env);
+    const folder = methodConfigPath(env, VARIANTS[0]!).folder;
     return {
       env,
       folder,
       variants: VARIANTS.map((variant) => {
-        const file = METHOD_CONFIGS[variant]!.replace(/\.json$/, `${suffix}.json`);
-        return { variant, file, path: join(root, 'configs', folder, file) };
+        const { file, rel } = methodConfigPath(env, variant);
+        return { variant, file, path: join(root, rel) };
       }),
     };
   });

@@ -24,16 +24,16 @@ import { fileURLToPath } from 'node:url';
 import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-experiment.ts';
 import { warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
-import { METHOD_CONFIGS } from './method-configs.ts';
+import { methodConfigPath } from './method-configs.ts';
 import { configDigest, trainedPart } from './stored-seeds.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const [entry, variant, ...workspaces] = process.argv.slice(2);
 /** The methods whose runs are judged by success alone (what an import records). */
 const IMPORTABLE = ['at-grpo', 'grpo', 'single', 'single-grpo'];
-if (!entry || !variant || workspaces.length === 0) throw new Error('usage: import-train-runs.ts <entry> <variant> <workspace>... (e.g. sokoban at-grpo /tmp/sok-S2)');
+if (!entry || !variant || workspaces.length === 0) throw new Error('usage: import-train-runs.ts <entry> <variant> <workspace>... (e.g. sokoban at-grpo /tmp/sok-S2; an entry with a suffix, plan-path-7x7, names configs/plan-path/L2-lora-7x7.json)');
 if (!IMPORTABLE.includes(variant)) throw new Error(`variant: ${JSON.stringify(variant)} is not one of ${IMPORTABLE.join(', ')}`);
-const configRel = `configs/${entry}/${METHOD_CONFIGS[variant]}`;
+const configRel = methodConfigPath(entry, variant).rel;
 const configPath = join(root, configRel);
 if (!existsSync(configPath)) throw new Error(`entry: no config ${configRel}`);
 

@@ -120,6 +120,20 @@ describe('shipped configs', () => {
     }
     assert.deepEqual(ppo, flag);
   });
+
+  test("math's mod + linear configs differ from their add + mul ones only in the tiers and the texts", () => {
+    for (const level of ['L2-lora', 'L0-single']) {
+      const harder = readJson(join(configsDir, 'math', `${level}-mod-linear.json`)) as Record<string, any>;
+      const base = readJson(join(configsDir, 'math', `${level}.json`)) as Record<string, any>;
+      assert.deepEqual(harder['env'].options.tiers, ['mod', 'linear'], level);
+      for (const c of [harder, base]) {
+        delete c['name'];
+        delete c['description'];
+        delete c['env'].options.tiers;
+      }
+      assert.deepEqual(harder, base, level);
+    }
+  });
 });
 
 describe('configs/schema.json', () => {
