@@ -5,8 +5,11 @@
  * For each model size (the embedded default, ~1M parameters, and ~10M): a PPO train step
  * (forward + loss + backward + AdamW with gradient clipping) and batched sampled decoding
  * (64 sequences × 64 new tokens with a KV cache), plus a MatMul peak measured in the same run.
- * Rounds alternate Troupe and PyTorch so drift on this shared machine hits both; each round
- * reports a median, and the figure is the median of the round medians. Both sides use the same
+ * Each round interleaves the two sides timing by timing (PyTorch, Troupe, PyTorch, …), each Troupe
+ * timing is set against the mean of the PyTorch timings just before and after it, and a figure's
+ * speedup is the median of those bracketed speedups over all rounds (`bracketedSpeedups` in
+ * bench/stats.ts): drift on this shared machine then hits both sides of a speedup alike. The JSON keeps
+ * every timing, the speedups' quartiles and the ratio of the two sides' medians beside it. Both sides use the same
  * thread count (default 2). Results: a printed table and `bench/results/engine.json`.
  *
  * Decode is also timed with the rollout variants (`rollout` in the experiment config): the fused
@@ -45,7 +48,7 @@ import { Policy } from '../../server/models/policy.ts';
 import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
 import { writeSafetensorsFile } from '../../server/models/safetensors.ts';
 import { Engine } from '../../server/runtime/engine.ts';
-import { median } from '../stats.ts';
+import { bracketedSpeedups, median, quantile } from '../stats.ts';
 import { randomBatch } from './bench-util.ts';
 import { measureMatmulPeak } from './matmul-peak.ts';
 import { benchRealVocab, realVocabName } from './bench-real-vocab.ts';
@@ -69,8 +72,8 @@ interface ModelCase {
 }
 
 const cases: ModelCase[] = [
-  { name: 'default', config: defaultModelConfig, train: { batch: 16, seqLen: 128, steps: 8, warmup: 2 }, decode: { batch: 64, promptLen: 16, newTokens: 64, runs: 3, warmup: 1 } },
-  { name: 'medium', config: mediumModelConfig, train: { batch: 16, seqLen: 128, steps: 4, warmup: 1 }, decode: { batch: 64, promptLen: 16, newTokens: 64, runs: 2, warmup: 1 } },
+  { name: 'default', config: defaultModelConfig, train: { batch: 16, seqLen: 128, steps: 8, warmup: 2 }, decode: { batch: 64, promptLen: 16, newTokens: 64, runs: 6, warmup: 1 } },
+  { name: 'medium', config: mediumModelConfig, train: { batch: 16, seqLen: 128, steps: 4, warmup: 1 }, decode: { batch: 64, promptLen: 16, newTokens: 64, runs: 3, warmup: 1 } },
 ].filter((c) => MODELS.includes(c.name));
 
 /** FLOPs of one train step (forward + backward ≈ 3× forward) and of one decoded token. */
@@ -123,92 +126,83 @@ async function main(): Promise<void> {
       const seqs = raw.map((q, i) => ({ ...q, oldLogp: old[i]!, refLogp: old[i]! }));
       const hp = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };
       const prompts = Array.from({ length: mc.decode.batch }, (_, b) => Int32Array.from({ length: mc.decode.promptLen }, (_, t) => (b * 31 + t * 17) % config.vocabSize));
-      const rounds = { trainT: [] as number[], trainP: [] as number[], decT: [] as number[], decP: [] as number[], trainA: [] as number[], decA: [] as number[] };
       // The rollout variants decode the same weights (quantized once: nothing trains them here).
-      const variants = new Map<DecodeVariant, { policy: Policy; ms: number[] }>();
+      const variants = new Map<DecodeVariant, { policy: Policy }>();
       for (const v of VARIANTS) {
         const vp = await Policy.create(engine, { id: `${mc.name}-${v}`, config, weights, lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false, decode: decodeVariants[v] });
-        variants.set(v, { policy: vp, ms: [] });
+        variants.set(v, { policy: vp });
       }
-      const timeDecode = async (p: Policy): Promise<number> => {
-        const dms: number[] = [];
-        for (let i = 0; i < mc.decode.warmup + mc.decode.runs; i++) {
-          const t0 = performance.now();
-          const g = await p.generate(prompts, { maxNewTokens: mc.decode.newTokens, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: i, stopTokens: [], padToken: 0, rollout: true });
-          if (g.tokens.some((t) => t.length !== mc.decode.newTokens)) throw new Error('decode produced fewer tokens than asked');
-          if (i >= mc.decode.warmup) dms.push(performance.now() - t0);
-        }
-        return median(dms);
+      const { batch, promptLen, newTokens, runs, warmup } = mc.decode;
+      const timeDecode = async (p: Policy, seed: number): Promise<number> => {
+        const t0 = performance.now();
+        const g = await p.generate(prompts, { maxNewTokens: newTokens, sampling: { temperature: 1, topP: 1, topK: 0 }, seed, stopTokens: [], padToken: 0, rollout: true });
+        if (g.tokens.some((t) => t.length !== newTokens)) throw new Error('decode produced fewer tokens than asked');
+        return performance.now() - t0;
       };
+      // One PyTorch timing a call, after an untimed run of its own (a call builds its optimizer or cache afresh).
+      const trainCmd = { cmd: 'trainStep', batch: B, seqLen: T, steps: 1, warmup: 1, loss: 'ppo' };
+      const decodeCmd = { cmd: 'decode', batch, promptLen, newTokens, temperature: 1, topP: 1, steps: 1, warmup: 1 };
+      const timeTorch = async (server: TorchServer, cmd: Record<string, unknown>): Promise<number> => (await server.call<{ ms: number[] }>(cmd)).ms[0]!;
+      // Each round interleaves the sides timing by timing, PyTorch first and last, so every Troupe timing has a
+      // PyTorch timing just before and just after it (bracketedSpeedups); the optional second baseline runs
+      // beside PyTorch's and is bracketed the same way.
+      const train = new Series();
+      const dec = new Series();
+      const variantSeries = new Map([...variants.keys()].map((v) => [v, new Series()]));
       for (let r = 0; r < ROUNDS; r++) {
         peak.troupe.push(await measureMatmulPeak(engine, 512, 20));
         peak.pytorch.push((await torch.call<{ gflops: number }>({ cmd: 'matmulPeak', n: 512, reps: 20 })).gflops);
         if (also) peak.also.push((await also.call<{ gflops: number }>({ cmd: 'matmulPeak', n: 512, reps: 20 })).gflops);
-        const ms: number[] = [];
-        for (let i = 0; i < mc.train.warmup + mc.train.steps; i++) {
-          const s = await policy.update('ppo', seqs, hp);
-          if (i >= mc.train.warmup) ms.push(s.ms);
+        for (let i = 0; i < mc.train.warmup; i++) await policy.update('ppo', seqs, hp);
+        const trainRound = train.round([await timeTorch(torch, trainCmd)], also && [await timeTorch(also, trainCmd)]);
+        for (let i = 0; i < mc.train.steps; i++) {
+          trainRound.side((await policy.update('ppo', seqs, hp)).ms);
+          trainRound.baseline(await timeTorch(torch, trainCmd), also && (await timeTorch(also, trainCmd)));
         }
-        rounds.trainT.push(median(ms));
-        const trainCmd = { cmd: 'trainStep', batch: B, seqLen: T, steps: mc.train.steps, warmup: mc.train.warmup, loss: 'ppo' };
-        rounds.trainP.push(median((await torch.call<{ ms: number[] }>(trainCmd)).ms));
-        if (also) rounds.trainA.push(median((await also.call<{ ms: number[] }>(trainCmd)).ms));
-        rounds.decT.push(await timeDecode(policy));
-        for (const v of variants.values()) v.ms.push(await timeDecode(v.policy));
-        const { batch, promptLen, newTokens, runs, warmup } = mc.decode;
-        const decodeCmd = { cmd: 'decode', batch, promptLen, newTokens, temperature: 1, topP: 1, steps: runs, warmup };
-        rounds.decP.push(median((await torch.call<{ ms: number[] }>(decodeCmd)).ms));
-        if (also) rounds.decA.push(median((await also.call<{ ms: number[] }>(decodeCmd)).ms));
-        const vs = [...variants].map(([v, x]) => `${v} ${x.ms.at(-1)!.toFixed(0)}`).join(', ');
-        process.stderr.write(`${mc.name} round ${r + 1}/${ROUNDS}: train ${rounds.trainT.at(-1)!.toFixed(1)} vs ${rounds.trainP.at(-1)!.toFixed(1)} ms, decode ${rounds.decT.at(-1)!.toFixed(0)} vs ${rounds.decP.at(-1)!.toFixed(0)} ms (${vs})\n`);
+        for (let i = 0; i < warmup; i++) for (const p of [policy, ...[...variants.values()].map((x) => x.policy)]) await timeDecode(p, i);
+        const p0 = await timeTorch(torch, decodeCmd);
+        const a0 = also && (await timeTorch(also, decodeCmd));
+        const decRound = dec.round([p0], a0 === null ? null : [a0]);
+        const variantRounds = new Map([...variantSeries].map(([v, s]) => [v, s.round([p0], a0 === null ? null : [a0])]));
+        for (let i = 0; i < runs; i++) {
+          decRound.side(await timeDecode(policy, i));
+          for (const [v, x] of variants) variantRounds.get(v)!.side(await timeDecode(x.policy, i));
+          const p = await timeTorch(torch, decodeCmd);
+          const a = also && (await timeTorch(also, decodeCmd));
+          decRound.baseline(p, a);
+          for (const vr of variantRounds.values()) vr.baseline(p, a);
+        }
+        const vs = [...variantRounds].map(([v, x]) => `${v} ${median(x.sideMs).toFixed(0)}`).join(', ');
+        process.stderr.write(`${mc.name} round ${r + 1}/${ROUNDS}: train ${median(trainRound.sideMs).toFixed(1)} vs ${median(trainRound.baselineMs).toFixed(1)} ms, decode ${median(decRound.sideMs).toFixed(0)} vs ${median(decRound.baselineMs).toFixed(0)} ms (${vs})\n`);
       }
       const f = flops(config, B, T);
       const trainTokens = B * T;
       const decTokens = mc.decode.batch * mc.decode.newTokens;
       const decFlops = Array.from({ length: mc.decode.newTokens }, (_, i) => f.decodeToken(mc.decode.promptLen + i)).reduce((a, b) => a + b, 0) * mc.decode.batch;
-      const trainMs = { troupe: median(rounds.trainT), pytorch: median(rounds.trainP) };
-      const decMs = { troupe: median(rounds.decT), pytorch: median(rounds.decP) };
-      // The second baseline's figures beside a row: its ms and Troupe's speedup over it.
-      const alsoRow = (pytorchMs: number[], troupeMs: number): Record<string, unknown> =>
-        also === null ? {} : { pytorchAlso: { core: alsoCore, ms: median(pytorchMs), roundMs: pytorchMs, speedup: median(pytorchMs) / troupeMs } };
-      results.push({
-        model: { name: mc.name, parameters: params },
-        figure: 'trainStep',
-        troupe: (trainTokens / trainMs.troupe) * 1000,
-        pytorch: (trainTokens / trainMs.pytorch) * 1000,
-        speedup: trainMs.pytorch / trainMs.troupe,
-        ms: trainMs,
-        roundMs: { troupe: rounds.trainT, pytorch: rounds.trainP },
-        gflops: { troupe: f.trainStep / trainMs.troupe / 1e6, pytorch: f.trainStep / trainMs.pytorch / 1e6 },
-        shape: { batch: B, seqLen: T, loss: 'ppo', optimizer: 'adamw' },
-        ...alsoRow(rounds.trainA, trainMs.troupe),
-      });
-      results.push({
-        model: { name: mc.name, parameters: params },
-        figure: 'decode',
-        troupe: (decTokens / decMs.troupe) * 1000,
-        pytorch: (decTokens / decMs.pytorch) * 1000,
-        speedup: decMs.pytorch / decMs.troupe,
-        ms: decMs,
-        roundMs: { troupe: rounds.decT, pytorch: rounds.decP },
-        gflops: { troupe: decFlops / decMs.troupe / 1e6, pytorch: decFlops / decMs.pytorch / 1e6 },
-        shape: { batch: mc.decode.batch, promptLen: mc.decode.promptLen, newTokens: mc.decode.newTokens, sampling: 'temperature 1' },
-        ...alsoRow(rounds.decA, decMs.troupe),
-      });
-      for (const [v, x] of variants) {
-        const ms = { troupe: median(x.ms), pytorch: decMs.pytorch };
-        results.push({
+      const row = (figure: string, s: Series, tokens: number, flopCount: number, shape: Record<string, unknown>): Record<string, unknown> => {
+        const ms = { troupe: median(s.all('side')), pytorch: median(s.all('baseline')) };
+        const speedups = s.speedups('baseline');
+        return {
           model: { name: mc.name, parameters: params },
-          figure: `decode-${v}`,
-          troupe: (decTokens / ms.troupe) * 1000,
-          pytorch: (decTokens / ms.pytorch) * 1000,
-          speedup: ms.pytorch / ms.troupe,
+          figure,
+          troupe: (tokens / ms.troupe) * 1000,
+          pytorch: (tokens / ms.pytorch) * 1000,
+          // The median of the bracketed speedups; `speedupOfMedians` is the estimator used before 2026-11-28.
+          speedup: median(speedups),
+          speedupSpread: { q25: quantile(speedups, 0.25), q75: quantile(speedups, 0.75), n: speedups.length },
+          speedupOfMedians: ms.pytorch / ms.troupe,
           ms,
-          roundMs: { troupe: x.ms, pytorch: rounds.decP },
-          gflops: { troupe: decFlops / ms.troupe / 1e6, pytorch: decFlops / ms.pytorch / 1e6 },
-          shape: { batch: mc.decode.batch, promptLen: mc.decode.promptLen, newTokens: mc.decode.newTokens, sampling: 'temperature 1', weights: decodeVariants[v].weights, graph: 'fused', blockSize: decodeVariants[v].blockSize, pytorch: 'fp32 eager' },
-          ...alsoRow(rounds.decA, ms.troupe),
-        });
+          timingsMs: s.timings(),
+          gflops: { troupe: flopCount / ms.troupe / 1e6, pytorch: flopCount / ms.pytorch / 1e6 },
+          shape,
+          ...(also === null ? {} : { pytorchAlso: { core: alsoCore, ms: median(s.all('also')), speedup: median(s.speedups('also')) } }),
+        };
+      };
+      results.push(row('trainStep', train, trainTokens, f.trainStep, { batch: B, seqLen: T, loss: 'ppo', optimizer: 'adamw' }));
+      const decShape = { batch: mc.decode.batch, promptLen: mc.decode.promptLen, newTokens: mc.decode.newTokens, sampling: 'temperature 1' };
+      results.push(row('decode', dec, decTokens, decFlops, decShape));
+      for (const [v, x] of variants) {
+        results.push(row(`decode-${v}`, variantSeries.get(v)!, decTokens, decFlops, { ...decShape, weights: decodeVariants[v].weights, graph: 'fused', blockSize: decodeVariants[v].blockSize, pytorch: 'fp32 eager' }));
         await x.policy.dispose();
       }
     }
@@ -258,12 +252,14 @@ async function main(): Promise<void> {
   const rows = results.map((r) => {
     const m = r['model'] as { name: string; parameters: number };
     const g = r['gflops'] as { troupe: number };
-    return `| ${m.name} (${(m.parameters / 1e6).toFixed(1)}M) | ${String(r['figure'])} | ${(r['troupe'] as number).toFixed(0)} | ${(r['pytorch'] as number).toFixed(0)} | ${(r['speedup'] as number).toFixed(2)}x | ${g.troupe.toFixed(1)} |`;
+    const q = r['speedupSpread'] as { q25: number; q75: number; n: number } | undefined;
+    const spread = q ? `${q.q25.toFixed(2)}-${q.q75.toFixed(2)} (${q.n})` : 'n/a';
+    return `| ${m.name} (${(m.parameters / 1e6).toFixed(1)}M) | ${String(r['figure'])} | ${(r['troupe'] as number).toFixed(0)} | ${(r['pytorch'] as number).toFixed(0)} | ${(r['speedup'] as number).toFixed(2)}x | ${spread} | ${g.troupe.toFixed(1)} |`;
   });
   console.log(`\nCPU: ${blas.cpu.model} (family ${blas.cpu.family ?? '?'}, model ${blas.cpu.modelNumber ?? '?'}); PyTorch on OpenBLAS ${blas.choice.used ?? 'n/a'} (OpenBLAS's own pick ${blas.choice.cpuidPick ?? 'n/a'}, inherited OPENBLAS_CORETYPE ${blas.choice.inherited ?? 'unset'}), Troupe on ${blas.troupe.sgemmKernel}`);
   console.log(`MatMul peak (512², ${THREADS} threads): Troupe/ORT ${matmulPeak.troupe.toFixed(1)} GFLOP/s, PyTorch ${matmulPeak.pytorch.toFixed(1)} GFLOP/s (its kernel reached ${blas.choice.usedPeak?.toFixed(1) ?? '?'} in the probe)${also ? `, PyTorch on ${alsoCore ?? ALSO_CORE} ${median(peak.also).toFixed(1)} GFLOP/s` : ''}; load average ${loadAverage.start.toFixed(2)} -> ${loadAverage.end.toFixed(2)}`);
-  console.log('| model | figure | Troupe tok/s | PyTorch tok/s | speedup | Troupe GFLOP/s |');
-  console.log('|---|---|---|---|---|---|');
+  console.log('| model | figure | Troupe tok/s | PyTorch tok/s | speedup | its quartiles (pairs) | Troupe GFLOP/s |');
+  console.log('|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
   if (also) {
     for (const r of results) {
@@ -314,3 +310,41 @@ main().catch((e: unknown) => {
   console.error(e instanceof Error ? e.stack : e);
   process.exit(1);
 });
+
+/**
+ * One figure's interleaved timings, round by round: each round starts and ends with a baseline timing
+ * and holds one Troupe ("side") timing between each two baseline ones (the second baseline, `also`,
+ * is timed beside the first).
+ */
+class Series {
+  private readonly rounds: Array<{ sideMs: number[]; baselineMs: number[]; alsoMs: number[] | null }> = [];
+
+  round(baselineMs: number[], alsoMs: number[] | null): { sideMs: number[]; baselineMs: number[]; side(ms: number): void; baseline(ms: number, also: number | null): void } {
+    const r = { sideMs: [] as number[], baselineMs: [...baselineMs], alsoMs: alsoMs && [...alsoMs] };
+    this.rounds.push(r);
+    return {
+      sideMs: r.sideMs,
+      baselineMs: r.baselineMs,
+      side: (ms) => void r.sideMs.push(ms),
+      baseline: (ms, also) => {
+        r.baselineMs.push(ms);
+        if (also !== null) r.alsoMs?.push(also);
+      },
+    };
+  }
+
+  all(which: 'side' | 'baseline' | 'also'): number[] {
+    return this.rounds.flatMap((r) => (which === 'side' ? r.sideMs : which === 'baseline' ? r.baselineMs : (r.alsoMs ?? [])));
+  }
+
+  /** Troupe's bracketed speedups over the baseline (or the second one), all rounds together. */
+  speedups(against: 'baseline' | 'also'): number[] {
+    return this.rounds.flatMap((r) => bracketedSpeedups(r.sideMs, against === 'baseline' ? r.baselineMs : (r.alsoMs ?? [])));
+  }
+
+  /** Every timing, by round, rounded to 0.01 ms. */
+  timings(): Array<{ troupe: number[]; pytorch: number[] }> {
+    const r2 = (xs: number[]): number[] => xs.map((x) => Math.round(x * 100) / 100);
+    return this.rounds.map((r) => ({ troupe: r2(r.sideMs), pytorch: r2(r.baselineMs) }));
+  }
+}
