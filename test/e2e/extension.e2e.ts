@@ -4,14 +4,15 @@
 // Training from the command palette, watch the run in the Runs view and read its result in the
 // notification and the row, open its dashboard (result, mean step time, legends, axes, colours),
 // see Export name the best step, open a trajectory from the tree and read its reward annotations
-// and hover, compare two trajectories in the diff editor, open the walkthrough; train the config
-// a second time (labels by start time, Pause from the palette, the same colours, Stop → "stopped",
-// the tooltip), compare the two runs (a chart per metric, a line and a colour per run, smoothing
-// over the raw line), watch a long warm-up (Runs view, dashboard bar and loss chart) and pause, resume and
-// stop it there, kill the server (the runs stay, Restart Server brings it back); last, close the
-// window, which must stop the server the extension started. The tests run in order and share the
-// one window; each saves a screenshot under test/e2e/artifacts/ (`extension-*.png`). The workspace
-// and the in-page measurements are in support/ (extension-workspace.ts, page-probes.ts).
+// and hover, reload the window and find the dashboard and the inspector back, compare two
+// trajectories in the diff editor, open the walkthrough; train the config a second time (labels by
+// start time, Pause from the palette, the same colours, Stop → "stopped", the tooltip), compare
+// the two runs (a chart per metric, a line and a colour per run, smoothing over the raw line),
+// watch a long warm-up (Runs view, dashboard bar and loss chart) and pause, resume and stop it
+// there, kill the server (the runs stay, Restart Server brings it back); last, close the window,
+// which must stop the server the extension started. The tests run in order and share the one
+// window; each saves a screenshot under test/e2e/artifacts/ (`extension-*.png`). The workspace and
+// the in-page measurements are in support/ (extension-workspace.ts, page-probes.ts).
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -54,6 +55,7 @@ import {
   swatchLines,
   testResult,
   turnRules,
+  waitForWebviewText,
 } from './support/page-probes.ts';
 
 let scratch = '';
@@ -65,6 +67,8 @@ const reached = { trained: false };
 const swatchColours: { first: Map<string, string> | null } = { first: null };
 /** The best validated step as the dashboard's header states it (the Export test compares). */
 let dashboardBestStep: number | null = null;
+/** The trajectory the inspector showed last (the reload test looks for it after the reload). */
+let inspectedTrajectory: string | null = null;
 
 function started(): VsCode {
   assert.ok(vscode, 'VS Code did not start (see the before hook)');
@@ -233,6 +237,7 @@ test('a trajectory opened from the Runs view shows its turns with reward annotat
     const id = /(\d+)/.exec(await tab.innerText())?.[1] ?? '?';
     await waitForText(visibleWebview(page).locator('h1'), `Trajectory #${id}`, 60_000);
     await waitForText(visibleWebview(page).locator('body'), 'Turn 0 · ');
+    inspectedTrajectory = id;
     // The inspector's header, beside the document, wraps between facts, never between a fact's name and its value.
     const facts = await visibleWebview(page)
       .locator('.facts dt')
@@ -281,6 +286,25 @@ test('a trajectory opened from the Runs view shows its turns with reward annotat
     await waitForText(hover, 'advantage');
     await screenshot(page, 'extension-trajectory-hover');
     await page.keyboard.press('Escape');
+  }),
+);
+
+test('after Reload Window the dashboard and the inspector come back on their run and trajectory, loaded again', { timeout: 240_000 }, () =>
+  withFailureArtifacts(started(), 'extension-reload', async () => {
+    needsRun();
+    assert.ok(inspectedTrajectory !== null, 'needs the trajectory the inspector test opened (it failed)');
+    const { page } = started();
+    // The reload ends this window's extension host (which stops its server) and starts a new one; VS
+    // Code restores the panels in view with the state their pages saved, and each must fetch its data
+    // anew. The dashboard (opened before, in the first group) and the inspector (beside the document).
+    const reloaded = page.waitForEvent('load', { timeout: 60_000 });
+    await runCommand(page, 'Developer: Reload Window');
+    await reloaded;
+    await page.locator('.monaco-workbench .part.statusbar').waitFor({ timeout: 60_000 });
+    await waitForWebviewText(page, 'h1', `Trajectory #${inspectedTrajectory}`, 120_000);
+    await waitForWebviewText(page, 'body', 'Turn 0 · ', 60_000);
+    await waitForWebviewText(page, 'header.bar', runName, 120_000);
+    await screenshot(page, 'extension-reload');
   }),
 );
 

@@ -1,12 +1,13 @@
 /**
  * What the dashboard, inspector and comparison panels share: where the bundles are, the webview
  * options (scripts on, resources only from the bundle folder), the HTML shell, parsing what a
- * webview posts, the log that bad messages and webview reports go to, and restoring panels after a
- * reload.
+ * webview posts, the log that bad messages and webview reports go to, reloading a page that does
+ * not start, and restoring panels after a reload.
  */
 import * as vscode from 'vscode';
 import type { z } from 'zod';
 import { parseMessage } from '../../../webview/src/messages.ts';
+import { LoadWatchdog } from './load-watchdog.ts';
 import { makeNonce, webviewHtml } from './webview-html.ts';
 import { userMessage } from '../error-text.ts';
 
@@ -27,18 +28,50 @@ export function webviewOptions(context: vscode.ExtensionContext): vscode.Webview
   };
 }
 
-/** Sets the panel's options and its HTML for one bundle (`dashboard`, `inspector` or `compare`), with a fresh nonce. */
+/**
+ * Sets the panel's options and its HTML for one bundle (`dashboard`, `inspector` or `compare`),
+ * with a fresh nonce, and watches the page start: one in view that has not posted `ready` within
+ * 15 s is loaded again, up to three times, and then the user is told (load-watchdog.ts says why).
+ * Call once per panel.
+ */
 export function loadBundle(panel: vscode.WebviewPanel, context: vscode.ExtensionContext, bundle: 'dashboard' | 'inspector' | 'compare', title: string): void {
   const webview = panel.webview;
   webview.options = webviewOptions(context);
   const root = bundleRoot(context);
-  webview.html = webviewHtml({
-    title,
-    scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(root, `${bundle}.js`)).toString(),
-    styleUri: webview.asWebviewUri(vscode.Uri.joinPath(root, `${bundle}.css`)).toString(),
-    cspSource: webview.cspSource,
-    nonce: makeNonce(),
+  const setHtml = (): void => {
+    webview.html = webviewHtml({
+      title,
+      scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(root, `${bundle}.js`)).toString(),
+      styleUri: webview.asWebviewUri(vscode.Uri.joinPath(root, `${bundle}.css`)).toString(),
+      cspSource: webview.cspSource,
+      nonce: makeNonce(),
+    });
+  };
+  setHtml();
+  const watchdog = new LoadWatchdog({
+    visible: () => panel.visible,
+    reload: (attempt) => {
+      panelLog().warn(`${title}: the page did not start within 15 s; loading it again (${attempt} of 3)`);
+      setHtml();
+    },
+    giveUp: (loads) => {
+      panelLog().error(`${title}: the page did not start after ${loads} loads`);
+      void vscode.window
+        .showWarningMessage(`Troupe: "${title}" stays blank: VS Code did not serve its page's files after ${loads} tries. Reloading the window usually clears it.`, 'Reload Window')
+        .then((choice) => (choice === 'Reload Window' ? vscode.commands.executeCommand('workbench.action.reloadWindow') : undefined));
+    },
   });
+  const listeners = [
+    webview.onDidReceiveMessage((data: unknown) => {
+      if (typeof data === 'object' && data !== null && (data as { type?: unknown }).type === 'ready') watchdog.ready();
+    }),
+    panel.onDidChangeViewState(() => watchdog.viewChanged()),
+  ];
+  panel.onDidDispose(() => {
+    watchdog.dispose();
+    for (const l of listeners) l.dispose();
+  });
+  watchdog.loaded();
 }
 
 let log: vscode.LogOutputChannel | undefined;

@@ -5,7 +5,7 @@
  * `evaluate` run in the page, so each is self-contained.
  */
 import assert from 'node:assert/strict';
-import type { FrameLocator, Locator } from 'playwright-core';
+import type { FrameLocator, Locator, Page } from 'playwright-core';
 import { runCommand, type EditorLine, type VsCode } from '../harness.ts';
 
 /** The inline annotation after a turn's `  reward` line (trajectory-document.ts `annotationLabel`). */
@@ -115,4 +115,25 @@ export function lineColumnOf(text: string, needle: string): { line: number; colu
   assert.ok(i >= 0, needle);
   const lines = text.slice(0, i).split('\n');
   return { line: lines.length, column: lines.at(-1)!.length + 1 };
+}
+
+/**
+ * Waits until one of the window's webview pages (any panel in view: VS Code puts each in its own
+ * nested frame) has an element matching `selector` whose text matches `text`; the error lists what
+ * each page's `selector` showed.
+ */
+export async function waitForWebviewText(page: Page, selector: string, text: string | RegExp, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  let seen: string[] = [];
+  while (Date.now() < end) {
+    seen = [];
+    for (const frame of page.frames()) {
+      if (frame === page.mainFrame()) continue;
+      const texts = await frame.locator(selector).allInnerTexts().catch(() => [] as string[]);
+      seen.push(...texts);
+      if (texts.some((t) => (typeof text === 'string' ? t.includes(text) : text.test(t)))) return;
+    }
+    await page.waitForTimeout(500);
+  }
+  throw new Error(`no webview showed ${String(text)} in ${selector} within ${timeoutMs / 1000} s; their ${selector} texts: ${JSON.stringify(seen).slice(0, 600)}`);
 }
