@@ -211,3 +211,27 @@ test('without candidates the prompt lists only the empty cells', () => {
   const prompt = solo(trainSeed(3)).observe('solo');
   assert.match(prompt, /^empty: (\d,\d ?)+$/m);
 });
+
+test('padEmptyLine: the empty-cell line keeps its first length in later rounds, padded with _', () => {
+  let later = 0;
+  for (let i = 0; i < 100; i++) {
+    const padded = sudoku.create(trainSeed(i), { variant: 'team', emptyCells: 4, candidates: 'fewest-first', planAccepts: true, padEmptyLine: true });
+    const plain = sudoku.create(trainSeed(i), { variant: 'team', emptyCells: 4, candidates: 'fewest-first', planAccepts: true });
+    const line = (env: Environment) => /^empty: .*$/m.exec(env.observe('tool'))![0];
+    const width = line(padded).length;
+    assert.equal(line(padded), line(plain), 'the first round is unpadded: it sets the width');
+    while (!padded.done) {
+      // The same list as without the option, then '_' up to the first round's length.
+      assert.equal(line(padded), line(plain).padEnd(width, '_'));
+      assert.equal(line(padded).length, width);
+      if (padded.turn > 0) later++;
+      for (const agent of ['tool', 'plan']) {
+        const answer = padded.solution(agent);
+        padded.act(agent, answer);
+        plain.act(agent, answer);
+      }
+    }
+    assert.ok(padded.success);
+  }
+  assert.ok(later > 10, `${later} later rounds`);
+});

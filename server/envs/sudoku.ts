@@ -57,6 +57,13 @@ export const sudokuOptionsSchema = z
       .describe(
         "The prompt's empty-cell line: 'none' lists the empty cells ('empty: 1,4 2,1'); 'row-order' adds each cell's candidates, the digits its row, column and box leave ('empty: 1,4=2 2,1=13'); 'fewest-first' also orders the cells by their number of candidates, row by row within a count ('empty: 2,1=3 1,4=24'). With candidates the solver's demonstrations fill only the cells with one candidate each round (naked singles), which 'fewest-first' lists first. For the embedded character-level model, which cannot derive a cell's digit from the grid (docs/experiments/2026-11-28.md).",
       ),
+    /** Whether the empty-cell line keeps the length it had when the puzzle began, padded with '_'. */
+    padEmptyLine: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Pad the empty-cell line with '_' to the length it had when the puzzle began, so that in later rounds, when fewer cells are listed, the list still starts as far from the end of the prompt as in the first round. For the embedded character-level model, whose tool copied a one-entry list no better than chance while it copied four-entry lists (docs/experiments/2026-11-28-sudoku.md). false: the line ends after the last cell.",
+      ),
     ...workflowOptionsShape,
   })
   .strict()
@@ -82,6 +89,8 @@ interface Spec {
   readonly peers: readonly (readonly number[])[];
   /** The `candidates` option. */
   readonly candidateView: SudokuCandidateView;
+  /** With `padEmptyLine`, the empty-cell line's length at the start; 0 leaves the line unpadded. */
+  readonly emptyLineWidth: number;
 }
 
 const peerCache = new Map<number, readonly (readonly number[])[]>();
@@ -196,7 +205,7 @@ class SudokuState implements PuzzleState<Fill[]> {
       return [{ text: `${cell}=${digits.join('') || '-'}`, count: digits.length }];
     });
     if (view === 'fewest-first') empty.sort((a, b) => a.count - b.count);
-    rows.push(`empty: ${empty.map((e) => e.text).join(' ') || 'none'}`);
+    rows.push(`empty: ${empty.map((e) => e.text).join(' ') || 'none'}`.padEnd(this.spec.emptyLineWidth, '_'));
     return rows.join('\n');
   }
 
@@ -349,7 +358,7 @@ function fullGrid(rng: Rng, n: number): number[] {
   return grid;
 }
 
-function generate(seed: number, n: 4 | 9, emptyCells: number, candidateView: SudokuCandidateView): SudokuState {
+function generate(seed: number, n: 4 | 9, emptyCells: number, candidateView: SudokuCandidateView, padEmptyLine: boolean): SudokuState {
   const rng = new Rng(seed, 'sudoku');
   const peers = peersOf(n);
   const solution = fullGrid(rng, n);
@@ -362,8 +371,10 @@ function generate(seed: number, n: 4 | 9, emptyCells: number, candidateView: Sud
     if (countSolutions(cells, peers, n, 2) === 1) emptied++;
     else cells[cell] = value;
   }
-  const spec: Spec = { n, clues: Object.freeze([...cells]), solution: Object.freeze(solution), peers, candidateView };
-  return new SudokuState(spec, cells, true, emptied);
+  const spec: Spec = { n, clues: Object.freeze([...cells]), solution: Object.freeze(solution), peers, candidateView, emptyLineWidth: 0 };
+  // The unpadded render's last line is the empty-cell line.
+  const width = padEmptyLine ? (new SudokuState(spec, [...cells], true, emptied).render().split('\n').at(-1) as string).length : 0;
+  return new SudokuState({ ...spec, emptyLineWidth: width }, cells, true, emptied);
 }
 
 export const sudoku = {
@@ -372,6 +383,6 @@ export const sudoku = {
   create(seed: number, options?: unknown): PuzzleEnvironment<Fill[]> {
     const o = parseOptions(sudokuOptionsSchema, options, 'sudoku');
     checkSeed(seed, 'sudoku');
-    return PuzzleEnvironment.start('sudoku', seed, generate(seed, o.size, o.emptyCells ?? defaultEmpty[o.size], o.candidates), o);
+    return PuzzleEnvironment.start('sudoku', seed, generate(seed, o.size, o.emptyCells ?? defaultEmpty[o.size], o.candidates, o.padEmptyLine), o);
   },
 } satisfies EnvironmentFactory<SudokuOptions>;
