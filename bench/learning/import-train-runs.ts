@@ -10,8 +10,11 @@
  * config gives now (so RL started from the warm start bench:learning would train). Each run is
  * recorded as bench:learning records a seed: validation score and mean reward per validated step,
  * the test before and after RL, the tested step, and the wall time from the run's creation to its
- * last change. Stored seeds of the method that a workspace repeats are replaced; stored runs of
- * another config or step count are refused, as LEARNING_KEEP_SEEDS refuses them.
+ * last change. Stored seeds of the method that a workspace repeats are replaced; the others are
+ * kept only if they trained as the config does now (stored-seeds.ts, as LEARNING_KEEP_SEEDS
+ * judges them), and are refused otherwise, naming the seeds. `--replace` drops the method's stored
+ * runs instead (a config that changed: its first seeds), as bench:learning without
+ * LEARNING_KEEP_SEEDS does.
  *
  * The method's summary over seeds (curve, test spreads) is left empty for the next bench:learning
  * run with LEARNING_KEEP_SEEDS=1 to recompute, which it does from the runs; rl-gain.ts reads only
@@ -25,13 +28,15 @@ import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-exper
 import { warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
 import { methodConfigPath } from './method-configs.ts';
-import { configDigest, trainedPart } from './stored-seeds.ts';
+import { configDigest, storedSeedProblems, trainedPart, type StoredSeed } from './stored-seeds.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const [entry, variant, ...workspaces] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const replace = args.includes('--replace');
+const [entry, variant, ...workspaces] = args.filter((a) => a !== '--replace');
 /** The methods whose runs are judged by success alone (what an import records). */
 const IMPORTABLE = ['at-grpo', 'grpo', 'single', 'single-grpo'];
-if (!entry || !variant || workspaces.length === 0) throw new Error('usage: import-train-runs.ts <entry> <variant> <workspace>... (e.g. sokoban at-grpo /tmp/sok-S2; an entry with a suffix, plan-path-7x7, names configs/plan-path/L2-lora-7x7.json)');
+if (!entry || !variant || workspaces.length === 0) throw new Error('usage: import-train-runs.ts <entry> <variant> <workspace>... [--replace] (e.g. sokoban at-grpo /tmp/sok-S2; an entry with a suffix, plan-path-7x7, names configs/plan-path/L2-lora-7x7.json)');
 if (!IMPORTABLE.includes(variant)) throw new Error(`variant: ${JSON.stringify(variant)} is not one of ${IMPORTABLE.join(', ')}`);
 const configRel = methodConfigPath(entry, variant).rel;
 const configPath = join(root, configRel);
@@ -84,16 +89,23 @@ for (const ws of workspaces.map((w) => resolve(w))) {
 }
 
 const file = join(root, 'bench', 'results', 'learning.json');
-const stored = JSON.parse(readFileSync(file, 'utf8')) as { results: Record<string, Array<{ variant: string; config?: string; runs?: Array<{ seed: number; wallSeconds: number; curve: Array<{ step: number }> }> }>> };
+const stored = JSON.parse(readFileSync(file, 'utf8')) as {
+  results: Record<string, Array<{ variant: string; config?: string; runs?: Array<StoredSeed & { wallSeconds: number; curve: Array<{ step: number }> }> }>>;
+};
 const rows = (stored.results[entry] ??= []);
-const old = rows.find((r) => r.variant === variant && Array.isArray(r.runs));
+const old = replace ? undefined : rows.find((r) => r.variant === variant && Array.isArray(r.runs));
 const last = imported[0]!.curve.at(-1)!.step;
 if (old && (old.config !== configRel || old.runs!.some((r) => r.curve.at(-1)?.step !== last))) {
   throw new Error(`learning.json: the stored ${entry} ${variant} runs are of ${old.config} to step ${old.runs![0]?.curve.at(-1)?.step}, these of ${configRel} to step ${last}`);
 }
 if (imported.some((r) => r.curve.at(-1)!.step !== last)) throw new Error('the workspaces ran to different steps');
 const seeds = new Set(imported.map((r) => r.seed));
-const runs = [...(old?.runs ?? []).filter((r) => !seeds.has(r.seed)), ...imported].sort((a, b) => a.seed - b.seed);
+const kept = (old?.runs ?? []).filter((r) => !seeds.has(r.seed));
+// A seed trained under another config (say, a warm start since shortened) must not be summarised
+// with these as one method.
+const problems = await storedSeedProblems(kept, digest, async (seed) => warmStartKeys(await resolveExperiment({ ...current, seed }, configPath)));
+if (problems.length > 0) throw new Error(`learning.json: stored ${entry} ${variant} seeds did not train as ${configRel} does now: ${problems.join('; ')}; import with --replace to drop them`);
+const runs = [...kept, ...imported].sort((a, b) => a.seed - b.seed);
 const row = { variant, config: configRel, seeds: runs.map((r) => r.seed), runs, curve: [], testBefore: null, testAfter: null, testGain: null, wallSeconds: runs.reduce((a, r) => a + r.wallSeconds, 0) };
 // A row of the format before per-seed runs is replaced, as bench:learning replaces it.
 stored.results[entry] = [...rows.filter((r) => r.variant !== variant), row];
