@@ -49,7 +49,7 @@
  * the same config file and step count, and refused before anything trains unless each stored run
  * trained as the config does now: stored-seeds.ts), LEARNING_CHARTS_ONLY=1 (train
  * nothing: redraw the charts of LEARNING_ENVS and recompute their comparisons from
- * bench/results/learning.json).
+ * bench/results/learning.json, and the summary over seeds of a method whose runs import-train-runs.ts stored).
  */
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -249,7 +249,10 @@ async function redrawCharts(): Promise<void> {
   for (const env of ENVS) {
     const rs = stored.results?.[env];
     if (!rs) throw new Error(`LEARNING_CHARTS_ONLY: bench/results/learning.json has no results for ${JSON.stringify(env)}`);
-    const withSeeds = rs.filter((r): r is VariantResult => Array.isArray(r.runs));
+    // Rows imported by import-train-runs.ts carry runs but no summary: it is computed here from the runs.
+    const summarised = rs.map((r) => (Array.isArray(r.runs) && r.curve?.length === 0 ? summarise(r.variant!, r.config!, r.runs) : r));
+    stored.results![env] = summarised;
+    const withSeeds = summarised.filter((r): r is VariantResult => Array.isArray(r.runs));
     if (withSeeds.length === 0) throw new Error(`LEARNING_CHARTS_ONLY: the stored ${env} results predate per-seed runs; rerun them to chart them`);
     await writeChart(outDir, env, withSeeds);
     console.log(`redrew bench/results/learning-${env}.svg (${withSeeds.map((r) => r.variant).join(', ')})`);

@@ -16,9 +16,9 @@
  * runs instead (a config that changed: its first seeds), as bench:learning without
  * LEARNING_KEEP_SEEDS does.
  *
- * The method's summary over seeds (curve, test spreads) is left empty for the next bench:learning
- * run with LEARNING_KEEP_SEEDS=1 to recompute, which it does from the runs; rl-gain.ts reads only
- * the runs.
+ * The method's summary over seeds (curve, test spreads) is left empty; the next bench:learning run
+ * with LEARNING_KEEP_SEEDS=1, or LEARNING_CHARTS_ONLY=1, computes it from the runs; rl-gain.ts reads
+ * only the runs.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
