@@ -41,7 +41,8 @@
  * shared-ppo, L1 with PPO at the same budget.
  *
  * Options (env): LEARNING_ENVS (default plan-path,sokoban; any of the seven; plan-path-7x7 runs
- * configs/plan-path/*-7x7.json, the harder task), LEARNING_VARIANTS (default
+ * configs/plan-path/*-7x7.json, the harder task; math-mod-linear, configs/math/*-mod-linear.json, the
+ * harder math tiers), LEARNING_VARIANTS (default
  * at-grpo,grpo,single,single-grpo; also shared, separate, single-tool), LEARNING_SEEDS (a count, seeds 1..N, or
  * a list "1,2,3", one seed alone as "4,"; default 3),
  * LEARNING_STEPS (override training.steps), LEARNING_KEEP_SEEDS=1 (add seeds: a method's stored
