@@ -9,6 +9,7 @@
  *   node --import tsx bench/engine/compare-runs.ts <first.json> <second.json> [--tolerance 0.10] [--json]
  */
 import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
 import { z } from 'zod';
 
 const rowSchema = z.object({
@@ -69,15 +70,13 @@ export function compareRuns(a: Run, b: Run, tolerance: number): FigureComparison
 }
 
 function main(argv: string[]): void {
-  const files = argv.filter((a) => !a.startsWith('--') && !/^\d*\.?\d+$/.test(a));
-  const t = argv.indexOf('--tolerance');
-  const tolerance = t >= 0 ? Number(argv[t + 1]) : 0.1;
-  if (files.length !== 2 || !(tolerance > 0)) {
-    throw new Error('usage: compare-runs.ts <first.json> <second.json> [--tolerance 0.10] [--json]');
-  }
+  const usage = 'usage: compare-runs.ts <first.json> <second.json> [--tolerance 0.10] [--json]';
+  const { values, positionals: files } = parseArgs({ args: argv, options: { tolerance: { type: 'string', default: '0.1' }, json: { type: 'boolean', default: false } }, allowPositionals: true });
+  const tolerance = Number(values.tolerance);
+  if (files.length !== 2 || !(tolerance > 0)) throw new Error(usage);
   const [a, b] = files.map(load) as [Run, Run];
   const rows = compareRuns(a, b, tolerance);
-  if (argv.includes('--json')) {
+  if (values.json) {
     console.log(JSON.stringify({ tolerance, first: files[0], second: files[1], rows }, null, 2));
     return;
   }

@@ -45,8 +45,9 @@ const pct = (k: number, of: number) => (of === 0 ? '   n/a' : `${((100 * k) / of
 function tierTable(ev: Evaluation): string[] {
   const rows = new Map<string, { n: number; solved: number; right: number; error: number; cut: number; copied: number }>();
   for (const t of ev.trajectories) {
-    const r = rows.get(tierOf(t.envSeed)) ?? { n: 0, solved: 0, right: 0, error: 0, cut: 0, copied: 0 };
-    rows.set(tierOf(t.envSeed), r);
+    const tier = tierOf(t.envSeed);
+    const r = rows.get(tier) ?? { n: 0, solved: 0, right: 0, error: 0, cut: 0, copied: 0 };
+    rows.set(tier, r);
     r.n++;
     if (t.success) r.solved++;
     const tool = t.samples.find((s) => s.kept && (s.agent === 'tool' || s.agent === 'solo') && s.turn === 0);
@@ -84,10 +85,12 @@ try {
   for (let offset = 0; ; offset += 10_000) {
     const page = store.listTrajectories({ runId: folder.runId, phase: 'train', limit: 10_000, offset });
     for (const t of page) {
-      const byBlock = blocks.get(tierOf(t.envSeed)) ?? new Map<number, { n: number; solved: number }>();
-      blocks.set(tierOf(t.envSeed), byBlock);
-      const b = byBlock.get(Math.floor((t.step - 1) / 10)) ?? { n: 0, solved: 0 };
-      byBlock.set(Math.floor((t.step - 1) / 10), b);
+      const tier = tierOf(t.envSeed);
+      const block = Math.floor((t.step - 1) / 10);
+      const byBlock = blocks.get(tier) ?? new Map<number, { n: number; solved: number }>();
+      blocks.set(tier, byBlock);
+      const b = byBlock.get(block) ?? { n: 0, solved: 0 };
+      byBlock.set(block, b);
       b.n++;
       if (t.success) b.solved++;
     }

@@ -25,8 +25,8 @@ export class LoadWatchdog {
 
   constructor(
     private readonly host: LoadWatchdogHost,
-    private readonly timeoutMs = 15_000,
-    private readonly retries = 3,
+    private readonly timeoutMs: number,
+    private readonly retries: number,
   ) {}
 
   /** The page was (re)loaded: wait for its `ready`. */

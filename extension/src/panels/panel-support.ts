@@ -31,9 +31,13 @@ export function webviewOptions(context: vscode.ExtensionContext): vscode.Webview
 /**
  * Sets the panel's options and its HTML for one bundle (`dashboard`, `inspector` or `compare`),
  * with a fresh nonce, and watches the page start: one in view that has not posted `ready` within
- * 15 s is loaded again, up to three times, and then the user is told (load-watchdog.ts says why).
- * Call once per panel.
+ * LOAD_TIMEOUT_MS is loaded again, up to LOAD_RETRIES times, and then the user is told
+ * (load-watchdog.ts says why). Call once per panel.
  */
+/** How long a page in view may take to post `ready`, and how often it is loaded again. */
+const LOAD_TIMEOUT_MS = 15_000;
+const LOAD_RETRIES = 3;
+
 export function loadBundle(panel: vscode.WebviewPanel, context: vscode.ExtensionContext, bundle: 'dashboard' | 'inspector' | 'compare', title: string): void {
   const webview = panel.webview;
   webview.options = webviewOptions(context);
@@ -51,7 +55,7 @@ export function loadBundle(panel: vscode.WebviewPanel, context: vscode.Extension
   const watchdog = new LoadWatchdog({
     visible: () => panel.visible,
     reload: (attempt) => {
-      panelLog().warn(`${title}: the page did not start within 15 s; loading it again (${attempt} of 3)`);
+      panelLog().warn(`${title}: the page did not start within ${LOAD_TIMEOUT_MS / 1000} s; loading it again (${attempt} of ${LOAD_RETRIES})`);
       setHtml();
     },
     giveUp: (loads) => {
@@ -60,7 +64,7 @@ export function loadBundle(panel: vscode.WebviewPanel, context: vscode.Extension
         .showWarningMessage(`Troupe: "${title}" stays blank: VS Code did not serve its page's files after ${loads} tries. Reloading the window usually clears it.`, 'Reload Window')
         .then((choice) => (choice === 'Reload Window' ? vscode.commands.executeCommand('workbench.action.reloadWindow') : undefined));
     },
-  });
+  }, LOAD_TIMEOUT_MS, LOAD_RETRIES);
   const listeners = [
     webview.onDidReceiveMessage((data: unknown) => {
       if (typeof data === 'object' && data !== null && (data as { type?: unknown }).type === 'ready') watchdog.ready();
