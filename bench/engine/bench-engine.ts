@@ -19,7 +19,7 @@
  *
  * Then the real-vocabulary case (`bench-real-vocab.ts`): a random model at Qwen2.5-0.5B's shapes,
  * its decode (fp32, and int4 rollout weights with blocks of 128: `decode-int4-b128`) and LoRA PPO
- * step against PyTorch's, and both processes' peak RSS.
+ * step against PyTorch's, timed alternately and bracketed as the small cases are, and both processes' peak RSS.
  *
  * PyTorch's matmuls run on OpenBLAS, whose kernel choice can be far from this CPU's best: before the
  * run `torchBlas` (torch-blas.ts) probes the candidate kernels, checks them against float64 and pins

@@ -13,10 +13,15 @@
  * Its warm-up run includes quantizing and building the graph (a trainer pays that after each
  * update). Its peak RSS is that phase's own where Linux lets the high-water mark be reset.
  *
- * One round only (a LoRA step is ~tens of seconds on 2 cores), Troupe then PyTorch. Weights are
- * each side's own random initialisation (N(0, 0.02²), norms 1): a 2 GB safetensors file just to
- * share random numbers would cost more than the timing it protects, and random weights give
- * both sides the same FLOPs. Run alone: `BENCH_MODELS=qwen2.5-0.5b npm run bench:engine`.
+ * The sides are interleaved timing by timing, as in the small cases: PyTorch, Troupe, PyTorch, …,
+ * PyTorch, each PyTorch call one timed run after an untimed one of its own, and each figure is the
+ * median of Troupe's bracketed speedups (bench/stats.ts `bracketedSpeedups`), with the ratio of the
+ * two sides' medians beside it (the estimator before 2026-11-28, when this case was timed Troupe
+ * first, PyTorch after). So both processes hold the model at once: about 17 GB of peak RSS
+ * together during the LoRA step. Weights are each side's own random initialisation (N(0, 0.02²),
+ * norms 1): a 2 GB safetensors file just to share random numbers would cost more than the timing
+ * it protects, and random weights give both sides the same FLOPs. Run alone:
+ * `BENCH_MODELS=qwen2.5-0.5b npm run bench:engine` (about 8 minutes on 2 idle cores).
  *
  * Troupe scores and trains in micro-batches of at most BENCH_QWEN_MICRO_TOKENS padded tokens
  * (`training.microBatchTokens`; 256, so two passes per 512-token update); PyTorch takes the
@@ -24,7 +29,7 @@
  * each row also records the CPU utilisation of each side (CPU seconds ÷ (wall seconds ×
  * threads)) over its timed region.
  *
- * Options (env): BENCH_QWEN_TRAIN_STEPS (2), BENCH_QWEN_DECODE_RUNS (2), BENCH_QWEN_NEW_TOKENS (32),
+ * Options (env): BENCH_QWEN_TRAIN_STEPS (3), BENCH_QWEN_DECODE_RUNS (3), BENCH_QWEN_NEW_TOKENS (32),
  * BENCH_QWEN_MICRO_TOKENS (256). A quick end-to-end check: BENCH_QWEN_TRAIN_STEPS=1
  * BENCH_QWEN_DECODE_RUNS=1 BENCH_QWEN_NEW_TOKENS=4 (the figures then mean little).
  */
@@ -38,7 +43,7 @@ import { optimizerSchema } from '../../server/models/optimizer.ts';
 import { Policy } from '../../server/models/policy.ts';
 import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
 import type { Engine } from '../../server/runtime/engine.ts';
-import { median } from '../stats.ts';
+import { bracketedSpeedups, median, quantile } from '../stats.ts';
 import { randomBatch } from './bench-util.ts';
 import type { TorchServer } from './torch-server.ts';
 
@@ -59,8 +64,8 @@ export const qwen25HalfB: ModelConfig = parseModelConfig({
   maxSequenceLength: 4096,
 });
 
-const TRAIN = { batch: 4, seqLen: 128, steps: Number(process.env['BENCH_QWEN_TRAIN_STEPS'] ?? 2), warmup: 1 };
-const DECODE = { batch: 16, promptLen: 32, newTokens: Number(process.env['BENCH_QWEN_NEW_TOKENS'] ?? 32), runs: Number(process.env['BENCH_QWEN_DECODE_RUNS'] ?? 2), warmup: 1 };
+const TRAIN = { batch: 4, seqLen: 128, steps: Number(process.env['BENCH_QWEN_TRAIN_STEPS'] ?? 3), warmup: 1 };
+const DECODE = { batch: 16, promptLen: 32, newTokens: Number(process.env['BENCH_QWEN_NEW_TOKENS'] ?? 32), runs: Number(process.env['BENCH_QWEN_DECODE_RUNS'] ?? 3), warmup: 1 };
 const MICRO_TOKENS = Number(process.env['BENCH_QWEN_MICRO_TOKENS'] ?? 256);
 const LORA = { rank: 8, alpha: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const };
 /** The int4 rollout decoder timed beside fp32: what `rollout: { weights: "int4", blockSize: 128 }` builds. */
@@ -168,27 +173,43 @@ export async function benchRealVocab(engine: Engine, torch: TorchServer, threads
   const params = (await engine.stats()).residentBytes;
   say(`resident after load: ${(params / 2 ** 30).toFixed(2)} GiB; process peak RSS so far ${(rssMB() / 1024).toFixed(2)} GiB`);
 
-  // Decode: the first run also compiles the graph and creates the session.
+  // Decode: the warm-up run also compiles the graph and creates the session.
   const prompts = Array.from({ length: DECODE.batch }, (_, b) => Int32Array.from({ length: DECODE.promptLen }, (_, i) => (b * 7919 + i * 104729) % c.vocabSize));
-  /** Timed decode runs after the warm-up; `rollout`: sample with the policy's rollout weights. */
-  const timeDecode = async (p: Policy, label: string, rollout: boolean): Promise<{ ms: number[]; cpu: { sec: number; wallSec: number } }> => {
-    const out = { ms: [] as number[], cpu: { sec: 0, wallSec: 0 } };
-    for (let i = 0; i < DECODE.warmup + DECODE.runs; i++) {
-      const { value: g, ms, cpuSec } = await timed(() => p.generate(prompts, { maxNewTokens: DECODE.newTokens, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: i, stopTokens: [], padToken: 0, rollout }));
-      if (g.tokens.some((x) => x.length !== DECODE.newTokens)) throw new Error(`${label} decode produced fewer tokens than asked`);
-      say(`${label} decode run ${i + 1}: ${(ms / 1000).toFixed(1)} s, ${cpuSec.toFixed(1)} CPU s${i < DECODE.warmup ? ' (warm-up, includes compiling)' : ''}`);
-      if (i >= DECODE.warmup) {
-        out.ms.push(ms);
-        out.cpu.sec += cpuSec;
-        out.cpu.wallSec += ms / 1000;
-      }
+  const decodeCpu = { sec: 0, wallSec: 0 };
+  const int4Cpu = { sec: 0, wallSec: 0 };
+  /** One Troupe decode run (ms), its CPU time added to `cpu`; `rollout`: sample with the policy's rollout weights. */
+  const decodeOnce = async (p: Policy, label: string, rollout: boolean, seed: number, cpu: { sec: number; wallSec: number } | null): Promise<number> => {
+    const { value: g, ms, cpuSec } = await timed(() => p.generate(prompts, { maxNewTokens: DECODE.newTokens, sampling: { temperature: 1, topP: 1, topK: 0 }, seed, stopTokens: [], padToken: 0, rollout }));
+    if (g.tokens.some((x) => x.length !== DECODE.newTokens)) throw new Error(`${label} decode produced fewer tokens than asked`);
+    say(`${label} decode: ${(ms / 1000).toFixed(1)} s, ${cpuSec.toFixed(1)} CPU s${cpu ? '' : ' (warm-up, includes compiling)'}`);
+    if (cpu) {
+      cpu.sec += cpuSec;
+      cpu.wallSec += ms / 1000;
     }
-    return out;
+    return ms;
   };
-  const { ms: decMs, cpu: decCpu } = await timeDecode(policy, 'fp32', false);
+  // PyTorch: one timing a call, after an untimed run of its own; CPU and peak RSS over every call of a figure.
+  // ('int4' is PyTorch's fp32 decode again, beside the int4 phase; its process's peak is for life, so
+  // it includes the LoRA step's before it.)
+  const torchCpu = { decode: { sec: 0, wallSec: 0 }, train: { sec: 0, wallSec: 0 }, int4: { sec: 0, wallSec: 0 } };
+  const torchPeak = { decode: 0, train: 0, int4: 0 };
+  const torchOnce = async (cmd: Record<string, unknown>, figure: 'decode' | 'train' | 'int4'): Promise<number> => {
+    const r = await torch.call<{ ms: number[]; maxRssMB: number; cpuSec: number; wallSec: number }>({ ...cmd, steps: 1, warmup: 1 });
+    torchCpu[figure].sec += r.cpuSec;
+    torchCpu[figure].wallSec += r.wallSec;
+    torchPeak[figure] = Math.max(torchPeak[figure], r.maxRssMB);
+    say(`PyTorch ${figure}: ${(r.ms[0]! / 1000).toFixed(1)} s`);
+    return r.ms[0]!;
+  };
+  const { batch, promptLen, newTokens } = DECODE;
+  const torchDecode = (figure: 'decode' | 'int4') => () => torchOnce({ cmd: 'decode', batch, promptLen, newTokens, temperature: 1, topP: 1 }, figure);
+
+  await torch.call({ cmd: 'load', modelConfig: c, seed: 1 });
+  for (let i = 0; i < DECODE.warmup; i++) await decodeOnce(policy, 'fp32', false, i, null);
+  const dec = await interleave(DECODE.runs, (i) => decodeOnce(policy, 'fp32', false, DECODE.warmup + i, decodeCpu), torchDecode('decode'));
   const rssAfterDecode = rssMB();
 
-  // LoRA PPO: old and reference log-probs, then updates (the first compiles).
+  // LoRA PPO: old and reference log-probs, then updates (the warm-up compiles).
   const raw = randomBatch(c, TRAIN.batch, TRAIN.seqLen, 11);
   let t0 = performance.now();
   const old = await policy.score(raw, 1);
@@ -199,112 +220,117 @@ export async function benchRealVocab(engine: Engine, torch: TorchServer, threads
   say(`score ${(scoreMs / 1000).toFixed(1)} s, reference score ${(refMs / 1000).toFixed(1)} s (each includes compiling)`);
   const seqs = raw.map((q, i) => ({ ...q, oldLogp: old[i]!, refLogp: ref[i]! }));
   const hp = { temperature: 1, clipEps: 0.2, klCoef: 0.05, entCoef: 0.01 };
-  const trainMs: number[] = [];
   const trainCpu = { sec: 0, wallSec: 0 };
-  for (let i = 0; i < TRAIN.warmup + TRAIN.steps; i++) {
+  const updateOnce = async (warmUp: boolean): Promise<number> => {
     const { value: s, cpuSec } = await timed(() => policy.update('ppo', seqs, hp));
     if (s.skipped) throw new Error(`LoRA update skipped: ${s.skipped}`);
-    say(`LoRA PPO step ${i + 1}: ${(s.ms / 1000).toFixed(1)} s, ${cpuSec.toFixed(1)} CPU s, loss ${s.loss.toFixed(4)}, grad norm ${s.gradNorm.toFixed(4)}${i < TRAIN.warmup ? ' (warm-up, includes compiling)' : ''}`);
-    if (i >= TRAIN.warmup) {
-      trainMs.push(s.ms);
+    say(`LoRA PPO step: ${(s.ms / 1000).toFixed(1)} s, ${cpuSec.toFixed(1)} CPU s, loss ${s.loss.toFixed(4)}, grad norm ${s.gradNorm.toFixed(4)}${warmUp ? ' (warm-up, includes compiling)' : ''}`);
+    if (!warmUp) {
       trainCpu.sec += cpuSec;
       trainCpu.wallSec += s.ms / 1000;
     }
-  }
+    return s.ms;
+  };
+  for (let i = 0; i < TRAIN.warmup; i++) await updateOnce(true);
+  await torch.call({ cmd: 'load', modelConfig: c, seed: 1, lora: { rank: LORA.rank, alpha: LORA.alpha, targets: [...LORA.targets] } });
+  const trainTimes = await interleave(TRAIN.steps, () => updateOnce(false), () => torchOnce({ cmd: 'trainStep', batch: TRAIN.batch, seqLen: TRAIN.seqLen, loss: 'ppo' }, 'train'));
   const troupePeak = rssMB();
   say(`Troupe peak RSS ${(troupePeak / 1024).toFixed(2)} GiB (after decode ${(rssAfterDecode / 1024).toFixed(2)}, at start ${(rssStart / 1024).toFixed(2)})`);
   await policy.dispose();
   collectGarbage();
 
   // int4 rollout decode of the same random weights (same seed) by a policy of its own, without
-  // LoRA: merging an adapter changes the weights quantized, not the graph or its cost.
+  // LoRA: merging an adapter changes the weights quantized, not the graph or its cost. PyTorch
+  // decodes fp32 again beside it, so this figure has brackets of its own.
   const phaseReset = resetPeakRss();
   const rssBeforeInt4 = currentRssMB();
   say(`before the int4 phase: ${((await engine.stats()).residentBytes / 2 ** 30).toFixed(2)} GiB resident in the engine, process RSS ${(rssBeforeInt4 / 1024).toFixed(2)} GiB`);
   const int4Policy = await Policy.create(engine, { id: `${realVocabName}-int4`, config: c, weights: initParameters(c, 1), lora: null, optimizer: optimizerSchema.parse({ lr: 1e-4 }), kl: false, entropy: false, decode: INT4 });
   collectGarbage();
-  const int4Dec = await timeDecode(int4Policy, `int4 (blocks of ${INT4.blockSize})`, true);
+  await torch.call({ cmd: 'load', modelConfig: c, seed: 1 });
+  const int4Label = `int4 (blocks of ${INT4.blockSize})`;
+  for (let i = 0; i < DECODE.warmup; i++) await decodeOnce(int4Policy, int4Label, true, i, null);
+  const int4Dec = await interleave(DECODE.runs, (i) => decodeOnce(int4Policy, int4Label, true, DECODE.warmup + i, int4Cpu), torchDecode('int4'));
   const int4Peak = phasePeakMB();
   say(`int4 phase peak RSS ${(int4Peak / 1024).toFixed(2)} GiB${phaseReset ? '' : ' (whole process: the high-water mark could not be reset)'}; last quantize + build ${(int4Policy.rolloutRebuildMs / 1000).toFixed(1)} s`);
   await int4Policy.dispose();
   collectGarbage();
 
-  // PyTorch eager on the same shapes: base weights for decode, then LoRA for the train step.
-  await torch.call({ cmd: 'load', modelConfig: c, seed: 1 });
-  const { batch, promptLen, newTokens, runs, warmup } = DECODE;
-  const tDec = await torch.call<{ ms: number[]; maxRssMB: number; cpuSec: number; wallSec: number }>({ cmd: 'decode', batch, promptLen, newTokens, temperature: 1, topP: 1, steps: runs, warmup });
-  say(`PyTorch decode runs: ${tDec.ms.map((x) => (x / 1000).toFixed(1)).join(', ')} s`);
-  await torch.call({ cmd: 'load', modelConfig: c, seed: 1, lora: { rank: LORA.rank, alpha: LORA.alpha, targets: [...LORA.targets] } });
-  const tTrain = await torch.call<{ ms: number[]; maxRssMB: number; cpuSec: number; wallSec: number }>({ cmd: 'trainStep', batch: TRAIN.batch, seqLen: TRAIN.seqLen, steps: TRAIN.steps, warmup: TRAIN.warmup, loss: 'ppo' });
-  say(`PyTorch LoRA PPO steps: ${tTrain.ms.map((x) => (x / 1000).toFixed(1)).join(', ')} s`);
-  const torchPeak = tTrain.maxRssMB;
-
   const trainTokens = TRAIN.batch * TRAIN.seqLen;
   const decTokens = DECODE.batch * DECODE.newTokens;
-  const trainMed = { troupe: median(trainMs), pytorch: median(tTrain.ms) };
-  const decMed = { troupe: median(decMs), pytorch: median(tDec.ms) };
-  const int4Med = { troupe: median(int4Dec.ms), pytorch: decMed.pytorch };
   // LoRA step ≈ 2 forwards: the backward takes activation gradients through every frozen GEMM
   // (one more forward's worth) and no weight gradients besides the adapters' (negligible).
   const trainFlops = 2 * TRAIN.batch * Array.from({ length: TRAIN.seqLen }, (_, i) => forwardTokenFlops(c, i + 1)).reduce((a, b) => a + b, 0);
   const decFlops = DECODE.batch * Array.from({ length: DECODE.newTokens }, (_, i) => forwardTokenFlops(c, DECODE.promptLen + i)).reduce((a, b) => a + b, 0);
   const model = { name: realVocabName, parameters: parameterShapes(c).reduce((n, [, s]) => n + s.reduce((a, b) => a * b, 1), 0) };
-  const peakRssMB = { troupe: troupePeak, pytorch: torchPeak };
   const date = new Date().toISOString();
-  // PyTorch's figures cover the whole command (its warm-up and, for training, the forward that
-  // computes the old log-probs too); Troupe's the timed runs only.
-  const use = (cpu: number, wall: number) => cpu / (wall * threads);
-  const trainUse = { troupe: use(trainCpu.sec, trainCpu.wallSec), pytorch: use(tTrain.cpuSec, tTrain.wallSec) };
-  const decUse = { troupe: use(decCpu.sec, decCpu.wallSec), pytorch: use(tDec.cpuSec, tDec.wallSec) };
-  const int4Use = { troupe: use(int4Dec.cpu.sec, int4Dec.cpu.wallSec), pytorch: decUse.pytorch };
-  say(`CPU utilisation: train Troupe ${trainUse.troupe.toFixed(2)}, PyTorch ${trainUse.pytorch.toFixed(2)}; decode Troupe ${decUse.troupe.toFixed(2)} (int4 ${int4Use.troupe.toFixed(2)}), PyTorch ${decUse.pytorch.toFixed(2)}`);
+  // PyTorch's CPU figures cover whole calls (each call's untimed run and, for training, the forward
+  // that computes the old log-probs too); Troupe's the timed runs only.
+  const use = (cpu: { sec: number; wallSec: number }) => cpu.sec / (cpu.wallSec * threads);
+  const trainUse = { troupe: use(trainCpu), pytorch: use(torchCpu.train) };
+  const decUse = { troupe: use(decodeCpu), pytorch: use(torchCpu.decode) };
+  const int4Use = { troupe: use(int4Cpu), pytorch: use(torchCpu.int4) };
+  say(`CPU utilisation: train Troupe ${trainUse.troupe.toFixed(2)}, PyTorch ${trainUse.pytorch.toFixed(2)}; decode Troupe ${decUse.troupe.toFixed(2)} (int4 ${int4Use.troupe.toFixed(2)}), PyTorch ${decUse.pytorch.toFixed(2)} (beside int4 ${int4Use.pytorch.toFixed(2)})`);
+  /** A figure's row, as bench-engine.ts writes its own: the median bracketed speedup, with the old ratio of medians beside it. */
+  const row = (figure: string, t: Interleaved, tokens: number, flopCount: number, rest: Record<string, unknown>): Record<string, unknown> => {
+    const ms = { troupe: median(t.troupe), pytorch: median(t.pytorch) };
+    const speedups = bracketedSpeedups(t.troupe, t.pytorch);
+    const r2 = (xs: number[]): number[] => xs.map((x) => Math.round(x * 100) / 100);
+    return {
+      model,
+      figure,
+      troupe: (tokens / ms.troupe) * 1000,
+      pytorch: (tokens / ms.pytorch) * 1000,
+      speedup: median(speedups),
+      speedupSpread: { q25: quantile(speedups, 0.25), q75: quantile(speedups, 0.75), n: speedups.length },
+      speedupOfMedians: ms.pytorch / ms.troupe,
+      ms,
+      timingsMs: [{ troupe: r2(t.troupe), pytorch: r2(t.pytorch) }],
+      gflops: { troupe: flopCount / ms.troupe / 1e6, pytorch: flopCount / ms.pytorch / 1e6 },
+      ...rest,
+      date,
+    };
+  };
+  const decShape = { batch: DECODE.batch, promptLen: DECODE.promptLen, newTokens: DECODE.newTokens, sampling: 'temperature 1' };
   return {
     log,
     rows: [
-      {
-        model,
-        figure: 'loraTrainStep',
-        troupe: (trainTokens / trainMed.troupe) * 1000,
-        pytorch: (trainTokens / trainMed.pytorch) * 1000,
-        speedup: trainMed.pytorch / trainMed.troupe,
-        ms: trainMed,
-        roundMs: { troupe: trainMs, pytorch: tTrain.ms },
-        gflops: { troupe: trainFlops / trainMed.troupe / 1e6, pytorch: trainFlops / trainMed.pytorch / 1e6 },
-        peakRssMB,
+      row('loraTrainStep', trainTimes, trainTokens, trainFlops, {
+        peakRssMB: { troupe: troupePeak, pytorch: torchPeak.train },
         cpuUtilization: trainUse,
         shape: { batch: TRAIN.batch, seqLen: TRAIN.seqLen, loss: 'ppo', lora: LORA, optimizer: 'adamw', troupeMicroBatchTokens: MICRO_TOKENS, scoredBefore: 'old and reference log-probs, not timed here' },
-        date,
-      },
-      {
-        model,
-        figure: 'decode',
-        troupe: (decTokens / decMed.troupe) * 1000,
-        pytorch: (decTokens / decMed.pytorch) * 1000,
-        speedup: decMed.pytorch / decMed.troupe,
-        ms: decMed,
-        roundMs: { troupe: decMs, pytorch: tDec.ms },
-        gflops: { troupe: decFlops / decMed.troupe / 1e6, pytorch: decFlops / decMed.pytorch / 1e6 },
-        peakRssMB: { troupe: rssAfterDecode, pytorch: tDec.maxRssMB },
+      }),
+      row('decode', dec, decTokens, decFlops, {
+        peakRssMB: { troupe: rssAfterDecode, pytorch: torchPeak.decode },
         cpuUtilization: decUse,
-        shape: { batch: DECODE.batch, promptLen: DECODE.promptLen, newTokens: DECODE.newTokens, sampling: 'temperature 1' },
-        date,
-      },
-      {
-        model,
-        figure: `decode-int4-b${INT4.blockSize}`,
-        troupe: (decTokens / int4Med.troupe) * 1000,
-        pytorch: (decTokens / int4Med.pytorch) * 1000,
-        speedup: int4Med.pytorch / int4Med.troupe,
-        ms: int4Med,
-        roundMs: { troupe: int4Dec.ms, pytorch: tDec.ms },
-        gflops: { troupe: decFlops / int4Med.troupe / 1e6, pytorch: decFlops / int4Med.pytorch / 1e6 },
-        peakRssMB: { troupe: int4Peak, pytorch: tDec.maxRssMB },
-        peakRssScope: phaseReset ? 'Troupe: the int4 phase (policy created, quantized, decoded), on top of rssAtPhaseStartMB; PyTorch: its decode' : 'whole process',
+        shape: decShape,
+      }),
+      row(`decode-int4-b${INT4.blockSize}`, int4Dec, decTokens, decFlops, {
+        peakRssMB: { troupe: int4Peak, pytorch: torchPeak.decode },
+        peakRssScope: phaseReset ? 'Troupe: the int4 phase (policy created, quantized, decoded), on top of rssAtPhaseStartMB; PyTorch: its fp32 decode (the first decode phase)' : 'whole process',
         rssAtPhaseStartMB: rssBeforeInt4,
         cpuUtilization: int4Use,
-        shape: { batch: DECODE.batch, promptLen: DECODE.promptLen, newTokens: DECODE.newTokens, sampling: 'temperature 1', weights: INT4.weights, graph: 'fused', blockSize: INT4.blockSize, lora: 'none (merged before quantizing in training)', pytorch: 'fp32 eager' },
-        date,
-      },
+        shape: { ...decShape, weights: INT4.weights, graph: 'fused', blockSize: INT4.blockSize, lora: 'none (merged before quantizing in training)', pytorch: 'fp32 eager, timed again beside this phase' },
+      }),
     ],
   };
+}
+
+/** One figure's timings, PyTorch first and last with one Troupe timing between each two PyTorch ones. */
+interface Interleaved {
+  readonly troupe: number[];
+  readonly pytorch: number[];
+}
+
+/**
+ * Times the two sides alternately, PyTorch, Troupe, PyTorch, …, PyTorch (`n` Troupe timings), so each
+ * Troupe timing has a PyTorch timing just before and just after it (bracketedSpeedups).
+ */
+async function interleave(n: number, troupe: (i: number) => Promise<number>, pytorch: () => Promise<number>): Promise<Interleaved> {
+  const out: Interleaved = { troupe: [], pytorch: [await pytorch()] };
+  for (let i = 0; i < n; i++) {
+    out.troupe.push(await troupe(i));
+    out.pytorch.push(await pytorch());
+  }
+  return out;
 }

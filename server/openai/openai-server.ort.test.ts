@@ -13,6 +13,8 @@ import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import type { z } from 'zod';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
+import { saveCheckpoint } from '../models/checkpoint.ts';
+import { initParameters } from '../models/init.ts';
 import { exportPeftAdapter } from '../models/lora.ts';
 import { initLoraParameters, parseLoraConfig } from '../models/lora.ts';
 import type { Policy } from '../models/policy.ts';
@@ -475,4 +477,64 @@ test('a non-streaming request whose client aborts is cancelled too; requests joi
     kept.choices.map((c) => c.finish_reason),
     ['length', 'length'],
   );
+});
+
+test("SGLang's /update_weights_from_disk: the base, the team's adapters and a loaded adapter all sample from the new weights; the version is reported; other folders are refused naming model_path", { timeout: 120_000 }, async () => {
+  const root = server.url.replace(/\/v1$/, '');
+  const call = async (path: string, body?: unknown) => {
+    const res = await fetch(`${root}${path}`, { method: body === undefined ? 'GET' : 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+  const config = exp.models.get('base')!.config;
+  const newDir = join(dir, 'new-base');
+  await saveCheckpoint(newDir, config, initParameters(config, 99));
+  const originalDir = join(dir, 'original-base');
+  await saveCheckpoint(originalDir, config, await sourceWeights(exp.models.get('base')!));
+  // An adapter loaded before the update, with B values so that it changes the model.
+  const lora = parseLoraConfig({ rank: 4, alpha: 8, targets: ['q', 'v'] });
+  const params = initLoraParameters(config, lora, 7);
+  for (const [name, t] of params) if (name.endsWith('lora_B')) t.forEach((_, i) => (t[i] = Math.cos(i) * 0.5));
+  const adapterDir = join(dir, 'loaded@v1');
+  await exportPeftAdapter(adapterDir, config, lora, params, { baseModelNameOrPath: 'base' });
+  await client.post('/load_lora_adapter', { body: { lora_name: 'loaded@v1', lora_path: adapterDir }, __binaryResponse: false });
+  // The reference: the same team and adapter served on the new weights from the start (on an
+  // engine of its own: one engine holds one content per resident base name).
+  const refEngine = await Engine.start({ executionProvider: 'cpu', threads: 1, log: () => {} });
+  const reference = await servedTeam(refEngine, exp, new Map([['base', initParameters(config, 99)]]), null);
+  await reference.loadAdapter('loaded@v1', adapterDir);
+  const prompt = tok().encodePrompt([{ role: 'user', text: 'go' }]);
+  const sampleVia = (name: string) => post('/completions', { model: name, prompt: [Array.from(prompt)], n: 2, max_tokens: 6, seed: 3, logprobs: 0, return_token_ids: true }).then((b) => completionResponseSchema.parse(b).choices.map((c) => ({ tokens: c.token_ids, logprobs: c.logprobs!.token_logprobs })));
+  const sampleRef = (name: string) =>
+    reference.use(name, (p) => p.generate([prompt, prompt], { maxNewTokens: 6, sampling: { temperature: 1, topP: 1, topK: 0 }, seed: 3, stopTokens: tok().stopTokenIds, padToken: tok().padTokenId, rollout: true })).then((g) => g.tokens.map((t, j) => ({ tokens: Array.from(t), logprobs: Array.from(g.logprobs[j]!) })));
+  const names = ['base', 'tool-lora', 'plan-lora', 'loaded@v1'];
+  try {
+    const before = await Promise.all(names.map(sampleVia));
+    assert.notDeepEqual(before, await Promise.all(names.map(sampleRef)), 'the new weights sample otherwise (else this test could not fail)');
+    assert.deepEqual((await call('/get_weight_version')).body, { weight_version: 'default' });
+
+    const ok = await call('/update_weights_from_disk', { model_path: newDir, weight_version: 'run.base.1', abort_all_requests: false, flush_cache: true });
+    assert.deepEqual(ok, { status: 200, body: { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 } });
+    assert.deepEqual(await Promise.all(names.map(sampleVia)), await Promise.all(names.map(sampleRef)));
+    assert.deepEqual((await call('/get_weight_version')).body, { weight_version: 'run.base.1' });
+    assert.equal((await call('/model_info')).body.weight_version, 'run.base.1');
+    assert.deepEqual((await client.models.list()).data.map((m) => m.id).sort(), [...names].sort(), 'every model is still served');
+
+    const missing = await call('/update_weights_from_disk', { model_path: join(dir, 'nowhere') });
+    assert.equal(missing.status, 400);
+    assert.equal(missing.body.success, false);
+    assert.match(String(missing.body.message), /^model_path: /);
+    const otherDir = join(dir, 'other-architecture');
+    await saveCheckpoint(otherDir, { ...config, numLayers: config.numLayers + 1 }, initParameters({ ...config, numLayers: config.numLayers + 1 }, 1));
+    const other = await call('/update_weights_from_disk', { model_path: otherDir });
+    assert.equal(other.status, 400);
+    assert.match(String(other.body.message), /model_path: .*another architecture.*numLayers/);
+    assert.equal((await call('/update_weights_from_disk', { model_path: newDir, keep_pause: true })).status, 400);
+    assert.deepEqual((await call('/get_weight_version')).body, { weight_version: 'run.base.1' }, 'a refused update changes nothing');
+  } finally {
+    // Back to the weights the other tests sample from.
+    assert.equal((await call('/update_weights_from_disk', { model_path: originalDir, weight_version: 'default' })).status, 200);
+    await reference.close();
+    await refEngine.close();
+  }
+  await client.post('/unload_lora_adapter', { body: { lora_name: 'loaded@v1' } });
 });

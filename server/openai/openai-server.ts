@@ -2,7 +2,7 @@
  * The OpenAI-compatible HTTP endpoint of Troupe's engine (`troupe serve-openai`): vLLM's routes
  * (`/v1/models`, `/v1/completions`, `/v1/chat/completions`, `/v1/load_lora_adapter`,
  * `/v1/unload_lora_adapter`) and SGLang's (`/generate`, `/load_lora_adapter`,
- * `/unload_lora_adapter`), over node:http.
+ * `/unload_lora_adapter`, `/update_weights_from_disk`, `/model_info`, `/get_weight_version`), over node:http.
  *
  * Like the editor server: every request needs `Authorization: Bearer <token>` (compared in
  * constant time), requests with an `Origin` header (browsers) are refused, and it listens on
@@ -24,6 +24,7 @@ import {
   sglangGenerateRequestSchema,
   unloadLoraRequestSchema,
   unsupportedCompletionFields,
+  updateWeightsFromDiskRequestSchema,
   type ChatCompletionRequest,
   type CompletionRequest,
   type ModelList,
@@ -237,6 +238,24 @@ async function handle(req: IncomingMessage, res: ServerResponse, models: ServedM
       });
       return sendText(res, 200, `Success: LoRA adapter '${r.lora_name}' removed successfully.`);
     }
+    case 'POST /update_weights_from_disk': {
+      const r = parse(updateWeightsFromDiskRequestSchema, await readJson(req, limit));
+      if (r.load_format != null && r.load_format !== 'auto') throw new HttpError(400, 'load_format: Troupe reads a model folder as it finds it (a Troupe checkpoint or a Hugging Face folder); send null or "auto"', 'load_format');
+      if (r.is_async || r.keep_pause) throw new HttpError(400, `${r.is_async ? 'is_async' : 'keep_pause'}: Troupe's engine updates in place and never pauses its scheduler`, r.is_async ? 'is_async' : 'keep_pause');
+      try {
+        await models.updateBaseWeights(r.model_path, r.troupe_model ?? null, r.weight_version ?? null);
+      } catch (e) {
+        // SGLang's failure form, with the field named in the message.
+        if (e instanceof ModelRequestError) return sendJson(res, 400, { success: false, message: e.message, num_paused_requests: 0 });
+        throw e;
+      }
+      return sendJson(res, 200, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
+    }
+    case 'GET /get_weight_version':
+      return sendJson(res, 200, { weight_version: models.weightVersion });
+    case 'GET /model_info':
+      // SGLang's fields that mean something here (model_path: the served bases' ids).
+      return sendJson(res, 200, { model_path: models.baseIds().join(','), is_generation: true, weight_version: models.weightVersion });
     default:
       throw new HttpError(404, `no route ${route}`);
   }

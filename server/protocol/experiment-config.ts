@@ -331,7 +331,7 @@ const engineServerSchema = z
 
 export const rolloutBackendSchema = z
   .union([z.object({ kind: z.literal('in-process').describe('Sample in the trainer\'s own engine.') }).strict(), engineServerSchema])
-  .describe('Where training rollouts are sampled. in-process (default): the trainer\'s own engine. vllm / sglang: a fleet of inference servers, sent token ids and each agent\'s LoRA adapter (written in the PEFT layout after each update, loaded under a versioned name); old log-probs are still recomputed by the trainer, and the servers\' are reported as rollout/mismatch_kl. Validation and warm start stay in process. docs/inference-engines.md.');
+  .describe('Where training rollouts are sampled. in-process (default): the trainer\'s own engine. vllm / sglang: a fleet of inference servers, sent token ids and each agent\'s LoRA adapter (written in the PEFT layout after each update, loaded under a versioned name); old log-probs are still recomputed by the trainer, and the servers\' are reported as rollout/mismatch_kl. Validation and warm start stay in process; a warm-started base is sent to sglang servers with /update_weights_from_disk (vllm refuses a warm start). docs/inference-engines.md.');
 export type RolloutBackendConfig = z.output<typeof rolloutBackendSchema>;
 
 export const rolloutSchema = z
@@ -554,7 +554,7 @@ export function checkExperimentConfig(c: ExperimentConfig): ConfigIssue[] {
   if (c.rollout.backend.kind !== 'in-process') {
     const kind = c.rollout.backend.kind;
     for (const [id] of noLora) add(['policies', id, 'lora'], `rollout.backend "${kind}" sends each policy's LoRA adapter to the servers; full-weight training needs rollout.backend "in-process"`);
-    if (c.warmStart.enabled) add(['warmStart', 'enabled'], `rollout.backend "${kind}": the servers keep the base they were started with, so a warm start (which changes the base) must be off`);
+    if (c.warmStart.enabled && kind === 'vllm') add(['warmStart', 'enabled'], 'rollout.backend "vllm": a warm start changes the base model, and vLLM cannot replace its base weights over HTTP (no /update_weights_from_disk outside VLLM_SERVER_DEV_MODE); turn the warm start off, or use "sglang" (which Troupe\'s own endpoint also speaks)');
     if (c.algorithm.distinctBranches) add(['algorithm', 'distinctBranches'], `rollout.backend "${kind}" has no sampling without replacement; set it to false`);
   }
 

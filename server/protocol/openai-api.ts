@@ -228,17 +228,47 @@ export const loadLoraRequestSchema = z.object({
 /** vLLM `POST /v1/unload_lora_adapter`. */
 export const unloadLoraRequestSchema = z.object({ lora_name: loraNameSchema, lora_int_id: z.int().nullish() });
 
+/**
+ * SGLang `POST /update_weights_from_disk` (`UpdateWeightFromDiskReqInput`): replace the served base
+ * model's weights with those of the model folder `model_path`, keeping the adapters loaded on it.
+ * The fields past `weight_version` steer SGLang's scheduler and CUDA graphs; they are accepted here
+ * with the meaning they can have on Troupe's engine (none but `abort_all_requests`, which Troupe
+ * does not do: requests in flight finish on the old weights).
+ */
+export const updateWeightsFromDiskRequestSchema = z.object({
+  model_path: z.string().min(1).max(4096),
+  load_format: z.string().max(64).nullish(),
+  abort_all_requests: z.boolean().nullish(),
+  weight_version: z.string().min(1).max(256).nullish(),
+  is_async: z.boolean().nullish(),
+  torch_empty_cache: z.boolean().nullish(),
+  keep_pause: z.boolean().nullish(),
+  recapture_cuda_graph: z.boolean().nullish(),
+  token_step: z.int().min(0).nullish(),
+  flush_cache: z.boolean().nullish(),
+  /** Troupe's extension: which served base to update where the server holds several (SGLang holds one). */
+  troupe_model: z.string().min(1).max(256).nullish(),
+});
+export type UpdateWeightsFromDiskRequest = z.output<typeof updateWeightsFromDiskRequestSchema>;
+
+/** SGLang's answer to `/update_weights_from_disk` (`UpdateWeightFromDiskReqOutput`): 200 on success, 400 with `success: false` otherwise. */
+export const updateWeightsFromDiskResponseSchema = z.object({ success: z.boolean(), message: z.string(), num_paused_requests: z.int().nullish() });
+
+/** SGLang `GET /get_weight_version` (and the `weight_version` of `GET /model_info` in later versions). */
+export const weightVersionResponseSchema = z.object({ weight_version: z.string().nullable() });
+
 /** OpenAI's error body (vLLM >= 0.8 answers this form; older ones a flat `{object: "error", message, ...}`). */
 export const errorResponseSchema = z.union([
   z.object({ error: z.object({ message: z.string(), type: z.string(), param: z.string().nullish(), code: z.union([z.int(), z.string()]).nullish() }) }),
   z.object({ object: z.literal('error'), message: z.string(), type: z.string(), param: z.string().nullish(), code: z.int() }),
 ]);
 
-/** The message of an error body in either form, or null when the body is not one. */
+/** The message of an error body in either form (or SGLang's `{success: false, message}`), or null when the body is not one. */
 export function errorMessage(body: unknown): string | null {
   const e = errorResponseSchema.safeParse(body);
-  if (!e.success) return null;
-  return 'error' in e.data ? e.data.error.message : e.data.message;
+  if (e.success) return 'error' in e.data ? e.data.error.message : e.data.message;
+  const failed = updateWeightsFromDiskResponseSchema.safeParse(body);
+  return failed.success && !failed.data.success ? failed.data.message : null;
 }
 
 // ---------------------------------------------------------------------------------------------

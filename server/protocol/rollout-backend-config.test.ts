@@ -33,7 +33,7 @@ test('apiKeyEnv takes engine key names only, so a config cannot send another sec
   }
 });
 
-test('a fleet needs LoRA policies, no warm start and no distinct branches', () => {
+test('a fleet needs LoRA policies and no distinct branches; vllm refuses a warm start, sglang takes one', () => {
   const l3 = {
     ...tinyConfig,
     specialization: 'L3',
@@ -48,4 +48,9 @@ test('a fleet needs LoRA policies, no warm start and no distinct branches', () =
   assert.ok(paths.includes('warmStart.enabled'), paths.join());
   assert.ok(paths.includes('algorithm.distinctBranches'), paths.join());
   assert.deepEqual(issues({ ...tinyConfig, warmStart: { enabled: false }, rollout: { backend: { ...fleet, kind: 'sglang' } } }), []);
+  // SGLang replaces the servers' base with /update_weights_from_disk; vLLM has no such route.
+  assert.deepEqual(issues({ ...tinyConfig, warmStart: { enabled: true }, rollout: { backend: { ...fleet, kind: 'sglang' } } }), []);
+  const vllm = issues({ ...tinyConfig, warmStart: { enabled: true }, rollout: { backend: { ...fleet, kind: 'vllm' } } });
+  assert.deepEqual(vllm.map((i) => i.path), ['warmStart.enabled']);
+  assert.match(vllm[0]!.message, /update_weights_from_disk/);
 });

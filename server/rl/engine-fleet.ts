@@ -137,14 +137,52 @@ export class EngineFleet {
             await this.post(s, path, body, okStatus);
             done.push(s.index);
           } catch (e) {
-            if (e instanceof RefusedRequest) throw new EngineFleetError(`${s.url}${path} refused the request (${e.status}): ${e.message}`);
-            s.failures++;
-            s.down = true;
-            this.log(`rollout backend: ${s.url}${path} failed (${e instanceof Error ? e.message : String(e)}); marked down for this step`);
+            this.markDown(s, path, e);
           }
         }),
     );
     return done.sort((a, b) => a - b);
+  }
+
+  /**
+   * GETs `path` from every live server (or server `index` alone): a weight version. A server that
+   * fails is marked down; a 404 (no such route) is returned with its status.
+   */
+  async getEach(path: string, index?: number): Promise<Array<{ index: number; answer: unknown; status: number }>> {
+    const out: Array<{ index: number; answer: unknown; status: number }> = [];
+    await Promise.all(
+      this.servers
+        .filter((s) => !s.down && (index === undefined || s.index === index))
+        .map(async (s) => {
+          try {
+            // A 404 is answered, not a failure: the route is what the caller asks about.
+            out.push({ index: s.index, ...(await this.send(s, path, undefined, (status) => status === 404)) });
+          } catch (e) {
+            this.markDown(s, path, e);
+          }
+        }),
+    );
+    return out.sort((a, b) => a.index - b.index);
+  }
+
+  /** POSTs `body` to `path` on server `index` alone; false (and the server marked down) when it fails. A 4xx answer throws. */
+  async postTo(index: number, path: string, body: unknown): Promise<boolean> {
+    const s = this.servers[index];
+    if (!s || s.down) return false;
+    try {
+      await this.post(s, path, body);
+      return true;
+    } catch (e) {
+      this.markDown(s, path, e);
+      return false;
+    }
+  }
+
+  private markDown(s: Server, path: string, e: unknown): void {
+    if (e instanceof RefusedRequest) throw new EngineFleetError(`${s.url}${path} refused the request (${e.status}): ${e.message}`);
+    s.failures++;
+    s.down = true;
+    this.log(`rollout backend: ${s.url}${path} failed (${e instanceof Error ? e.message : String(e)}); marked down for this step`);
   }
 
   /** Per-server counts since the last call, then zeroed. */
@@ -157,7 +195,13 @@ export class EngineFleet {
   }
 
   private async post(s: Server, path: string, body: unknown, okStatus: (status: number) => boolean = () => false): Promise<unknown> {
-    const res = await fetch(`${s.url}${path}`, { method: 'POST', headers: this.headers, body: JSON.stringify(body), signal: AbortSignal.timeout(this.config.timeoutMs) });
+    return (await this.send(s, path, body, okStatus)).answer;
+  }
+
+  /** POSTs `body` to `path` on `s` (a GET when `body` is undefined) and reads the answer. */
+  private async send(s: Server, path: string, body: unknown, okStatus: (status: number) => boolean): Promise<{ answer: unknown; status: number }> {
+    const init = body === undefined ? { method: 'GET', headers: this.headers } : { method: 'POST', headers: this.headers, body: JSON.stringify(body) };
+    const res = await fetch(`${s.url}${path}`, { ...init, signal: AbortSignal.timeout(this.config.timeoutMs) });
     const text = await res.text();
     let parsed: unknown = text;
     try {
@@ -165,7 +209,7 @@ export class EngineFleet {
     } catch {
       // vLLM answers adapter loads in plain text.
     }
-    if (res.ok || okStatus(res.status)) return parsed;
+    if (res.ok || okStatus(res.status)) return { answer: parsed, status: res.status };
     const message = errorMessage(parsed) ?? `HTTP ${res.status}`;
     // 404: the model (an adapter version) is missing on this server (restarted since it was
     // loaded) or the route is: another server may have it, so it counts as this server's failure.

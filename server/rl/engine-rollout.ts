@@ -10,24 +10,38 @@
  * SkyRL PR #1606); the version before it is unloaded and its folder removed, which is safe there
  * because a step's rollout has finished (no request uses it) before the next publish.
  *
+ * Bases (`setBases`, when a warm start changed them): the servers start with the base model they
+ * were launched with, so before each step's adapters every live server is asked its weight version
+ * (SGLang's `GET /model_info`, or `/get_weight_version` on older servers) and one that does not report the run's base version is sent
+ * `/update_weights_from_disk` with the warm-started base's folder (a Hugging Face folder for a model
+ * that came from one, else the run's warm-start checkpoint, which only Troupe's endpoint serves).
+ * Asking every step covers a server restarted mid-run; a server already holding the version (the
+ * same warm start, after a resume) is sent nothing. vLLM has no such route outside its dev mode,
+ * so the config refuses a warm start with it.
+ *
  * Sampling: a generate call's rows — each distinct prompt repeated K times, as the rollout lays
  * out a tree node — go as prompts with `n` = K, split into one contiguous chunk per live server,
  * each chunk with its first row (`troupe_row_offset`), so Troupe's own endpoint samples exactly
  * what in-process sampling does with the same seed, however the batch is split. vLLM and SGLang
  * ignore the field and sample with their own generators.
  */
-import { rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { saveHfCheckpoint } from '../models/hf-checkpoint.ts';
 import { exportPeftAdapter } from '../models/lora.ts';
+import { copyHfTokenizerFiles, readHfSource } from '../models/model-folder.ts';
 import type { Policy } from '../models/policy.ts';
 import type { GenerateResult } from '../runtime/generate.ts';
 import type { SamplingParams } from '../runtime/sampler.ts';
-import { completionResponseSchema, sglangGenerateOutputSchema, type SglangGenerateOutput } from '../protocol/openai-api.ts';
+import { completionResponseSchema, sglangGenerateOutputSchema, weightVersionResponseSchema, type SglangGenerateOutput } from '../protocol/openai-api.ts';
 import type { Metric } from '../protocol/trajectory.ts';
 import { z } from 'zod';
 import { EngineFleet, EngineFleetError, type EngineFleetConfig } from './engine-fleet.ts';
 import type { ResolvedExperiment } from './experiment.ts';
 import { mixSeed, type RolloutContext, type RolloutPolicy } from './rollout.ts';
+import { warmStartDir } from './run-checkpoint.ts';
+import { weightsContentKey } from './warm-start.ts';
 
 type GenerateOptions = Parameters<Policy['generate']>[1];
 
@@ -91,6 +105,63 @@ export class EngineRollout {
 
   private readonly run: string;
 
+  /** The base folders sent to the servers, and the version they report once they hold them; null: the servers' own bases. */
+  private bases: { folders: Array<{ model: string; dir: string }>; version: string } | null = null;
+
+  /**
+   * From now on every live server must sample on these base weights (the warm-started bases of a
+   * run whose folder is `runDir`): writes each model's folder the servers read (once per run) and
+   * takes the version the servers are to report. Sent at the next `publish`.
+   */
+  async setBases(runDir: string, weights: ReadonlyMap<string, ReadonlyMap<string, Float32Array>>): Promise<void> {
+    if (this.kind === 'vllm') throw new EngineFleetError('rollout.backend "vllm" cannot replace the servers\' base weights (no /update_weights_from_disk outside VLLM_SERVER_DEV_MODE); turn the warm start off or use "sglang"');
+    const folders: Array<{ model: string; dir: string }> = [];
+    for (const [model, w] of weights) {
+      const m = this.exp.models.get(model);
+      if (!m) throw new Error(`no model '${model}' in the experiment`);
+      const source = m.source.kind === 'checkpoint' ? await readHfSource(m.source.path) : null;
+      if (!source) {
+        // The run's warm-start checkpoint, as the trainer saved it (Troupe's format).
+        folders.push({ model, dir: warmStartDir(runDir, model) });
+        continue;
+      }
+      // A Hugging Face folder of the warm-started weights with the source's tokenizer, written once
+      // (under a temporary name, renamed when whole).
+      const dir = join(this.adapterRoot, '..', 'engine-bases', model);
+      if (!existsSync(dir)) {
+        const tmp = `${dir}.tmp-${process.pid}`;
+        await rm(tmp, { recursive: true, force: true });
+        await saveHfCheckpoint(tmp, m.config, w, { modelType: source.modelType, sourceConfig: source.config, metadata: { model } });
+        await copyHfTokenizerFiles(source.dir, tmp);
+        await mkdir(join(dir, '..'), { recursive: true });
+        await rename(tmp, dir);
+      }
+      folders.push({ model, dir });
+    }
+    const key = weightsContentKey(new Map([...weights].flatMap(([model, w]) => [...w].map(([name, t]) => [`${model}/${name}`, t] as const))));
+    this.bases = { folders, version: `${this.run}.base.${key.slice(0, 16)}` };
+  }
+
+  /** Sends the run's bases to every live server that does not report their version. */
+  private async syncBases(): Promise<void> {
+    if (!this.bases) return;
+    const { folders, version } = this.bases;
+    for (const info of await this.fleet.getEach('/model_info')) {
+      const { index } = info;
+      // SGLang reports the version in /model_info since late 2025, in /get_weight_version before.
+      const answer = info.status === 404 ? (await this.fleet.getEach('/get_weight_version', index))[0] : info;
+      if (!answer) continue;
+      const reported = weightVersionResponseSchema.safeParse(answer.answer);
+      if (answer.status === 404 || !reported.success) throw new EngineFleetError(`${this.fleet.config.urls[index]} reports no weight version (neither /model_info nor /get_weight_version has weight_version): it cannot take the warm-started base`);
+      if (reported.data.weight_version === version) continue;
+      for (const [i, f] of folders.entries()) {
+        // The version is set with the last base only, so a server that fails half-way is sent them all again.
+        const body = { model_path: f.dir, abort_all_requests: false, flush_cache: true, ...(i === folders.length - 1 ? { weight_version: version } : {}), ...(folders.length > 1 ? { troupe_model: f.model } : {}) };
+        if (!(await this.fleet.postTo(index, '/update_weights_from_disk', body))) break;
+      }
+    }
+  }
+
   /** The served name of a policy's adapter at a step: `<policy>@<run>.v<step>`. */
   adapterName(policyId: string, step: number): string {
     return `${policyId}@${this.run}.v${step}`;
@@ -101,12 +172,14 @@ export class EngineRollout {
   }
 
   /**
-   * Writes every policy's adapter as version `step` and loads it on every live server; the
-   * previous version is unloaded and its folder removed. Throws when no server took it.
+   * Sends the run's bases where a server lacks them (`setBases`), then writes every policy's
+   * adapter as version `step` and loads it on every live server; the previous version is unloaded
+   * and its folder removed. Throws when no server took it.
    */
   async publish(step: number, policies: ReadonlyMap<string, Policy>): Promise<void> {
     this.fleet.revive();
     const t0 = performance.now();
+    await this.syncBases();
     const prefix = this.kind === 'vllm' ? '/v1' : '';
     // Policies publish side by side: each server loads the agents' adapters concurrently.
     await Promise.all(

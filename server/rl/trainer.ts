@@ -275,6 +275,8 @@ export async function train(o: TrainOptions): Promise<TrainSummary> {
     // Training rollouts on an engine fleet (rollout.backend); validation and curriculum stay here.
     const backend = exp.rolloutBackend;
     const fleet = backend && backend.kind !== 'in-process' ? new EngineRollout(exp, backend, join(o.runDir, 'engine-adapters'), o.log, o.runId) : null;
+    // The servers were started with the source base: a warm-started one is sent before each step's adapters.
+    if (fleet && exp.warmStart.enabled) await fleet.setBases(o.runDir, weights);
     const rolloutCtx = fleet ? fleet.context(ctx) : ctx;
     if (exp.training.validationEpisodes > TEST_SEED_OFFSET) throw new Error(`training.validationEpisodes (${exp.training.validationEpisodes}) would reach the test seeds at validation index ${TEST_SEED_OFFSET}`);
     const validate = (test = false) =>
