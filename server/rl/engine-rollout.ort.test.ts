@@ -7,6 +7,9 @@
  * - The same over SGLang's protocol (`/generate`, which Troupe's endpoint also serves).
  * - Two servers, one shut down while it serves a request mid-step: the run finishes with the
  *   same trajectories, nothing lost or repeated, and the failure counted in the step's metrics.
+ * - A warm start over SGLang's protocol: the warm-started base goes to both servers with
+ *   `/update_weights_from_disk`, and a server that lost it between steps (as one restarted would)
+ *   is sent it again after a resume; the samples are the in-process run's from the same warm start.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
@@ -14,9 +17,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
-import { startEndpoint, stopEndpoint } from '../../test/fixtures/tiny-endpoint.ts';
+import { startEndpoint, stopEndpoint, type Endpoint } from '../../test/fixtures/tiny-endpoint.ts';
+import { saveCheckpoint } from '../models/checkpoint.ts';
+import { sourceWeights } from '../runs/checkpoint-weights.ts';
 import { parseExperimentConfig } from '../protocol/experiment-config.ts';
-import { modelListSchema } from '../protocol/openai-api.ts';
+import { ServedModels } from '../openai/served-models.ts';
+import { modelListSchema, weightVersionResponseSchema } from '../protocol/openai-api.ts';
 import { openRunStore } from '../store/index.ts';
 import { resolveExperiment } from './resolve-experiment.ts';
 import { train } from './trainer.ts';
@@ -36,14 +42,24 @@ let dir = '';
 let inProcess: Dump = [];
 let trainSteps = 0;
 
-async function runTraining(name: string, backend: unknown): Promise<{ dump: Dump; metrics: Map<number, Map<string, number>>; steps: number[] }> {
+/**
+ * Trains `name` with `backend` and dumps its samples. `between`: the run stops after step 1 and
+ * resumes once `between` has run (the trainer then starts from its checkpoint, as after a crash).
+ */
+async function runTraining(name: string, backend: unknown, base: object = config, between?: () => Promise<void>): Promise<{ dump: Dump; metrics: Map<number, Map<string, number>>; steps: number[] }> {
   const store = openRunStore(join(dir, `${name}.db`));
   try {
-    const c = { ...config, rollout: { backend } };
+    const c = { ...base, rollout: { backend } };
     const experiment = await resolveExperiment(parseExperimentConfig(c, name), join(dir, `${name}.json`));
     const run = store.createRun({ name, config: c, runDir: join(dir, name) });
     process.env.TROUPE_TEST_FLEET_KEY = KEY;
-    await train({ experiment, store, runId: run.id, runDir: join(dir, name), cacheRoot: join(dir, 'cache'), resume: false, log: () => {} });
+    const options = { experiment, store, runId: run.id, runDir: join(dir, name), cacheRoot: join(dir, 'cache'), log: () => {} };
+    if (between) {
+      await train({ ...options, resume: false, shouldStop: () => (store.lastCommittedStep(run.id) ?? 0) >= 1 });
+      assert.equal(store.lastCommittedStep(run.id), 1, 'stopped after step 1');
+      await between();
+    }
+    await train({ ...options, resume: between !== undefined });
     const dump: Dump = [];
     const metrics = new Map<number, Map<string, number>>();
     const steps = store.listSteps(run.id).map((s) => s.step);
@@ -145,5 +161,42 @@ test('two servers, one shut down while serving a request mid-step: the run finis
     await stopEndpoint(b);
     await a.models.close();
     await a.engine.close();
+  }
+});
+
+test('a warm-started base is sent over SGLang\'s /update_weights_from_disk, and again to a server that lost it: the samples are the in-process run\'s', { timeout: 300_000 }, async () => {
+  // Three steps: the run stops after step 1 and resumes; step 3 shows the versions are asked every step.
+  const warm = { ...config, warmStart: tinyConfig.warmStart, training: { ...config.training, steps: 3, validateEvery: 3, checkpointEvery: 3 } };
+  const want = await runTraining('warm-in-process', { kind: 'in-process' }, warm);
+  const [a, b] = [await startEndpoint(config, KEY), await startEndpoint(config, KEY)];
+  const version = async (e: Endpoint) => weightVersionResponseSchema.parse(await (await fetch(`${e.base}/get_weight_version`, { headers: { authorization: `Bearer ${KEY}` } })).json()).weight_version;
+  // Server B back on the base it was launched with, as if restarted between steps 1 and 2.
+  const launchDir = join(dir, 'launch-base');
+  const tiny = await resolveExperiment(parseExperimentConfig(config, 'tiny'), 'tiny');
+  await saveCheckpoint(launchDir, tiny.models.get('base')!.config, await sourceWeights(tiny.models.get('base')!));
+  let runVersion: string | null = null;
+  let reads = 0;
+  let updatesOfA = 0;
+  try {
+    const r = await runTraining('warm-sglang', { kind: 'sglang', urls: [a.base, b.base], apiKeyEnv: 'TROUPE_TEST_FLEET_KEY', timeoutMs: 60_000, retries: 1 }, warm, async () => {
+      runVersion = await version(b);
+      assert.match(String(runVersion), /\.base\.[0-9a-f]{16}$/, 'step 1 ran on the run\'s base');
+      assert.equal(await version(a), runVersion);
+      await b.models.updateBaseWeights(launchDir, null, 'default');
+      // Server A reports another version once, at step 3's check: it must be sent the base again then.
+      const real = Object.getOwnPropertyDescriptor(ServedModels.prototype, 'weightVersion')!.get!;
+      Object.defineProperty(a.models, 'weightVersion', { get: () => (++reads === 2 ? 'default' : (real.call(a.models) as string)) });
+      const update = a.models.updateBaseWeights.bind(a.models);
+      a.models.updateBaseWeights = (...args) => (updatesOfA++, update(...args));
+    });
+    assert.equal(r.steps.length, want.steps.length);
+    assertSameSamples(r.dump, want.dump);
+    assert.equal(await version(b), runVersion, 'server B was sent the base again');
+    assert.ok(r.metrics.get(2)!.get('engine/server1/requests')! > 0, 'server B sampled in step 2');
+    assert.equal(reads, 2, 'server A was asked its version at steps 2 and 3 of the resumed run');
+    assert.equal(updatesOfA, 1, 'and sent the base once, at step 3');
+  } finally {
+    await stopEndpoint(a);
+    await stopEndpoint(b);
   }
 });
