@@ -3,7 +3,8 @@
  * HTTP server answers the fixture bodies in `fixtures/engines/` (written from vLLM's and SGLang's
  * source, see its README) and records what the backend sends. Every field sent must be one the
  * server declares (Troupe's `troupe_*` extensions aside, which both ignore), and the answers of
- * either vLLM generation, SGLang's batch form and both error forms must read back right.
+ * either vLLM generation, SGLang's batch form and both error forms must read back right. A
+ * warm-started base goes to SGLang by `/update_weights_from_disk` with its declared fields.
  */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
@@ -32,6 +33,7 @@ const extensions = new Set(['troupe_row_offset', 'troupe_seed']);
 
 interface Seen {
   path: string;
+  method: string;
   body: Record<string, unknown>;
   auth: string | undefined;
 }
@@ -56,7 +58,8 @@ before(async () => {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const path = req.url ?? '';
-      seen.push({ path, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>, auth: req.headers.authorization });
+      const received = Buffer.concat(chunks).toString('utf8');
+      seen.push({ path, method: req.method ?? '', body: received === '' ? {} : (JSON.parse(received) as Record<string, unknown>), auth: req.headers.authorization });
       const a = answers[path] ?? (path.endsWith('load_lora_adapter') ? { status: 200, body: 'Success' } : { status: 404, body: { detail: 'Not Found' } });
       const text = typeof a.body === 'string' ? a.body : JSON.stringify(a.body);
       res.writeHead(a.status, { 'content-type': typeof a.body === 'string' ? 'text/plain' : 'application/json' });
@@ -174,4 +177,37 @@ test('SGLang: /load_lora_adapter and /generate send only SGLang fields, one samp
     assert.equal(p.max_new_tokens, 3);
   }
   assert.equal(new Set(params.map((p) => p.sampling_seed)).size, 4, 'the K branches of a prompt sample from different seeds');
+});
+
+test('SGLang: a warm-started base goes by /update_weights_from_disk with SGLang\'s fields, after the version is read (/model_info, else /get_weight_version); a failure names the server\'s message; vLLM refuses', async () => {
+  seen.length = 0;
+  answers = {
+    '/model_info': { status: 404, body: { detail: 'Not Found' } },
+    '/get_weight_version': { status: 200, body: { weight_version: 'default' } },
+    '/update_weights_from_disk': { status: 200, body: { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 } },
+    '/generate': { status: 200, body: fixture('sglang-generate.json') },
+  };
+  const runDir = join(dir, 'warm-run');
+  const backend = new EngineRollout(exp, { kind: 'sglang', urls: [url], apiKeyEnv: 'TROUPE_CONTRACT_KEY', timeoutMs: 10_000, retries: 1 }, join(runDir, 'engine-adapters'), () => {}, 'run/1');
+  await backend.setBases(runDir, new Map([['base', await sourceWeights(exp.models.get('base')!)]]));
+  await backend.publish(1, policies);
+  assert.deepEqual(seen.slice(0, 3).map((s) => `${s.method} ${s.path}`), ['GET /model_info', 'GET /get_weight_version', 'POST /update_weights_from_disk'], 'the version is read, then the base sent, before the adapters');
+  const u = seen[2]!;
+  assertDeclared(u.body, sglangFields.UpdateWeightFromDiskReqInput!, 'UpdateWeightFromDiskReqInput');
+  assert.equal(u.body.model_path, join(runDir, 'checkpoints', 'warmstart', 'base'), "the embedded model's base: the run's warm-start checkpoint");
+  assert.match(String(u.body.weight_version), /^run_1\.base\.[0-9a-f]{16}$/);
+  assert.equal(u.auth, 'Bearer sk-contract');
+  assert.ok(seen.slice(3).some((s) => s.path === '/load_lora_adapter'));
+
+  // A server that reports the version is sent nothing; one that refuses the folder fails the step with its message.
+  seen.length = 0;
+  answers['/model_info'] = { status: 200, body: { model_path: 'x', weight_version: u.body.weight_version } };
+  await backend.publish(2, policies);
+  assert.ok(!seen.some((s) => s.path === '/update_weights_from_disk'));
+  answers['/model_info'] = { status: 200, body: { model_path: 'x', weight_version: 'default' } };
+  answers['/update_weights_from_disk'] = { status: 400, body: { success: false, message: 'Failed to get weights iterator: no safetensors', num_paused_requests: 0 } };
+  await assert.rejects(backend.publish(3, policies), (e: unknown) => e instanceof EngineFleetError && /update_weights_from_disk refused the request \(400\): Failed to get weights iterator/.test(e.message));
+
+  const vllm = new EngineRollout(exp, { kind: 'vllm', urls: [url], timeoutMs: 10_000, retries: 1 }, join(dir, 'vllm-warm'), () => {}, 'run/1');
+  await assert.rejects(vllm.setBases(runDir, new Map()), (e: unknown) => e instanceof EngineFleetError && /update_weights_from_disk/.test(e.message));
 });
