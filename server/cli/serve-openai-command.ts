@@ -23,7 +23,8 @@ Serves models on Troupe's engine over an OpenAI-compatible HTTP API (vLLM's rout
 GET /v1/models, POST /v1/completions (text or token-id prompts, n, seed, logprobs,
 return_token_ids, prompt_logprobs, stream), POST /v1/chat/completions (the model's chat
 template), POST /v1/load_lora_adapter and /v1/unload_lora_adapter (PEFT folders), and SGLang's
-POST /generate. Models: each base model under its id in the config, and each policy under its
+POST /generate and POST /update_weights_from_disk (a warm-started base from the trainer), with
+GET /model_info. Models: each base model under its id in the config, and each policy under its
 id (a run's trained adapters at the checkpoint; for a config, the policies untrained).
 A run's rollout backend can point at it (rollout.backend, docs/inference-engines.md).
 
