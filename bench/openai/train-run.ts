@@ -12,6 +12,8 @@ import { openRunStore } from '../../server/store/index.ts';
 export interface TrainedRun {
   /** Wall time of `train`, warm start and evaluations included. */
   readonly ms: number;
+  /** Wall time from step 0's commit (warm start and the first validation and test done) to the end. */
+  readonly rlMs: number;
   /** `step/seed/turn/agent/branch:tokens` per training sample, sorted. */
   readonly dump: string[];
   /** Requests the fleet retried elsewhere (`engine/server<i>/failures`, summed). */
@@ -27,8 +29,10 @@ export async function trainRun(dir: string, name: string, config: Record<string,
     const experiment = await resolveExperiment(parseExperimentConfig(c, name), join(dir, `${name}.json`));
     const run = store.createRun({ name, config: c, runDir: join(dir, name) });
     const t0 = performance.now();
-    const summary = await train({ experiment, store, runId: run.id, runDir: join(dir, name), cacheRoot: join(dir, 'cache'), resume: false, log: () => {} });
-    const ms = performance.now() - t0;
+    let tStep0 = t0;
+    const summary = await train({ experiment, store, runId: run.id, runDir: join(dir, name), cacheRoot: join(dir, 'cache'), resume: false, log: () => {}, onCommit: (c) => void (c.step === 0 && (tStep0 = performance.now())) });
+    const tEnd = performance.now();
+    const [ms, rlMs] = [tEnd - t0, tEnd - tStep0];
     const dump: string[] = [];
     let failures = 0;
     for (const { step } of store.listSteps(run.id)) {
@@ -37,7 +41,7 @@ export async function trainRun(dir: string, name: string, config: Record<string,
         for (const turn of store.getTrajectory(t.id)!.turns) for (const s of [turn, ...turn.siblings]) dump.push(`${step}/${t.envSeed}/${s.turn}/${s.agentId}/${s.branch}:${s.responseTokens.join(',')}`);
       }
     }
-    return { ms, dump: dump.sort(), failures, testSuccess: summary.finalTest?.success ?? null };
+    return { ms, rlMs, dump: dump.sort(), failures, testSuccess: summary.finalTest?.success ?? null };
   } finally {
     store.close();
   }
