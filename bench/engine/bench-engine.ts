@@ -48,8 +48,8 @@ import { Policy } from '../../server/models/policy.ts';
 import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
 import { writeSafetensorsFile } from '../../server/models/safetensors.ts';
 import { Engine } from '../../server/runtime/engine.ts';
-import { bracketedSpeedups, median, quantile } from '../stats.ts';
-import { randomBatch } from './bench-util.ts';
+import { bracketedSpeedups, median } from '../stats.ts';
+import { randomBatch, speedupFigures } from './bench-util.ts';
 import { measureMatmulPeak } from './matmul-peak.ts';
 import { benchRealVocab, realVocabName } from './bench-real-vocab.ts';
 import { TorchServer, type TorchInfo } from './torch-server.ts';
@@ -179,25 +179,15 @@ async function main(): Promise<void> {
       const trainTokens = B * T;
       const decTokens = mc.decode.batch * mc.decode.newTokens;
       const decFlops = Array.from({ length: mc.decode.newTokens }, (_, i) => f.decodeToken(mc.decode.promptLen + i)).reduce((a, b) => a + b, 0) * mc.decode.batch;
-      const row = (figure: string, s: Series, tokens: number, flopCount: number, shape: Record<string, unknown>): Record<string, unknown> => {
-        const ms = { troupe: median(s.all('side')), pytorch: median(s.all('baseline')) };
-        const speedups = s.speedups('baseline');
-        return {
-          model: { name: mc.name, parameters: params },
-          figure,
-          troupe: (tokens / ms.troupe) * 1000,
-          pytorch: (tokens / ms.pytorch) * 1000,
-          // The median of the bracketed speedups; `speedupOfMedians` is the estimator used before 2026-11-28.
-          speedup: median(speedups),
-          speedupSpread: { q25: quantile(speedups, 0.25), q75: quantile(speedups, 0.75), n: speedups.length },
-          speedupOfMedians: ms.pytorch / ms.troupe,
-          ms,
-          timingsMs: s.timings(),
-          gflops: { troupe: flopCount / ms.troupe / 1e6, pytorch: flopCount / ms.pytorch / 1e6 },
-          shape,
-          ...(also === null ? {} : { pytorchAlso: { core: alsoCore, ms: median(s.all('also')), speedup: median(s.speedups('also')) } }),
-        };
-      };
+      const row = (figure: string, s: Series, tokens: number, flopCount: number, shape: Record<string, unknown>): Record<string, unknown> => ({
+        model: { name: mc.name, parameters: params },
+        figure,
+        // The median of the bracketed speedups; `speedupOfMedians` is the estimator used before 2026-11-28.
+        ...speedupFigures(s.all('side'), s.all('baseline'), s.speedups('baseline'), tokens, flopCount),
+        timingsMs: s.timings(),
+        shape,
+        ...(also === null ? {} : { pytorchAlso: { core: alsoCore, ms: median(s.all('also')), speedup: median(s.speedups('also')) } }),
+      });
       results.push(row('trainStep', train, trainTokens, f.trainStep, { batch: B, seqLen: T, loss: 'ppo', optimizer: 'adamw' }));
       const decShape = { batch: mc.decode.batch, promptLen: mc.decode.promptLen, newTokens: mc.decode.newTokens, sampling: 'temperature 1' };
       results.push(row('decode', dec, decTokens, decFlops, decShape));

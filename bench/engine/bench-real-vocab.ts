@@ -43,8 +43,8 @@ import { optimizerSchema } from '../../server/models/optimizer.ts';
 import { Policy } from '../../server/models/policy.ts';
 import type { DecodeSettings } from '../../server/models/rollout-decoder.ts';
 import type { Engine } from '../../server/runtime/engine.ts';
-import { bracketedSpeedups, median, quantile } from '../stats.ts';
-import { randomBatch } from './bench-util.ts';
+import { bracketedSpeedups } from '../stats.ts';
+import { randomBatch, speedupFigures } from './bench-util.ts';
 import type { TorchServer } from './torch-server.ts';
 
 export const realVocabName = 'qwen2.5-0.5b';
@@ -272,24 +272,10 @@ export async function benchRealVocab(engine: Engine, torch: TorchServer, threads
   const int4Use = { troupe: use(int4Cpu), pytorch: use(torchCpu.int4) };
   say(`CPU utilisation: train Troupe ${trainUse.troupe.toFixed(2)}, PyTorch ${trainUse.pytorch.toFixed(2)}; decode Troupe ${decUse.troupe.toFixed(2)} (int4 ${int4Use.troupe.toFixed(2)}), PyTorch ${decUse.pytorch.toFixed(2)} (beside int4 ${int4Use.pytorch.toFixed(2)})`);
   /** A figure's row, as bench-engine.ts writes its own: the median bracketed speedup, with the old ratio of medians beside it. */
+  /** A figure's row, as bench-engine.ts writes its own (speedupFigures). */
   const row = (figure: string, t: Interleaved, tokens: number, flopCount: number, rest: Record<string, unknown>): Record<string, unknown> => {
-    const ms = { troupe: median(t.troupe), pytorch: median(t.pytorch) };
-    const speedups = bracketedSpeedups(t.troupe, t.pytorch);
     const r2 = (xs: number[]): number[] => xs.map((x) => Math.round(x * 100) / 100);
-    return {
-      model,
-      figure,
-      troupe: (tokens / ms.troupe) * 1000,
-      pytorch: (tokens / ms.pytorch) * 1000,
-      speedup: median(speedups),
-      speedupSpread: { q25: quantile(speedups, 0.25), q75: quantile(speedups, 0.75), n: speedups.length },
-      speedupOfMedians: ms.pytorch / ms.troupe,
-      ms,
-      timingsMs: [{ troupe: r2(t.troupe), pytorch: r2(t.pytorch) }],
-      gflops: { troupe: flopCount / ms.troupe / 1e6, pytorch: flopCount / ms.pytorch / 1e6 },
-      ...rest,
-      date,
-    };
+    return { model, figure, ...speedupFigures(t.troupe, t.pytorch, bracketedSpeedups(t.troupe, t.pytorch), tokens, flopCount), timingsMs: [{ troupe: r2(t.troupe), pytorch: r2(t.pytorch) }], ...rest, date };
   };
   const decShape = { batch: DECODE.batch, promptLen: DECODE.promptLen, newTokens: DECODE.newTokens, sampling: 'temperature 1' };
   return {

@@ -1,6 +1,7 @@
 /** Small helpers shared by the engine benchmarks. */
 import type { ModelConfig } from '../../server/models/model-config.ts';
 import type { TrainSequence } from '../../server/models/train-batch.ts';
+import { median, quantile } from '../stats.ts';
 
 /**
  * The Python that runs the PyTorch side: `TROUPE_BENCH_PYTHON`, else the system interpreter
@@ -23,3 +24,22 @@ export function randomBatch(c: ModelConfig, B: number, T: number, seed: number):
     return { tokens, promptLength: 1, advantages: adv };
   });
 }
+
+/**
+ * The figures of a bench:engine row from each side's timings (ms) and Troupe's bracketed speedups:
+ * tokens per second and GFLOP/s of each side at its median, the median speedup with its quartiles,
+ * and the ratio of the medians (the estimator used before 2026-11-28).
+ */
+export function speedupFigures(troupeMs: readonly number[], pytorchMs: readonly number[], speedups: readonly number[], tokens: number, flops: number) {
+  const ms = { troupe: median(troupeMs), pytorch: median(pytorchMs) };
+  return {
+    troupe: (tokens / ms.troupe) * 1000,
+    pytorch: (tokens / ms.pytorch) * 1000,
+    speedup: median(speedups),
+    speedupSpread: { q25: quantile(speedups, 0.25), q75: quantile(speedups, 0.75), n: speedups.length },
+    speedupOfMedians: ms.pytorch / ms.troupe,
+    ms,
+    gflops: { troupe: flops / ms.troupe / 1e6, pytorch: flops / ms.pytorch / 1e6 },
+  };
+}
+
