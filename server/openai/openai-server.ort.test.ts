@@ -512,7 +512,9 @@ test("SGLang's /update_weights_from_disk: the base, the team's adapters and a lo
     assert.notDeepEqual(before, await Promise.all(names.map(sampleRef)), 'the new weights sample otherwise (else this test could not fail)');
     assert.deepEqual((await call('/get_weight_version')).body, { weight_version: 'default' });
 
+    const resident = (await engine.stats()).residentBytes;
     const ok = await call('/update_weights_from_disk', { model_path: newDir, weight_version: 'run.base.1', abort_all_requests: false, flush_cache: true });
+    assert.equal((await engine.stats()).residentBytes, resident, 'the old base and policies are freed: one copy of the base stays resident');
     assert.deepEqual(ok, { status: 200, body: { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 } });
     assert.deepEqual(await Promise.all(names.map(sampleVia)), await Promise.all(names.map(sampleRef)));
     assert.deepEqual((await call('/get_weight_version')).body, { weight_version: 'run.base.1' });
