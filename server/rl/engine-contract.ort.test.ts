@@ -204,9 +204,16 @@ test('SGLang: a warm-started base goes by /update_weights_from_disk with SGLang\
   answers['/model_info'] = { status: 200, body: { model_path: 'x', weight_version: u.body.weight_version } };
   await backend.publish(2, policies);
   assert.ok(!seen.some((s) => s.path === '/update_weights_from_disk'));
+  // A /model_info without weight_version (SGLang before it had one there): /get_weight_version is asked.
+  seen.length = 0;
+  answers['/model_info'] = { status: 200, body: { model_path: 'x' } };
+  answers['/get_weight_version'] = { status: 200, body: { weight_version: u.body.weight_version } };
+  await backend.publish(3, policies);
+  assert.deepEqual(seen.filter((s) => s.method === 'GET').map((s) => s.path), ['/model_info', '/get_weight_version']);
+  assert.ok(!seen.some((s) => s.path === '/update_weights_from_disk'));
   answers['/model_info'] = { status: 200, body: { model_path: 'x', weight_version: 'default' } };
   answers['/update_weights_from_disk'] = { status: 400, body: { success: false, message: 'Failed to get weights iterator: no safetensors', num_paused_requests: 0 } };
-  await assert.rejects(backend.publish(3, policies), (e: unknown) => e instanceof EngineFleetError && /update_weights_from_disk refused the request \(400\): Failed to get weights iterator/.test(e.message));
+  await assert.rejects(backend.publish(4, policies), (e: unknown) => e instanceof EngineFleetError && /update_weights_from_disk refused the request \(400\): Failed to get weights iterator/.test(e.message));
 
   const vllm = new EngineRollout(exp, { kind: 'vllm', urls: [url], timeoutMs: 10_000, retries: 1 }, join(dir, 'vllm-warm'), () => {}, 'run/1');
   await assert.rejects(vllm.setBases(runDir, new Map()), (e: unknown) => e instanceof EngineFleetError && /update_weights_from_disk/.test(e.message));

@@ -149,7 +149,8 @@ export class EngineRollout {
     for (const info of await this.fleet.getEach('/model_info')) {
       const { index } = info;
       // SGLang reports the version in /model_info since late 2025, in /get_weight_version before.
-      const answer = info.status === 404 ? (await this.fleet.getEach('/get_weight_version', index))[0] : info;
+      const fromInfo = info.status === 404 ? null : weightVersionResponseSchema.safeParse(info.answer);
+      const answer = fromInfo?.success ? info : (await this.fleet.getEach('/get_weight_version', index))[0];
       if (!answer) continue;
       const reported = weightVersionResponseSchema.safeParse(answer.answer);
       if (answer.status === 404 || !reported.success) throw new EngineFleetError(`${this.fleet.config.urls[index]} reports no weight version (neither /model_info nor /get_weight_version has weight_version): it cannot take the warm-started base`);
