@@ -146,21 +146,24 @@ export class EngineRollout {
   private async syncBases(): Promise<void> {
     if (!this.bases) return;
     const { folders, version } = this.bases;
-    for (const info of await this.fleet.getEach('/model_info')) {
-      const { index } = info;
-      // SGLang reports the version in /model_info since late 2025, in /get_weight_version before.
-      const fromInfo = info.status === 404 ? null : weightVersionResponseSchema.safeParse(info.answer);
-      const answer = fromInfo?.success ? info : (await this.fleet.getEach('/get_weight_version', index))[0];
-      if (!answer) continue;
-      const reported = weightVersionResponseSchema.safeParse(answer.answer);
-      if (answer.status === 404 || !reported.success) throw new EngineFleetError(`${this.fleet.config.urls[index]} reports no weight version (neither /model_info nor /get_weight_version has weight_version): it cannot take the warm-started base`);
-      if (reported.data.weight_version === version) continue;
-      for (const [i, f] of folders.entries()) {
-        // The version is set with the last base only, so a server that fails half-way is sent them all again.
-        const body = { model_path: f.dir, abort_all_requests: false, flush_cache: true, ...(i === folders.length - 1 ? { weight_version: version } : {}), ...(folders.length > 1 ? { troupe_model: f.model } : {}) };
-        if (!(await this.fleet.postTo(index, '/update_weights_from_disk', body))) break;
-      }
-    }
+    // Servers side by side: each reloads from disk on its own.
+    await Promise.all(
+      (await this.fleet.getEach('/model_info')).map(async (info) => {
+        const { index } = info;
+        // SGLang reports the version in /model_info since late 2025, in /get_weight_version before.
+        const fromInfo = info.status === 404 ? null : weightVersionResponseSchema.safeParse(info.answer);
+        const answer = fromInfo?.success ? info : (await this.fleet.getEach('/get_weight_version', index))[0];
+        if (!answer) return;
+        const reported = weightVersionResponseSchema.safeParse(answer.answer);
+        if (answer.status === 404 || !reported.success) throw new EngineFleetError(`${this.fleet.config.urls[index]} reports no weight version (neither /model_info nor /get_weight_version has weight_version): it cannot take the warm-started base`);
+        if (reported.data.weight_version === version) return;
+        for (const [i, f] of folders.entries()) {
+          // The version is set with the last base only, so a server that fails half-way is sent them all again.
+          const body = { model_path: f.dir, abort_all_requests: false, flush_cache: true, ...(i === folders.length - 1 ? { weight_version: version } : {}), ...(folders.length > 1 ? { troupe_model: f.model } : {}) };
+          if (!(await this.fleet.postTo(index, '/update_weights_from_disk', body))) return;
+        }
+      }),
+    );
   }
 
   /** The served name of a policy's adapter at a step: `<policy>@<run>.v<step>`. */
