@@ -73,6 +73,7 @@ describe('shipped configs', () => {
       'sokoban/L2-lora.json',
       'sudoku/L1-shared.json',
       'sudoku/L2-lora.json',
+      'sudoku/L2-lora-pad.json',
       'tic-tac-toe/L1-shared.json',
       'tic-tac-toe/L2-lora.json',
     ]) {
@@ -119,6 +120,20 @@ describe('shipped configs', () => {
       for (const k of ['gamma', 'gaeLambda', 'valueClip', 'valueLr']) delete c['algorithm'][k];
     }
     assert.deepEqual(ppo, flag);
+  });
+
+  test("sudoku's padded config differs from its L2-lora only in padEmptyLine, the warm start's steps and the texts", () => {
+    const pad = readJson(join(configsDir, 'sudoku', 'L2-lora-pad.json')) as Record<string, any>;
+    const base = readJson(join(configsDir, 'sudoku', 'L2-lora.json')) as Record<string, any>;
+    assert.equal(pad['env'].options.padEmptyLine, true);
+    assert.equal(pad['warmStart'].steps, 600);
+    for (const c of [pad, base]) {
+      delete c['name'];
+      delete c['description'];
+      delete c['env'].options.padEmptyLine;
+      delete c['warmStart'].steps;
+    }
+    assert.deepEqual(pad, base);
   });
 
   test("math's mod + linear configs differ from their add + mul ones only in the tiers and the texts", () => {
