@@ -17,7 +17,7 @@
  * PyTorch, each PyTorch call one timed run after an untimed one of its own, and each figure is the
  * median of Troupe's bracketed speedups (bench/stats.ts `bracketedSpeedups`), with the ratio of the
  * two sides' medians beside it (the estimator before 2026-11-28, when this case was timed Troupe
- * first, PyTorch after). So both processes hold the model at once: about 17 GB of peak RSS
+ * first, PyTorch after). So both processes hold the model at once: about 15 GB of peak RSS
  * together during the LoRA step. Weights are each side's own random initialisation (N(0, 0.02²),
  * norms 1): a 2 GB safetensors file just to share random numbers would cost more than the timing
  * it protects, and random weights give both sides the same FLOPs. Run alone:
