@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { SANDBOX_OWNER_VAR } from './program-process.ts';
+import { UNPRIVILEGED_ID } from './sandbox-command.ts';
 
 /** A process running a program (the sandboxed /tmp/main.py, an unsandboxed temp folder's) or the batch harness. */
 const PROGRAM = /\/tmp\/main\.py|troupe-harness\.py|troupe-unsandboxed-/;
@@ -48,9 +49,31 @@ export function strays(owner = process.pid): string[] {
   return found;
 }
 
-/** Kills take a moment to reach every process of a pid namespace; waits up to `ms` for none of ours to be left. */
+/**
+ * Zombies of user `uid`: killed programs that init has not reaped yet. `strays` cannot see them
+ * (they have no command line or environment left), but RLIMIT_NPROC counts them, so while they
+ * last an unsandboxed program (run as `UNPRIVILEGED_ID` when the tests run as root) may fail to fork.
+ */
+function zombiesOf(uid: number): number {
+  let n = 0;
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+      if (/^State:\s+Z/m.test(status) && new RegExp(`^Uid:\\s+${uid}\\s`, 'm').test(status)) n++;
+    } catch {
+      // Exited while we looked.
+    }
+  }
+  return n;
+}
+
+/**
+ * Kills take a moment to reach every process of a pid namespace; waits up to `ms` for none of ours
+ * to be left (and for the unprivileged user's zombies to be reaped, which count against the next
+ * program's process limit; not asserted, since other programs may leave some).
+ */
 export async function noStraysWithin(ms: number): Promise<void> {
   const end = performance.now() + ms;
-  while (strays().length > 0 && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
+  while ((strays().length > 0 || zombiesOf(UNPRIVILEGED_ID) > 0) && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
   assert.deepEqual(strays(), []);
 }
