@@ -65,9 +65,14 @@ export function loadBundle(panel: vscode.WebviewPanel, context: vscode.Extension
         .then((choice) => (choice === 'Reload Window' ? vscode.commands.executeCommand('workbench.action.reloadWindow') : undefined));
     },
   }, LOAD_TIMEOUT_MS, LOAD_RETRIES);
+  // Each page's start is logged (one line a load): a panel that stays blank then shows whether its
+  // script ran (`started`) and whether it was in view to be watched.
+  const t0 = Date.now();
   const listeners = [
     webview.onDidReceiveMessage((data: unknown) => {
-      if (typeof data === 'object' && data !== null && (data as { type?: unknown }).type === 'ready') watchdog.ready();
+      if (typeof data !== 'object' || data === null || (data as { type?: unknown }).type !== 'ready') return;
+      panelLog().info(`${title}: the ${bundle} page started (${Date.now() - t0} ms after it was first loaded)`);
+      watchdog.ready();
     }),
     panel.onDidChangeViewState(() => watchdog.viewChanged()),
   ];
@@ -75,6 +80,7 @@ export function loadBundle(panel: vscode.WebviewPanel, context: vscode.Extension
     watchdog.dispose();
     for (const l of listeners) l.dispose();
   });
+  panelLog().info(`${title}: the ${bundle} page loaded, ${panel.visible ? 'in view' : 'out of view'}`);
   watchdog.loaded();
 }
 
