@@ -178,6 +178,7 @@ export class EngineFleet {
     }
   }
 
+  /** Marks `s` down for the step after a failure; a refusal (4xx) is the request's fault, not the server's, and is thrown instead. */
   private markDown(s: Server, path: string, e: unknown): void {
     if (e instanceof RefusedRequest) throw new EngineFleetError(`${s.url}${path} refused the request (${e.status}): ${e.message}`);
     s.failures++;
