@@ -28,16 +28,16 @@ export function webviewOptions(context: vscode.ExtensionContext): vscode.Webview
   };
 }
 
+/** How long a page in view may take to post `ready`, and how often it is loaded again. */
+const LOAD_TIMEOUT_MS = 15_000;
+const LOAD_RETRIES = 3;
+
 /**
  * Sets the panel's options and its HTML for one bundle (`dashboard`, `inspector` or `compare`),
  * with a fresh nonce, and watches the page start: one in view that has not posted `ready` within
  * LOAD_TIMEOUT_MS is loaded again, up to LOAD_RETRIES times, and then the user is told
  * (load-watchdog.ts says why). Call once per panel.
  */
-/** How long a page in view may take to post `ready`, and how often it is loaded again. */
-const LOAD_TIMEOUT_MS = 15_000;
-const LOAD_RETRIES = 3;
-
 export function loadBundle(panel: vscode.WebviewPanel, context: vscode.ExtensionContext, bundle: 'dashboard' | 'inspector' | 'compare', title: string): void {
   const webview = panel.webview;
   webview.options = webviewOptions(context);
