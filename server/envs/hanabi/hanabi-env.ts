@@ -20,7 +20,12 @@
  *   p1: play N, discard N or hint P C
  * Slots count from 1 (the oldest card) and a drawn card goes last. A card's knowledge reads its
  * colour letter or '?', then its rank or '?'; a colour or rank is known once hints name it or
- * rule out the rest.
+ * rule out the rest. With the option `showLegalMoves` the last line lists the player's legal moves
+ * instead of the grammar, as the Hanabi Learning Environment hands its agents the legal moves:
+ *   p1 legal: play 1-5, discard 1-5, hint p2 R G 1 4
+ * (no `discard` with all 8 hint tokens, no `hint` without one, only colours and ranks the target
+ * holds; with more players `hint p2 ..., hint p3 ...`). It is built from the player's view, so it
+ * shows nothing the view does not. Off by default (prompts and warm-start cache keys as before).
  *
  * Actions, exactly (surrounding whitespace dropped): `play N`, `discard N`, `hint pK C` with C a
  * colour letter of the game (R Y G W B) or a rank 1-5. Text that does not parse is a parse error;
@@ -63,6 +68,7 @@ import {
   type GameRules,
   type GameState,
   type Move,
+  type PlayerView,
 } from './hanabi-game.ts';
 
 export const hanabiRewards = { malformed: -1, illegal: -1, informativeHint: 0.1 } as const;
@@ -79,6 +85,11 @@ export const hanabiOptionsSchema = z
     bombOut: z.enum(['zero', 'keep']).default('zero').describe("The score when the last fuse is lost: 'zero' (as the Hanabi Learning Environment scores it) or 'keep' the fireworks played."),
     /** Rounds after which an episode ends with the score it has; default: the longest legal game. */
     maxTurns: z.number().int().min(1).max(1000).optional().describe('Rounds (one act per player) after which the episode ends with the score reached, not a success. Default: the longest legal game, which only acts that pass (unreadable or illegal) can reach; set it lower to bound the cost of a policy that passes.'),
+    /** The prompt's last line lists the legal moves (as the Learning Environment gives its agents) instead of the move grammar. */
+    showLegalMoves: z
+      .boolean()
+      .optional()
+      .describe("List the acting player's legal moves in its prompt's last line, as the Hanabi Learning Environment gives its agents the legal moves: 'p1 legal: play 1-5, discard 1-5, hint p2 R Y 1 3' (no discard with all 8 hint tokens, no hint without one, only colours and ranks the player holds), in place of the grammar line 'p1: play N, discard N or hint P C'. Default off."),
   })
   .strict()
   .refine((o) => fullDeck(o.colours).length > o.players * handSizeFor(o.players), {
@@ -120,6 +131,32 @@ export function parseMove(text: unknown, players: number): Parsed<Move> {
   if (word === 'play' || word === 'discard') return { ok: false, error: `expected ${word} N with a card number 1-9` };
   if (word === 'hint') return { ok: false, error: 'expected hint pK C with a player pK and a colour letter (R Y G W B) or a rank 1-5' };
   return { ok: false, error: `unknown action starting with ${describeChar(s[0]!)}: expected play N, discard N or hint P C` };
+}
+
+/** Slots as the legal line writes them: '1-5', or '1' for a hand of one card. */
+function slotRange(n: number): string {
+  return n === 1 ? '1' : `1-${n}`;
+}
+
+/**
+ * The moves `v`'s player may make on its turn, compactly: 'play 1-5, discard 1-5, hint p2 R Y 1 3'
+ * (several players: 'hint p2 R 1, hint p3 G 2 4'); exactly `legalMoves` of the game when that player
+ * is to act: no discard with every hint token, no hint without one, a hint only of a colour or rank
+ * its target holds, seats in turn order. Built from the view alone (its hand's size, the others'
+ * cards, the tokens), so any player's prompt may carry it without showing its own cards.
+ */
+export function legalMovesText(v: PlayerView): string {
+  const parts = [`play ${slotRange(v.own.length)}`];
+  if (v.hints < v.rules.hintTokens) parts.push(`discard ${slotRange(v.own.length)}`);
+  if (v.hints > 0) {
+    for (const o of v.others) {
+      const whats: string[] = [];
+      for (let colour = 0; colour < v.rules.colours; colour++) if (o.cards.some((c) => c.colour === colour)) whats.push(colourLetters[colour]!);
+      for (let rank = 1; rank <= RANKS; rank++) if (o.cards.some((c) => c.rank === rank)) whats.push(String(rank));
+      parts.push(`hint ${agentName(o.seat)} ${whats.join(' ')}`);
+    }
+  }
+  return parts.join(', ');
 }
 
 /** One act as every player saw it, for the "since your last turn" lines. */
@@ -194,7 +231,7 @@ export class HanabiEnvironment implements Environment {
       ...this.#log.slice(-(this.rules.players - 1)).filter((a) => a.seat !== seat).map((a) => a.text),
       ...v.others.flatMap((o) => [`${agentName(o.seat)} has ${cards(o.cards)}`, `${agentName(o.seat)} knows ${o.knowledge.map(knowledgeText).join(' ')}`]),
       `you have ${v.own.map(knowledgeText).join(' ')}`,
-      `${agent}: play N, discard N or hint P C`,
+      this.options.showLegalMoves === true ? `${agent} legal: ${legalMovesText(v)}` : `${agent}: play N, discard N or hint P C`,
     ];
     return `${lines.join('\n')}\n`;
   }

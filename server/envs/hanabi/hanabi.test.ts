@@ -9,7 +9,7 @@ import { trainSeed, validationSeed } from '../seed-ranges.ts';
 import { ScriptedSeats } from '../scripted-seats.ts';
 import { randomMove } from './hanabi-bot.ts';
 import { hanabi, hanabiRewards, HanabiEnvironment, moveText, parseMove, type HanabiOptions } from './hanabi-env.ts';
-import { cardText, colourLetters, fullDeck, handSizeFor, type Card, type GameState } from './hanabi-game.ts';
+import { cardText, colourLetters, fullDeck, handSizeFor, legalMoves, type Card, type GameState } from './hanabi-game.ts';
 
 const small: HanabiOptions = hanabiOptions({});
 
@@ -247,7 +247,7 @@ test('a hint that tells something new earns the hinter informativeHint; repeatin
 test("a player's prompt and the bot's move never depend on its own cards or the deck order", () => {
   const rng = new Rng(4, 'privacy');
   let checked = 0;
-  for (const options of [small, hanabiOptions({ colours: 5, players: 4 })]) {
+  for (const options of [small, hanabiOptions({ colours: 5, players: 4 }), hanabiOptions({ showLegalMoves: true })]) {
     for (let g = 0; g < 20; g++) {
       const env = hanabi.create(trainSeed(100 + g), options);
       while (!env.done) {
@@ -274,8 +274,9 @@ test("a player's prompt and the bot's move never depend on its own cards or the 
 
 test('prompts are printable and short: the small variant stays well inside the default model context (512)', () => {
   let longest = 0;
-  for (let g = 0; g < 100; g++) {
-    const env = hanabi.create(validationSeed(g));
+  for (let g = 0; g < 200; g++) {
+    // Half the games with the legal moves listed (showLegalMoves), the longer prompt.
+    const env = hanabi.create(validationSeed(g % 100), { showLegalMoves: g >= 100 });
     while (!env.done) {
       const agent = env.currentAgent();
       const prompt = env.observe(agent);
@@ -285,6 +286,70 @@ test('prompts are printable and short: the small variant stays well inside the d
     }
   }
   assert.ok(longest <= 400, `longest small-variant prompt ${longest} characters`);
+});
+
+/** The moves a prompt's legal line lists, as action texts, sorted ('p1 legal: play 1-5, hint p2 R 1' -> play 1 .. play 5, hint p2 R, hint p2 1). */
+function listedMoves(prompt: string, agent: string): string[] {
+  const line = prompt.trimEnd().split('\n').at(-1)!;
+  const m = new RegExp(`^${agent} legal: (.+)$`).exec(line);
+  assert.ok(m, `no legal line: ${JSON.stringify(line)}`);
+  const out: string[] = [];
+  for (const part of m[1]!.split(', ')) {
+    const [verb, first, ...rest] = part.split(' ');
+    if (verb === 'play' || verb === 'discard') {
+      assert.equal(rest.length, 0, part);
+      const range = /^1(?:-([2-9]))?$/.exec(first!);
+      assert.ok(range, part);
+      for (let i = 1; i <= Number(range[1] ?? 1); i++) out.push(`${verb} ${i}`);
+    } else {
+      assert.equal(verb, 'hint', part);
+      assert.ok(rest.length > 0, part);
+      for (const what of rest) out.push(`hint ${first} ${what}`);
+    }
+  }
+  return out.sort();
+}
+
+test('showLegalMoves: the last prompt line lists exactly the legal moves; off by default, leaving options and prompts as before', () => {
+  // Off: the options parse without the key (so configs and warm-start cache keys stay the same) and the grammar line ends the prompt.
+  assert.equal('showLegalMoves' in small, false);
+  const plain = hanabi.create(validationSeed(1));
+  assert.match(plain.observe('p1'), /\np1: play N, discard N or hint P C\n$/);
+  const rng = new Rng(11, 'legal-line');
+  let checked = 0;
+  let fullTokens = 0;
+  let noTokens = 0;
+  for (const options of [hanabiOptions({ showLegalMoves: true }), hanabiOptions({ showLegalMoves: true, colours: 5, players: 3 }), hanabiOptions({ showLegalMoves: true, colours: 5, players: 4 })]) {
+    for (let g = 0; g < 30; g++) {
+      const env = hanabi.create(validationSeed(200 + g), options);
+      while (!env.done) {
+        const agent = env.currentAgent();
+        const s = env.state;
+        const listed = listedMoves(env.observe(agent), agent);
+        assert.deepEqual(listed, legalMoves(s).map(moveText).sort());
+        // Every listed move is accepted, and nothing else the parser reads is.
+        for (const text of listed) assert.equal(env.clone().act(agent, text).localReward >= 0, true, text);
+        if (s.hints === 8) {
+          fullTokens++;
+          assert.ok(!listed.some((t) => t.startsWith('discard')), 'no discard with all 8 hint tokens');
+        }
+        if (s.hints === 0) {
+          noTokens++;
+          assert.ok(!listed.some((t) => t.startsWith('hint')), 'no hint without a token');
+        }
+        checked++;
+        // Mostly the bot, sometimes a random legal move: hints spent down to 0 and hands emptied at the end.
+        env.act(agent, rng.chance(0.7) ? env.solution(agent) : moveText(randomMove(s, rng)));
+      }
+    }
+  }
+  assert.ok(checked > 2000 && fullTokens > 50 && noTokens > 5, JSON.stringify({ checked, fullTokens, noTokens }));
+  // A hand-built deal: p2 holds Y1 Y1 Y3 R3 Y1 (red and yellow, ranks 1 and 3); all 8 tokens, then none.
+  const env = dealt('R1 Y1 R3 Y1 G1 Y3 R1 R3 G1 Y1 G2 G2 G3 G3 G4 G4 G5 R2 R2 R4', { showLegalMoves: true });
+  assert.equal(env.observe('p1').trimEnd().split('\n').at(-1), 'p1 legal: play 1-5, hint p2 R Y 1 3');
+  for (let i = 0; i < 8; i++) play(env, i % 2 === 0 ? 'hint p2 Y' : 'hint p1 R');
+  assert.equal(env.state.hints, 0);
+  assert.equal(env.observe('p1').trimEnd().split('\n').at(-1), 'p1 legal: play 1-5, discard 1-5');
 });
 
 test('the parser reads exactly the documented grammar', () => {
