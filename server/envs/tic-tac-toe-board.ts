@@ -99,16 +99,20 @@ export function optimalMoves(board: Board): number[] {
   return values.filter((v) => v.value === top).map((v) => v.cell);
 }
 
+/**
+ * Every move of the best score (the best game value, the faster win or the slower loss), lowest
+ * cell first: the moves `bestMove` chooses among. The game must not be over.
+ */
+export function bestMoves(board: Board): number[] {
+  if (isOver(board)) throw new Error('tic-tac-toe: no move in a finished game');
+  const scored = legalMoves(board).map((cell) => ({ cell, score: scoreOf(board, cell) }));
+  const top = Math.max(...scored.map((m) => m.score));
+  return scored.filter((m) => m.score === top).map((m) => m.cell);
+}
+
 /** The perfect move: best score, ties to the lowest cell. The game must not be over. */
 export function bestMove(board: Board): number {
-  let best = -1;
-  let bestScore = -Infinity;
-  for (const cell of legalMoves(board)) {
-    const s = scoreOf(board, cell);
-    if (s > bestScore) [best, bestScore] = [cell, s];
-  }
-  if (best === -1 || isOver(board)) throw new Error('tic-tac-toe: no move in a finished game');
-  return best;
+  return bestMoves(board)[0]!;
 }
 
 let reachable: readonly Board[] | null = null;

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Rng } from './rng.ts';
 import { trainSeed } from './seed-ranges.ts';
-import { bestMove, isOver, legalMoves, moveValue, optimalMoves, reachablePositions, winnerOf, type Board } from './tic-tac-toe-board.ts';
+import { bestMove, bestMoves, isOver, legalMoves, moveValue, optimalMoves, reachablePositions, winnerOf, type Board } from './tic-tac-toe-board.ts';
 import { evaluateAgainst, minimaxPlayer, playAgainst, playerPolicy, randomPlayer, scorePositions, ticTacToeOpponents, type BatchTextPolicy } from './tic-tac-toe-players.ts';
 import { ticTacToe, ticTacToeRewards } from './tic-tac-toe.ts';
 
@@ -205,4 +205,30 @@ test('turn counts rounds of one move each; playAgainst reports forfeits from the
   assert.deepEqual(junk, { outcome: 'loss', forfeit: true, moves: 2 });
   const asyncPolicy = await playAgainst(async (_obs, game) => String(bestMove(game.board) + 1), randomPlayer, { side: 'x', seed: 3 });
   assert.notEqual(asyncPolicy.outcome, 'loss');
+});
+
+test("solutionTies 'seeded' demonstrates a perfect move drawn per seed and position; the default is the lowest", () => {
+  // The default: the lowest of the best moves, and options without the field parse to what they did.
+  const plain = ticTacToe.create(5, { openingMoves: 0 });
+  assert.equal(plain.solution('x'), '1');
+  assert.ok(!('solutionTies' in plain.options), 'an absent solutionTies must stay absent (warm-start cache keys)');
+  const openings = new Set<string>();
+  for (let seed = 0; seed < 60; seed++) {
+    const env = ticTacToe.create(seed, { openingMoves: [0, 3], solutionTies: 'seeded' });
+    // The same position and seed give the same move, every time and in a clone.
+    assert.equal(env.solution(env.currentAgent()), env.solution(env.currentAgent()));
+    assert.equal(env.clone().solution(env.currentAgent()), env.solution(env.currentAgent()));
+    if (env.board.every((m) => m === null)) openings.add(env.solution('x'));
+    while (!env.done) {
+      const agent = env.currentAgent();
+      const move = env.solution(agent);
+      assert.ok(bestMoves(env.board).includes(Number(move) - 1), `seed ${seed}: ${move} is not a best move`);
+      env.act(agent, move);
+    }
+    assert.ok(env.success);
+  }
+  // On the empty board every cell draws: seeded ties open on several cells, not only on 1.
+  assert.ok(openings.size >= 4, `x opened on ${[...openings].join(',')} only`);
+  assert.deepEqual(bestMoves([null, null, null, null, null, null, null, null, null]), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+  assert.throws(() => ticTacToe.create(1, { solutionTies: 'random' }), /solutionTies/);
 });

@@ -26,6 +26,10 @@
  *   'minimax': the perfect-play value of the move: +1 forced win, 0 draw, -1 forced loss (a dense
  *     signal for per-turn credit, computed by the solver);
  *   forfeit (either mode): -2, worse than any legal move.
+ * `solution` (the warm start's demonstrations) is a perfect move: by default the lowest cell of
+ * the best ones, which teaches a digit prior (x always opens on 1, and a policy unsure of a move
+ * answers low digits); with `solutionTies: 'seeded'` one of them drawn from the seed and the
+ * position.
  * `success` means the game ended without a forfeit (a win or a draw); who won is `outcome`.
  */
 import { z } from 'zod';
@@ -43,7 +47,7 @@ import {
   type EnvironmentFactory,
 } from './environment.ts';
 import { Rng } from './rng.ts';
-import { bestMove, emptyBoard, isOver, legalMoves, moveValue, toMove, winnerOf, type Board, type Mark } from './tic-tac-toe-board.ts';
+import { bestMove, bestMoves, emptyBoard, isOver, legalMoves, moveValue, toMove, winnerOf, type Board, type Mark } from './tic-tac-toe-board.ts';
 
 export const ticTacToeRewards = { win: 1, draw: 0, forfeit: -2 } as const;
 
@@ -65,6 +69,13 @@ export const ticTacToeOptionsSchema = z
       .describe('Random moves played before the agents start: a count (0-4), or a range [min, max] whose count each seed draws.'),
     /** 'outcome': +1 for the winning move only. 'minimax': every move scored by its perfect-play value. */
     reward: z.enum(['outcome', 'minimax']).default('outcome').describe("'outcome' (terminal) or 'minimax' (per-move value)."),
+    /** Which of several perfect moves `solution` (the warm start's demonstrations) gives. */
+    solutionTies: z
+      .enum(['lowest', 'seeded'])
+      .optional()
+      .describe(
+        "Which perfect move the solver demonstrates when several are equally good: 'lowest' (the default) the lowest cell, so x always opens on 1; 'seeded' one drawn from the seed and the position, the same every time they recur, so the demonstrations show every perfect opening and reply.",
+      ),
   })
   .strict();
 
@@ -185,7 +196,9 @@ export class TicTacToeEnvironment implements Environment {
   solution(agent: string): string {
     checkAgent(this, agent);
     if (this.done) throw new Error('tic-tac-toe: no solution once the game is over');
-    return String(bestMove(this.#board) + 1);
+    if (this.options.solutionTies !== 'seeded') return String(bestMove(this.#board) + 1);
+    const ties = bestMoves(this.#board);
+    return String(new Rng(this.seed, `tic-tac-toe ties ${this.#board.map((m) => m ?? '.').join('')}`).pick(ties) + 1);
   }
 }
 
