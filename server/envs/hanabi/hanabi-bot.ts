@@ -20,6 +20,7 @@ import {
   afterHint,
   knowledgeText,
   legalMoves,
+  playerView,
   RANKS,
   surelyPlayable,
   surelyUseless,
@@ -74,5 +75,5 @@ export function conventionMove(v: PlayerView): Move {
 
 /** Uniform over the legal moves (the random baseline; it reads the state only for legality). */
 export function randomMove(s: GameState, rng: Rng): Move {
-  return rng.pick(legalMoves(s));
+  return rng.pick(legalMoves(playerView(s, s.current)));
 }

@@ -59,6 +59,7 @@ import {
   handSizeFor,
   illegality,
   knowledgeText,
+  legalMoves,
   passTurn,
   playerView,
   RANKS,
@@ -139,24 +140,25 @@ function slotRange(n: number): string {
 }
 
 /**
- * The moves `v`'s player may make on its turn, compactly: 'play 1-5, discard 1-5, hint p2 R Y 1 3'
- * (several players: 'hint p2 R 1, hint p3 G 2 4'); exactly `legalMoves` of the game when that player
- * is to act: no discard with every hint token, no hint without one, a hint only of a colour or rank
- * its target holds, seats in turn order. Built from the view alone (its hand's size, the others'
- * cards, the tokens), so any player's prompt may carry it without showing its own cards.
+ * `legalMoves(v)` written compactly: 'play 1-5, discard 1-5, hint p2 R Y 1 3' (several players:
+ * 'hint p2 R 1, hint p3 G 2 4'): slots as a range (the rules make every slot playable, and
+ * discardable when discarding is allowed at all), hints grouped by target in turn order. Built from
+ * the view alone, so any player's prompt may carry it without showing its own cards.
  */
 export function legalMovesText(v: PlayerView): string {
-  const parts = [`play ${slotRange(v.own.length)}`];
-  if (v.hints < v.rules.hintTokens) parts.push(`discard ${slotRange(v.own.length)}`);
-  if (v.hints > 0) {
-    for (const o of v.others) {
-      const whats: string[] = [];
-      for (let colour = 0; colour < v.rules.colours; colour++) if (o.cards.some((c) => c.colour === colour)) whats.push(colourLetters[colour]!);
-      for (let rank = 1; rank <= RANKS; rank++) if (o.cards.some((c) => c.rank === rank)) whats.push(String(rank));
-      parts.push(`hint ${agentName(o.seat)} ${whats.join(' ')}`);
-    }
+  const slots = new Map<'play' | 'discard', number>();
+  const hints = new Map<number, string[]>();
+  for (const m of legalMoves(v)) {
+    if (m.kind === 'hint') {
+      const whats = hints.get(m.target) ?? [];
+      whats.push(m.colour !== null ? colourLetters[m.colour]! : String(m.rank));
+      hints.set(m.target, whats);
+    } else slots.set(m.kind, (slots.get(m.kind) ?? 0) + 1);
   }
-  return parts.join(', ');
+  return [
+    ...[...slots].map(([verb, n]) => `${verb} ${slotRange(n)}`),
+    ...[...hints].map(([target, whats]) => `hint ${agentName(target)} ${whats.join(' ')}`),
+  ].join(', ');
 }
 
 /** One act as every player saw it, for the "since your last turn" lines. */

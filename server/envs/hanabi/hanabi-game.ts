@@ -182,23 +182,6 @@ function touchedSlots(hand: readonly Card[], move: Move & { kind: 'hint' }): num
   return out;
 }
 
-/** Every legal move of the seat to act (hints: colours, then ranks, by seat after the mover). */
-export function legalMoves(s: GameState): Move[] {
-  const moves: Move[] = [];
-  const n = s.hands[s.current]!.length;
-  for (let slot = 0; slot < n; slot++) moves.push({ kind: 'play', slot });
-  if (s.hints < s.rules.hintTokens) for (let slot = 0; slot < n; slot++) moves.push({ kind: 'discard', slot });
-  if (s.hints > 0) {
-    for (let d = 1; d < s.rules.players; d++) {
-      const target = (s.current + d) % s.rules.players;
-      const hand = s.hands[target]!;
-      for (let colour = 0; colour < s.rules.colours; colour++) if (hand.some((c) => c.colour === colour)) moves.push({ kind: 'hint', target, colour, rank: null });
-      for (let rank = 1; rank <= RANKS; rank++) if (hand.some((c) => c.rank === rank)) moves.push({ kind: 'hint', target, colour: null, rank });
-    }
-  }
-  return moves;
-}
-
 /** Applies a legal move (check `illegality` first) and passes the turn. */
 export function applyMove(s: GameState, move: Move): MoveEffect {
   if (s.ended !== null) throw new Error('hanabi: the game is over');
@@ -320,6 +303,26 @@ export function playerView(s: GameState, seat: number): PlayerView {
       return { seat: other, cards: [...s.hands[other]!], knowledge: s.knowledge[other]!.map((k) => ({ ...k })) };
     }),
   };
+}
+
+/**
+ * Every legal move of `v`'s player when it is to act, from what it may know: its hand's size, the
+ * tokens and the others' cards (plays, discards below the hint-token maximum, then hints with a
+ * token: colours, then ranks, that the target holds, by seat after the mover). The one enumeration
+ * of the rules that `illegality` checks; the random player and the prompt's legal line both read it.
+ */
+export function legalMoves(v: PlayerView): Move[] {
+  const moves: Move[] = [];
+  const n = v.own.length;
+  for (let slot = 0; slot < n; slot++) moves.push({ kind: 'play', slot });
+  if (v.hints < v.rules.hintTokens) for (let slot = 0; slot < n; slot++) moves.push({ kind: 'discard', slot });
+  if (v.hints > 0) {
+    for (const { seat: target, cards } of v.others) {
+      for (let colour = 0; colour < v.rules.colours; colour++) if (cards.some((c) => c.colour === colour)) moves.push({ kind: 'hint', target, colour, rank: null });
+      for (let rank = 1; rank <= RANKS; rank++) if (cards.some((c) => c.rank === rank)) moves.push({ kind: 'hint', target, colour: null, rank });
+    }
+  }
+  return moves;
 }
 
 /** Every (colour, rank) a card may still be, given its knowledge. */

@@ -9,7 +9,7 @@ import { trainSeed, validationSeed } from '../seed-ranges.ts';
 import { ScriptedSeats } from '../scripted-seats.ts';
 import { randomMove } from './hanabi-bot.ts';
 import { hanabi, hanabiRewards, HanabiEnvironment, moveText, parseMove, type HanabiOptions } from './hanabi-env.ts';
-import { cardText, colourLetters, fullDeck, handSizeFor, legalMoves, type Card, type GameState } from './hanabi-game.ts';
+import { cardText, colourLetters, fullDeck, handSizeFor, illegality, legalMoves, playerView, RANKS, type Card, type GameState, type Move } from './hanabi-game.ts';
 
 const small: HanabiOptions = hanabiOptions({});
 
@@ -310,6 +310,17 @@ function listedMoves(prompt: string, agent: string): string[] {
   return out.sort();
 }
 
+/** Every move the grammar can name in this game, legal or not (slots one past the hand, every seat, colour and rank). */
+function everyMove(s: GameState): Move[] {
+  const out: Move[] = [];
+  for (let slot = 0; slot <= s.hands[s.current]!.length; slot++) out.push({ kind: 'play', slot }, { kind: 'discard', slot });
+  for (let target = 0; target < s.rules.players; target++) {
+    for (let colour = 0; colour < s.rules.colours; colour++) out.push({ kind: 'hint', target, colour, rank: null });
+    for (let rank = 1; rank <= RANKS; rank++) out.push({ kind: 'hint', target, colour: null, rank });
+  }
+  return out;
+}
+
 test('showLegalMoves: the last prompt line lists exactly the legal moves; off by default, leaving options and prompts as before', () => {
   // Off: the options parse without the key (so configs and warm-start cache keys stay the same) and the grammar line ends the prompt.
   assert.equal('showLegalMoves' in small, false);
@@ -326,7 +337,10 @@ test('showLegalMoves: the last prompt line lists exactly the legal moves; off by
         const agent = env.currentAgent();
         const s = env.state;
         const listed = listedMoves(env.observe(agent), agent);
-        assert.deepEqual(listed, legalMoves(s).map(moveText).sort());
+        const legal = legalMoves(playerView(s, s.current));
+        assert.deepEqual(listed, legal.map(moveText).sort());
+        // The enumeration from the view is the rules' own: every move the state's checker accepts, and no other.
+        assert.deepEqual(legal.map(moveText).sort(), everyMove(s).filter((m) => illegality(s, m) === null).map(moveText).sort());
         // Every listed move is accepted, and nothing else the parser reads is.
         for (const text of listed) assert.equal(env.clone().act(agent, text).localReward >= 0, true, text);
         if (s.hints === 8) {
