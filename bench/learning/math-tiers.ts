@@ -15,10 +15,9 @@
  */
 import { mathRewards, MathEnvironment } from '../../server/envs/math/math-env.ts';
 import { evaluate, evaluationOptions, TEST_SEED_OFFSET, type Evaluation } from '../../server/rl/evaluate.ts';
-import { createPolicies, routingContext } from '../../server/rl/policies.ts';
-import { restorePolicies } from '../../server/rl/run-checkpoint.ts';
+import { routingContext } from '../../server/rl/policies.ts';
 import { openSandbox } from '../../server/rl/trainer.ts';
-import { findRunCheckpoint, parseCheckpointChoice, runBaseWeights } from '../../server/runs/checkpoint-weights.ts';
+import { findRunCheckpoint, loadTeamPolicies, parseCheckpointChoice, runBaseWeights } from '../../server/runs/checkpoint-weights.ts';
 import { loadRunExperiment, readRunFolder } from '../../server/runs/run-folder.ts';
 import { Engine } from '../../server/runtime/engine.ts';
 import { openRunStore } from '../../server/store/index.ts';
@@ -64,10 +63,10 @@ function tierTable(ev: Evaluation): string[] {
 const engine = await Engine.start({ executionProvider: exp.engine.executionProvider, log: () => {} });
 const sandbox = await openSandbox(exp, () => {});
 try {
+  const bases = await runBaseWeights(folder.dir, exp);
   for (const choice of choices) {
     const ck = await findRunCheckpoint(folder.dir, choice);
-    const policies = await createPolicies(engine, exp, await runBaseWeights(folder.dir, exp));
-    if (ck.dir) await restorePolicies(ck.dir, policies);
+    const policies = await loadTeamPolicies(engine, exp, bases, ck.dir);
     const ev = await evaluate(exp.env.make, routingContext(exp, policies, sandbox?.runAll), evaluationOptions(exp, episodes, TEST_SEED_OFFSET));
     console.log(`${exp.name} (${folder.runId}), checkpoint ${ck.label}: test success ${pct(ev.success * ev.episodes, ev.episodes).trim()} on ${ev.episodes} test seeds`);
     for (const line of tierTable(ev)) console.log(line);

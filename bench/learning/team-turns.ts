@@ -21,27 +21,20 @@
  */
 import { acceptAnswer } from '../../server/envs/puzzle-environment.ts';
 import { evaluate, evaluationOptions, TEST_SEED_OFFSET } from '../../server/rl/evaluate.ts';
-import { createPolicies, routingContext } from '../../server/rl/policies.ts';
+import { routingContext } from '../../server/rl/policies.ts';
 import type { RolloutContext, RolloutPolicy } from '../../server/rl/rollout.ts';
-import { restorePolicies } from '../../server/rl/run-checkpoint.ts';
-import { findRunCheckpoint, parseCheckpointChoice, runBaseWeights } from '../../server/runs/checkpoint-weights.ts';
-import { loadRunExperiment, readRunFolder } from '../../server/runs/run-folder.ts';
+import { loadTeamPolicies } from '../../server/runs/checkpoint-weights.ts';
 import { Engine } from '../../server/runtime/engine.ts';
+import { openRunArgs } from './run-args.ts';
 
 const [dir, which = 'initial', n = '512'] = process.argv.slice(2);
-if (!dir) throw new Error('usage: team-turns.ts <run folder> [initial|latest|best|<step>] [episodes]');
-const choice = parseCheckpointChoice(which);
-if (!choice) throw new Error(`checkpoint must be initial, latest or a step, got '${which}'`);
 const episodes = Number(n);
 if (!Number.isSafeInteger(episodes) || episodes < 1) throw new Error(`episodes must be a positive integer, got '${n}'`);
 const exampleCount = Number(process.env['TEAM_TURNS_EXAMPLES'] ?? '0');
 if (!Number.isSafeInteger(exampleCount) || exampleCount < 0) throw new Error(`TEAM_TURNS_EXAMPLES must be a non-negative integer, got '${process.env['TEAM_TURNS_EXAMPLES']}'`);
-const folder = await readRunFolder(dir);
-const { experiment: exp } = await loadRunExperiment(folder);
-const ck = await findRunCheckpoint(folder.dir, choice);
+const { folder, experiment: exp, checkpoint: ck, bases } = await openRunArgs('team-turns.ts <run folder> [initial|latest|best|<step>] [episodes]', dir, which);
 const engine = await Engine.start({ executionProvider: exp.engine.executionProvider, log: () => {} });
-const policies = await createPolicies(engine, exp, await runBaseWeights(folder.dir, exp));
-if (ck.dir) await restorePolicies(ck.dir, policies);
+const policies = await loadTeamPolicies(engine, exp, bases, ck.dir);
 const play = (ctx: RolloutContext) =>
   evaluate(exp.env.make, ctx, evaluationOptions(exp, episodes, TEST_SEED_OFFSET));
 const proposal = /^tool: ([A-Z]+)(?::.*goal (yes|no))?$/m;

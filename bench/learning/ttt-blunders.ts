@@ -9,24 +9,16 @@
 import { minimaxPlayer, playAgainst, type TextPolicy } from '../../server/envs/tic-tac-toe-players.ts';
 import { moveValue } from '../../server/envs/tic-tac-toe-board.ts';
 import { greedyTextPolicy } from '../../server/rl/evaluate.ts';
-import { createPolicies, routingContext } from '../../server/rl/policies.ts';
-import { restorePolicies } from '../../server/rl/run-checkpoint.ts';
-import { findRunCheckpoint, parseCheckpointChoice, runBaseWeights } from '../../server/runs/checkpoint-weights.ts';
-import { loadRunExperiment, readRunFolder } from '../../server/runs/run-folder.ts';
+import { routingContext } from '../../server/rl/policies.ts';
+import { loadTeamPolicies } from '../../server/runs/checkpoint-weights.ts';
 import { Engine } from '../../server/runtime/engine.ts';
+import { openRunArgs } from './run-args.ts';
 
 const [dir, which = 'latest'] = process.argv.slice(2);
-if (!dir) throw new Error('usage: ttt-blunders.ts <run folder> [initial|latest|best|<step>]');
-const choice = parseCheckpointChoice(which);
-if (!choice) throw new Error(`checkpoint must be initial, latest, best or a step, got ${JSON.stringify(which)}`);
-const folder = await readRunFolder(dir);
-const { experiment: exp } = await loadRunExperiment(folder);
-if (exp.env.name !== 'tic-tac-toe') throw new Error(`${dir} is a ${exp.env.name} run, not tic-tac-toe`);
-const ck = await findRunCheckpoint(folder.dir, choice);
+const { experiment: exp, checkpoint: ck, bases } = await openRunArgs('ttt-blunders.ts <run folder> [initial|latest|best|<step>]', dir, which, 'tic-tac-toe');
 const engine = await Engine.start({ executionProvider: 'cpu', log: () => {} });
 try {
-  const policies = await createPolicies(engine, exp, await runBaseWeights(folder.dir, exp));
-  if (ck.dir) await restorePolicies(ck.dir, policies);
+  const policies = await loadTeamPolicies(engine, exp, bases, ck.dir);
   const greedy = greedyTextPolicy(routingContext(exp, policies), exp.algorithm.maxNewTokens);
   const blunders = { x: 0, o: 0 };
   const moves = { x: 0, o: 0 };

@@ -12,21 +12,13 @@
  */
 import { isOver, legalMoves, moveValue, optimalMoves, reachablePositions, toMove, type Board } from '../../server/envs/tic-tac-toe-board.ts';
 import { ticTacToe } from '../../server/envs/tic-tac-toe.ts';
-import { createPolicies } from '../../server/rl/policies.ts';
-import { restorePolicies } from '../../server/rl/run-checkpoint.ts';
-import { findRunCheckpoint, parseCheckpointChoice, runBaseWeights } from '../../server/runs/checkpoint-weights.ts';
-import { loadRunExperiment, readRunFolder } from '../../server/runs/run-folder.ts';
+import { loadTeamPolicies } from '../../server/runs/checkpoint-weights.ts';
 import { Engine } from '../../server/runtime/engine.ts';
+import { openRunArgs } from './run-args.ts';
 
 const [dir, which = 'latest', tArg] = process.argv.slice(2);
-if (!dir) throw new Error('usage: ttt-policy.ts <run folder> [initial|latest|best|<step>] [temperature]');
-const choice = parseCheckpointChoice(which);
-if (!choice) throw new Error(`checkpoint must be initial, latest, best or a step, got ${JSON.stringify(which)}`);
-const folder = await readRunFolder(dir);
-const { experiment: exp } = await loadRunExperiment(folder);
-if (exp.env.name !== 'tic-tac-toe') throw new Error(`${dir} is a ${exp.env.name} run, not tic-tac-toe`);
+const { experiment: exp, checkpoint: ck, bases } = await openRunArgs('ttt-policy.ts <run folder> [initial|latest|best|<step>] [temperature]', dir, which, 'tic-tac-toe');
 const temperature = tArg === undefined ? exp.algorithm.temperature : Number(tArg);
-const ck = await findRunCheckpoint(folder.dir, choice);
 const tok = exp.tokenizer;
 const digitIds = Array.from({ length: 9 }, (_, i) => {
   const ids = tok.encode(String(i + 1));
@@ -51,8 +43,7 @@ const byKey = new Map(positions.map((p) => [key(p.board), p]));
 
 const engine = await Engine.start({ executionProvider: 'cpu', log: () => {} });
 try {
-  const policies = await createPolicies(engine, exp, await runBaseWeights(folder.dir, exp));
-  if (ck.dir) await restorePolicies(ck.dir, policies);
+  const policies = await loadTeamPolicies(engine, exp, bases, ck.dir);
   for (const agent of ['x', 'o'] as const) {
     const policy = policies.get(exp.router.get(agent)!)!;
     const mine = positions.filter((p) => p.agent === agent);

@@ -14,14 +14,12 @@ import { resolve } from 'node:path';
 import { seedRanges } from '../envs/seed-ranges.ts';
 import { loadExperiment } from '../rl/resolve-experiment.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
-import { createPolicies, routingContext } from '../rl/policies.ts';
+import { routingContext } from '../rl/policies.ts';
 import { evaluate, evaluationOptions, type Evaluation } from '../rl/evaluate.ts';
-import { restorePolicies } from '../rl/run-checkpoint.ts';
 import { openSandbox } from '../rl/trainer.ts';
 import { Engine } from '../runtime/engine.ts';
-import { checkpointChoiceHelp, findRunCheckpoint, parseCheckpointChoice, runBaseWeights, sourceWeights, type RunCheckpoint } from '../runs/checkpoint-weights.ts';
+import { checkpointChoiceHelp, loadTeamPolicies, openRunCheckpoint, parseCheckpointChoice, sourceWeights, type RunCheckpoint } from '../runs/checkpoint-weights.ts';
 import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
-import { loadRunExperiment, readRunFolder } from '../runs/run-folder.ts';
 import { formatTable, percent } from './text-format.ts';
 
 const usage = `usage: troupe eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]
@@ -126,11 +124,9 @@ export const evalCommand: Command = {
       ck = { label: 'untrained', step: 0, dir: null };
       where = { dir: resolve(target), runId: null };
     } else {
-      const folder = await readRunFolder(target);
-      ({ experiment: exp } = await loadRunExperiment(folder));
-      ck = await findRunCheckpoint(folder.dir, choice);
-      bases = await runBaseWeights(folder.dir, exp);
-      where = { dir: folder.dir, runId: folder.runId };
+      const run = await openRunCheckpoint(target, choice);
+      ({ experiment: exp, checkpoint: ck, bases } = run);
+      where = { dir: run.folder.dir, runId: run.folder.runId };
     }
     const episodes = values.episodes === undefined ? exp.training.validationEpisodes : integerFlag('episodes', values.episodes, 1, usage);
     const seedCount = seedRanges.validation.end - seedRanges.validation.start;
@@ -145,8 +141,7 @@ export const evalCommand: Command = {
     });
     let ev: Evaluation;
     try {
-      const policies = await createPolicies(engine, exp, bases);
-      if (ck.dir) await restorePolicies(ck.dir, policies);
+      const policies = await loadTeamPolicies(engine, exp, bases, ck.dir);
       ev = await evaluate(exp.env.make, routingContext(exp, policies, sandbox?.runAll), evaluationOptions(exp, episodes, seedOffset));
     } finally {
       await engine.close();

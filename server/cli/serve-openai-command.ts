@@ -11,8 +11,7 @@ import { servedTeam } from '../openai/served-team.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
 import { loadExperiment } from '../rl/resolve-experiment.ts';
 import { Engine } from '../runtime/engine.ts';
-import { checkpointChoiceHelp, findRunCheckpoint, parseCheckpointChoice, runBaseWeights, sourceWeights } from '../runs/checkpoint-weights.ts';
-import { loadRunExperiment, readRunFolder } from '../runs/run-folder.ts';
+import { checkpointChoiceHelp, openRunCheckpoint, parseCheckpointChoice, sourceWeights } from '../runs/checkpoint-weights.ts';
 import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
 import { displayPath } from './text-format.ts';
 
@@ -53,10 +52,8 @@ async function teamOf(target: string, checkpoint: string | undefined): Promise<{
   }
   const choice = parseCheckpointChoice(checkpoint ?? 'latest');
   if (!choice) throw new UsageError(`--checkpoint must be ${checkpointChoiceHelp}, got '${checkpoint}'`, usage);
-  const folder = await readRunFolder(target);
-  const { experiment: exp } = await loadRunExperiment(folder);
-  const ck = await findRunCheckpoint(folder.dir, choice);
-  return { exp, bases: await runBaseWeights(folder.dir, exp), ckDir: ck.dir };
+  const run = await openRunCheckpoint(target, choice);
+  return { exp: run.experiment, bases: run.bases, ckDir: run.checkpoint.dir };
 }
 
 export const serveOpenAiCommand: Command = {

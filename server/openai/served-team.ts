@@ -5,8 +5,7 @@
  */
 import type { Engine } from '../runtime/engine.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
-import { createPolicies } from '../rl/policies.ts';
-import { restorePolicies } from '../rl/run-checkpoint.ts';
+import { loadTeamPolicies } from '../runs/checkpoint-weights.ts';
 import { ServedModels } from './served-models.ts';
 
 export async function servedTeam(engine: Engine, exp: ResolvedExperiment, bases: ReadonlyMap<string, ReadonlyMap<string, Float32Array>>, checkpointDir: string | null): Promise<ServedModels> {
@@ -16,8 +15,7 @@ export async function servedTeam(engine: Engine, exp: ResolvedExperiment, bases:
     if (!weights) throw new Error(`no weights for model '${id}'`);
     await models.addBase({ id, config: spec.config, weights });
   }
-  const policies = await createPolicies(engine, exp, bases);
-  if (checkpointDir) await restorePolicies(checkpointDir, policies);
+  const policies = await loadTeamPolicies(engine, exp, bases, checkpointDir);
   for (const [id, policy] of policies) {
     const spec = exp.policies.get(id)!;
     models.addPolicy(id, policy, spec.lora ? spec.model : null);

@@ -14,9 +14,12 @@ import { initParameters } from '../models/init.ts';
 import { initLoraParameters, parseLoraConfig } from '../models/lora.ts';
 import { readSafetensorsFile } from '../models/safetensors.ts';
 import type { ModelConfig } from '../models/model-config.ts';
+import type { Policy } from '../models/policy.ts';
 import type { ModelSource, ResolvedExperiment } from '../rl/experiment.ts';
-import { stringSeed } from '../rl/policies.ts';
-import { bestFile, checkpointsDir, readBest, readCheckpointState, resumeDir, stepDir, warmStartDir } from '../rl/run-checkpoint.ts';
+import { createPolicies, stringSeed } from '../rl/policies.ts';
+import { bestFile, checkpointsDir, readBest, readCheckpointState, restorePolicies, resumeDir, stepDir, warmStartDir } from '../rl/run-checkpoint.ts';
+import type { Engine } from '../runtime/engine.ts';
+import { loadRunExperiment, readRunFolder, type RunFolder } from './run-folder.ts';
 
 export type CheckpointChoice = { readonly kind: 'initial' } | { readonly kind: 'latest' } | { readonly kind: 'best' } | { readonly kind: 'step'; readonly step: number };
 
@@ -77,6 +80,40 @@ export async function runBaseWeights(runDir: string, exp: ResolvedExperiment): P
     else out.set(modelId, await sourceWeights(m));
   }
   return out;
+}
+
+/** A run folder opened at one checkpoint: its experiment, which weights the choice means, and the base weights its policies start from. */
+export interface RunAtCheckpoint {
+  readonly folder: RunFolder;
+  readonly experiment: ResolvedExperiment;
+  readonly checkpoint: RunCheckpoint;
+  readonly bases: Map<string, Map<string, Float32Array>>;
+}
+
+/** Opens `dir` at `choice` (for eval, serve-openai and the learning diagnostics); errors name what is missing. */
+export async function openRunCheckpoint(dir: string, choice: CheckpointChoice): Promise<RunAtCheckpoint> {
+  const folder = await readRunFolder(dir);
+  const { experiment } = await loadRunExperiment(folder);
+  const checkpoint = await findRunCheckpoint(folder.dir, choice);
+  return { folder, experiment, checkpoint, bases: await runBaseWeights(folder.dir, experiment) };
+}
+
+/**
+ * The team's policies on `engine`, started from `bases` and, with a checkpoint folder, restored
+ * from it (null: the team as it starts, e.g. the initial checkpoint or an untrained config). The
+ * policies made are disposed again when restoring fails.
+ */
+export async function loadTeamPolicies(engine: Engine, exp: ResolvedExperiment, bases: ReadonlyMap<string, ReadonlyMap<string, Float32Array>>, checkpointDir: string | null): Promise<Map<string, Policy>> {
+  const policies = await createPolicies(engine, exp, bases);
+  if (checkpointDir) {
+    try {
+      await restorePolicies(checkpointDir, policies);
+    } catch (e) {
+      for (const p of policies.values()) await p.dispose();
+      throw e;
+    }
+  }
+  return policies;
 }
 
 /**
