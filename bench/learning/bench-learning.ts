@@ -50,7 +50,10 @@
  * the same config file and step count, and refused before anything trains unless each stored run
  * trained as the config does now: stored-seeds.ts), LEARNING_CHARTS_ONLY=1 (train
  * nothing: redraw the charts of LEARNING_ENVS and recompute their comparisons from
- * bench/results/learning.json, and the summary over seeds of a method whose runs import-train-runs.ts stored).
+ * bench/results/learning.json, and the summary over seeds of a method whose runs import-train-runs.ts stored),
+ * LEARNING_KEEP_RUNS=1 (keep the work folder, whose path it prints at the start and the end: its
+ * troupe.db and each run's folder, for team-turns.ts, ttt-groups.ts and the other diagnostics;
+ * by default it is deleted).
  */
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -77,6 +80,7 @@ const STEPS = process.env['LEARNING_STEPS'] ? Number(process.env['LEARNING_STEPS
 const SEEDS = parseSeeds(process.env['LEARNING_SEEDS'] ?? '3');
 const KEEP_SEEDS = process.env['LEARNING_KEEP_SEEDS'] === '1';
 const CHARTS_ONLY = process.env['LEARNING_CHARTS_ONLY'] === '1';
+const KEEP_RUNS = process.env['LEARNING_KEEP_RUNS'] === '1';
 /**
  * The pairs of methods compared on the test after RL, A − B: the issue's order (AT-GRPO > GRPO >
  * a single agent, against both single-agent baselines), each algorithm on the solo agent, and
@@ -336,6 +340,7 @@ async function main(): Promise<void> {
   }
   if (KEEP_SEEDS) await checkStoredSeeds(plan);
   const work = await mkdtemp(join(tmpdir(), 'troupe-learning-'));
+  if (KEEP_RUNS) process.stderr.write(`LEARNING_KEEP_RUNS: the runs are kept in ${work} (troupe.db, one folder per run)\n`);
   const cacheRoot = join(root, '.troupe', 'cache', 'warm-start');
   const store = openRunStore(join(work, 'troupe.db'));
   const results: Record<string, VariantResult[]> = {};
@@ -393,7 +398,8 @@ async function main(): Promise<void> {
     }
   } finally {
     store.close();
-    await rm(work, { recursive: true, force: true });
+    if (KEEP_RUNS) process.stderr.write(`LEARNING_KEEP_RUNS: the runs are in ${work}\n`);
+    else await rm(work, { recursive: true, force: true });
   }
   const outDir = join(root, 'bench', 'results');
   await mkdir(outDir, { recursive: true });
