@@ -40,6 +40,18 @@ export const directions = {
 
 export type Direction = keyof typeof directions;
 
+/** The cell one move `d` away from `cell` on a square grid of side `size`, or null off the grid. */
+export function stepCell(size: number, cell: number, d: Direction): number | null {
+  const r = Math.floor(cell / size) + directions[d].dr;
+  const c = (cell % size) + directions[d].dc;
+  return r < 0 || r >= size || c < 0 || c >= size ? null : r * size + c;
+}
+
+/** Moves between two cells of a square grid of side `size`, walls aside. */
+export function manhattan(size: number, a: number, b: number): number {
+  return Math.abs(Math.floor(a / size) - Math.floor(b / size)) + Math.abs((a % size) - (b % size));
+}
+
 /**
  * Where cell `to` lies from cell `from` on a square grid of side `size`, spelled in move letters
  * with the row first ("2D 1L", "3R"), or "here" when they coincide. A tiny character-level model

@@ -39,7 +39,7 @@
  * Unlike the reference, which always showed the original grid, the prompt shows the current position.
  */
 import { z } from 'zod';
-import { directionOrder, directions, flawMoves, formatMoves, formatOffset, parseMoves, type Direction, type Parsed } from './action-text.ts';
+import { directionOrder, flawMoves, formatMoves, formatOffset, manhattan, parseMoves, stepCell, type Direction, type Parsed } from './action-text.ts';
 import { checkSeed, parseOptions, type EnvironmentFactory } from './environment.ts';
 import { PuzzleEnvironment, workflowOptionsShape, type MoveOutcome, type PuzzleState } from './puzzle-environment.ts';
 import { Rng } from './rng.ts';
@@ -71,17 +71,6 @@ interface Grid {
   readonly walls: readonly boolean[];
 }
 
-/** The cell one move away, or null off the grid. */
-function step(size: number, cell: number, d: Direction): number | null {
-  const r = Math.floor(cell / size) + directions[d].dr;
-  const c = (cell % size) + directions[d].dc;
-  return r < 0 || r >= size || c < 0 || c >= size ? null : r * size + c;
-}
-
-function manhattan(size: number, a: number, b: number): number {
-  return Math.abs(Math.floor(a / size) - Math.floor(b / size)) + Math.abs((a % size) - (b % size));
-}
-
 /** BFS distances to `target` from every cell (-1 when unreachable). Moves are symmetric. */
 function distancesTo(grid: Grid, target: number): Int32Array {
   const dist = new Int32Array(grid.size * grid.size).fill(-1);
@@ -90,7 +79,7 @@ function distancesTo(grid: Grid, target: number): Int32Array {
   for (let head = 0; head < queue.length; head++) {
     const cell = queue[head] as number;
     for (const d of directionOrder) {
-      const next = step(grid.size, cell, d);
+      const next = stepCell(grid.size, cell, d);
       if (next !== null && !grid.walls[next] && dist[next] === -1) {
         dist[next] = (dist[cell] as number) + 1;
         queue.push(next);
@@ -111,12 +100,12 @@ function shortestPath(size: number, dist: Int32Array, from: number): Direction[]
   while (dist[cell] !== 0) {
     const here = dist[cell] as number;
     const d = directionOrder.find((x) => {
-      const next = step(size, cell, x);
+      const next = stepCell(size, cell, x);
       return next !== null && dist[next] === here - 1;
     });
     if (d === undefined) throw new Error('plan-path: BFS distances are inconsistent');
     path.push(d);
-    cell = step(size, cell, d) as number;
+    cell = stepCell(size, cell, d) as number;
   }
   return path;
 }
@@ -155,7 +144,7 @@ class PlanPathState implements PuzzleState<Direction[]> {
     // grid is another lookup a small character model gets wrong, and without it a greedy agent
     // pushes into the same wall turn after turn (measured: most failed validation episodes).
     const open = directionOrder.filter((d) => {
-      const next = step(size, this.position, d);
+      const next = stepCell(size, this.position, d);
       return next !== null && !walls[next];
     });
     rows.push(`open: ${open.join(' ') || 'none'}`);
@@ -190,7 +179,7 @@ class PlanPathState implements PuzzleState<Direction[]> {
         continue;
       }
       const before = this.distance[this.position] as number;
-      const next = step(size, this.position, d);
+      const next = stepCell(size, this.position, d);
       if (next === null || walls[next]) {
         invalid++;
         reward += k.invalid;

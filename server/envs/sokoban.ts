@@ -40,7 +40,7 @@
  *   open: D L R
  */
 import { z } from 'zod';
-import { directionOrder, directions, flawMoves, formatMoves, formatOffset, parseMoves, type Direction, type Parsed } from './action-text.ts';
+import { directionOrder, flawMoves, formatMoves, formatOffset, manhattan, parseMoves, stepCell, type Direction, type Parsed } from './action-text.ts';
 import { checkSeed, parseOptions, type EnvironmentFactory } from './environment.ts';
 import { PuzzleEnvironment, workflowOptionsShape, type MoveOutcome, type PuzzleState } from './puzzle-environment.ts';
 import { Rng } from './rng.ts';
@@ -113,10 +113,10 @@ function solveDistances(room: Pick<Room, 'size' | 'walls' | 'goal'>): Int32Array
     const b = id % cells;
     const d0 = dist[id] as number;
     for (const d of directionOrder) {
-      const back = step(size, p, directionOrder[directionOrder.indexOf(d) ^ 1] as Direction); // where a move d into p came from
+      const back = stepCell(size, p, directionOrder[directionOrder.indexOf(d) ^ 1] as Direction); // where a move d into p came from
       if (blocked(room, back) || back === b) continue;
       const preds = [back * cells + b]; // a walk back..p
-      if (step(size, p, d) === b) preds.push(back * cells + p); // a push: the box was at p, the player at back
+      if (stepCell(size, p, d) === b) preds.push(back * cells + p); // a push: the box was at p, the player at back
       for (const q of preds) {
         if (dist[q] !== -1) continue;
         dist[q] = d0 + 1;
@@ -127,17 +127,6 @@ function solveDistances(room: Pick<Room, 'size' | 'walls' | 'goal'>): Int32Array
   return dist;
 }
 
-/** The cell one move away, or null off the grid. */
-function step(size: number, cell: number, d: Direction): number | null {
-  const r = Math.floor(cell / size) + directions[d].dr;
-  const c = (cell % size) + directions[d].dc;
-  return r < 0 || r >= size || c < 0 || c >= size ? null : r * size + c;
-}
-
-function manhattan(size: number, a: number, b: number): number {
-  return Math.abs(Math.floor(a / size) - Math.floor(b / size)) + Math.abs((a % size) - (b % size));
-}
-
 /** Whether a cell is off the grid or a wall. */
 function blocked(room: Pick<Room, 'walls'>, cell: number | null): cell is null {
   return cell === null || room.walls[cell] === true;
@@ -145,10 +134,10 @@ function blocked(room: Pick<Room, 'walls'>, cell: number | null): cell is null {
 
 /** Where one move leads: the new (player, box), or null when the rules reject it. */
 function move(room: Room, player: number, box: number, d: Direction): { player: number; box: number } | null {
-  const next = step(room.size, player, d);
+  const next = stepCell(room.size, player, d);
   if (blocked(room, next)) return null;
   if (next !== box) return { player: next, box };
-  const beyond = step(room.size, box, d);
+  const beyond = stepCell(room.size, box, d);
   if (blocked(room, beyond)) return null;
   return { player: next, box: beyond };
 }
@@ -307,7 +296,7 @@ function carveRoom(rng: Rng, size: number): boolean[] {
   for (let s = 0; s < steps; s++) {
     walls[cell] = false;
     if (rng.chance(0.35)) dir = rng.pick(directionOrder);
-    const next = step(size, cell, dir);
+    const next = stepCell(size, cell, dir);
     const r = next === null ? 0 : Math.floor(next / size);
     const c = next === null ? 0 : next % size;
     if (next !== null && r >= 1 && r <= inner && c >= 1 && c <= inner) cell = next;
@@ -329,11 +318,11 @@ function attempt(rng: Rng, size: number, stuckMoves: number): SokobanState | nul
   let best: SokobanState | null = null;
   for (let s = 0; s < 4 * floor.length; s++) {
     const d = rng.pick(directionOrder);
-    const next = step(size, player, d);
+    const next = stepCell(size, player, d);
     if (blocked(room, next) || next === box) continue;
     // The cell behind the player, opposite to the walk: a box there comes along (a pull).
     const back = directionOrder[directionOrder.indexOf(d) ^ 1] as Direction; // U<->D, L<->R
-    if (step(size, player, back) === box && rng.chance(0.7)) box = player;
+    if (stepCell(size, player, back) === box && rng.chance(0.7)) box = player;
     player = next;
     // Like the reference's min_box_distance = 2; among those, keep the longest optimal solution.
     const id = player * size * size + box;
