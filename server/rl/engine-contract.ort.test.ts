@@ -11,10 +11,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { after, before, test } from 'node:test';
+import { writeQwen3VocabModel } from '../../test/fixtures/qwen3-vocab-model.ts';
 import { tinyConfig } from '../../test/fixtures/tiny-config.ts';
+import { loadCheckpoint } from '../models/checkpoint.ts';
+import { readHfSource } from '../models/model-folder.ts';
 import { PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE } from '../models/lora.ts';
 import type { Policy } from '../models/policy.ts';
 import { parseExperimentConfig } from '../protocol/experiment-config.ts';
@@ -217,4 +220,40 @@ test('SGLang: a warm-started base goes by /update_weights_from_disk with SGLang\
 
   const vllm = new EngineRollout(exp, { kind: 'vllm', urls: [url], timeoutMs: 10_000, retries: 1 }, join(dir, 'vllm-warm'), () => {}, 'run/1');
   await assert.rejects(vllm.setBases(runDir, new Map()), (e: unknown) => e instanceof EngineFleetError && /update_weights_from_disk/.test(e.message));
+});
+
+test('SGLang: a base that came from a Hugging Face folder goes as a Hugging Face folder of the warm-started weights with the source\'s tokenizer, written once', async () => {
+  const source = join(dir, 'models', 'qwen3-toy');
+  await writeQwen3VocabModel(source);
+  const hfExp = await resolveExperiment(
+    parseExperimentConfig({ ...tinyConfig, models: { base: { checkpoint: source, maxSequenceLength: 1024 } }, env: { ...tinyConfig.env, promptStyle: 'chat' } }, 'hf'),
+    join(dir, 'hf.json'),
+  );
+  // The warm start's weights: the source's, moved, so the folder sent must hold these and not the download's.
+  const warm = await sourceWeights(hfExp.models.get('base')!);
+  const [moved, tensor] = [...warm].find(([, t]) => t.length > 1)!;
+  const expected = Float32Array.from(tensor, (v) => v + 0.25);
+  warm.set(moved, expected);
+  seen.length = 0;
+  answers = {
+    '/model_info': { status: 200, body: { model_path: source, weight_version: 'default' } },
+    '/update_weights_from_disk': { status: 200, body: { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 } },
+  };
+  const runDir = join(dir, 'hf-run');
+  const backend = new EngineRollout(hfExp, { kind: 'sglang', urls: [url], apiKeyEnv: 'TROUPE_CONTRACT_KEY', timeoutMs: 10_000, retries: 1 }, join(runDir, 'engine-adapters'), () => {}, 'run/2');
+  await backend.setBases(runDir, new Map([['base', warm]]));
+  await backend.publish(1, new Map());
+  const u = seen.find((s) => s.path === '/update_weights_from_disk')!;
+  assertDeclared(u.body, sglangFields.UpdateWeightFromDiskReqInput!, 'UpdateWeightFromDiskReqInput');
+  const sent = join(runDir, 'engine-bases', 'base');
+  assert.equal(u.body.model_path, sent, 'a Hugging Face base goes as the folder written beside the adapters, which SGLang can read');
+  // The folder is a Hugging Face model SGLang loads: the source's model type and tokenizer, the warm-started weights.
+  assert.equal((await readHfSource(sent))?.modelType, 'qwen3');
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) assert.deepEqual(await readFile(join(sent, f)), await readFile(join(source, f)), f);
+  assert.deepEqual((await loadCheckpoint(sent)).params.get(moved), expected);
+  assert.ok(!(await readdir(join(runDir))).some((n) => n.includes('.tmp-')), 'no temporary folder is left');
+  // A second call (a resumed run's) keeps the folder whole, not half-written again.
+  const before = (await stat(join(sent, 'model.safetensors'))).mtimeMs;
+  await backend.setBases(runDir, new Map([['base', warm]]));
+  assert.equal((await stat(join(sent, 'model.safetensors'))).mtimeMs, before);
 });
