@@ -1,5 +1,5 @@
 /**
- * Which weights `--checkpoint initial|latest|<step>` means in a run folder, for `eval` and `export`:
+ * Which weights `--checkpoint initial|latest|<step>` means in a run folder, for `eval`, `export` and `serve-openai`:
  *   initial  the warm-started team before any RL step: base weights from checkpoints/warmstart/<model>,
  *            LoRA adapters fresh (B = 0, so the base itself), exactly the policy validated at step 0;
  *   latest   checkpoints/resume, the state after the last finished step;
