@@ -74,8 +74,8 @@ const config = { ...base, seed, training: { ...base.training, validationEpisodes
 const experiment = await resolveExperiment(config, path);
 const work = await mkdtemp(join(tmpdir(), 'troupe-step-cost-'));
 const costs: StepCost[] = [];
+const store = openRunStore(join(work, 'troupe.db'));
 try {
-  const store = openRunStore(join(work, 'troupe.db'));
   const commit = store.commitStep.bind(store);
   store.commitStep = (runId, input, hooks) => {
     if (input.step > 0) costs.push(stepCost(input));
@@ -92,8 +92,8 @@ try {
     steps,
     log: (l) => process.stderr.write(`${l}\n`),
   });
-  store.close();
 } finally {
+  store.close();
   await rm(work, { recursive: true, force: true });
 }
 
