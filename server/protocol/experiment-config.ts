@@ -215,6 +215,13 @@ export const warmStartSchema = z
     steps: z.int().min(1).max(sizeLimits.steps).default(300).describe('Optimizer steps of supervised training. At most 1000000.'),
     batchSize: z.int().min(1).max(sizeLimits.batchSize).default(32).describe('(prompt, response) pairs per optimizer step. At most 65536.'),
     lr: z.number().positive().default(3e-3).describe('Learning rate of the warm start (AdamW, with the betas, eps, weight decay and gradient clip of "optimizer").'),
+    stopAtLoss: z
+      .number()
+      .positive()
+      .optional()
+      .describe(
+        'Stop the warm start early, at the first step where its smoothed training loss (the curve the log and the dashboard show: an exponential moving average of the step losses, weight 0.1) is at or below this value; "steps" is then the most it runs, and its learning-rate schedule stays the one planned for "steps". Checked once the schedule\'s warm-up is over. DAgger rounds after the stop are not played. Unset: all "steps" run. Seeds of one config then start RL from a like fit rather than a like step count (their warm starts can end far apart after the same steps: docs/experiments/2026-11-28-sudoku.md).',
+      ),
     dagger: z
       .object({
         rounds: z.int().min(0).max(16).default(0).describe('Rounds of DAgger: the supervised steps are split into rounds + 1 equal phases, and after each phase but the last the model plays "episodes" training episodes greedily. 0 disables.'),

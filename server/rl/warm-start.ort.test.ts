@@ -268,3 +268,50 @@ test('a stop while the demonstrations are collected keeps the warm-up checkpoint
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('stopAtLoss ends the warm start at the first step past the warm-up whose smoothed loss reaches the target, keys apart, and is reported when reused', { timeout: 180_000 }, async () => {
+  const engine = await Engine.start({ log: () => {} });
+  const cache = await mkdtemp(join(tmpdir(), 'troupe-ws-target-'));
+  try {
+    const job: WarmStartJob = { modelId: 'base', config: model, weights: initParameters(model, 3), weightsKey: 'init:3', agents: ['tool', 'plan'], maxNewTokens: 12 };
+    // 30 steps: the schedule's warm-up is 3 steps, after which the target is checked.
+    const budget = { demonstrations: 40, steps: 30, batchSize: 8, lr: 5e-3 };
+    const curve: { step: number; loss: number }[] = [];
+    const whole = await finished(warmStart(engine, job, env, budget, tok, cache, () => {}, undefined, { onProgress: (p) => curve.push(...p.points) }));
+    assert.equal(whole.stepsTrained, 30);
+    assert.deepEqual(curve.map((p) => p.step), Array.from({ length: 30 }, (_, i) => i + 1));
+    // A target the curve reaches around step 12; the same batches are drawn, so the run with it
+    // stops where this curve first reaches it (never inside the warm-up, where the loss is not looked at).
+    const target = curve[11]!.loss;
+    const expected = curve.find((p) => p.step >= 3 && p.loss <= target)!.step;
+    assert.ok(expected <= 12 && expected < 30);
+    const early = curve.find((p) => p.loss <= curve[1]!.loss)!.step;
+    assert.ok(early < 3, 'step 1 or 2 already reaches the loss of step 2');
+    const withTarget = { ...budget, stopAtLoss: target };
+    assert.notEqual(await warmStartKey(job, env, withTarget, tok), await warmStartKey(job, env, budget, tok), 'the target keys apart');
+    assert.equal(await warmStartKey(job, env, { ...budget, stopAtLoss: undefined }, tok), await warmStartKey(job, env, budget, tok), 'unset, it keys as before the field existed');
+    const reports: WarmStartReport[] = [];
+    const lines: string[] = [];
+    const stopped = await finished(warmStart(engine, job, env, withTarget, tok, cache, (l) => lines.push(l), undefined, { onProgress: (p) => reports.push(p) }));
+    assert.equal(stopped.cached, false);
+    assert.equal(stopped.stepsTrained, expected);
+    assert.ok(lines.some((l) => l.includes(`warm start ${expected}/30`) && l.includes('stopAtLoss')), lines.join('\n'));
+    assert.deepEqual(reports.flatMap((r) => r.points).map((p) => p.step), Array.from({ length: expected }, (_, i) => i + 1), 'no step past the target is trained');
+    assert.deepEqual({ step: reports.at(-1)!.step, steps: reports.at(-1)!.steps }, { step: expected, steps: expected }, 'the last report shows the warm-up complete');
+    assert.ok(whole.weights.size > 0 && [...whole.weights].some(([name, w]) => !stopped.weights.get(name)!.every((x, i) => x === w[i])), 'fewer steps, other weights');
+    // A target reached at step 2 still trains the warm-up's 3 steps.
+    const atWarmup = await finished(warmStart(engine, job, env, { ...budget, stopAtLoss: curve[1]!.loss }, tok, cache, () => {}));
+    assert.equal(atWarmup.stepsTrained, 3);
+    // Reused from the cache, the run still learns where it stopped.
+    const again = await finished(warmStart(engine, job, env, withTarget, tok, cache, (l) => lines.push(l)));
+    assert.equal(again.cached, true);
+    assert.equal(again.stepsTrained, expected);
+    assert.ok(lines.some((l) => l.includes(`stopped at its loss target after ${expected}/30 steps`)), lines.join('\n'));
+    // A target never reached runs every step.
+    const never = await finished(warmStart(engine, job, env, { ...budget, stopAtLoss: 1e-6 }, tok, cache, () => {}));
+    assert.equal(never.stepsTrained, 30);
+  } finally {
+    await engine.close();
+    await rm(cache, { recursive: true, force: true });
+  }
+});

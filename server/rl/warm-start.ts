@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Environment } from '../envs/environment.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
@@ -48,6 +48,8 @@ const DAGGER_SEED_OFFSET = 700_000_000;
  * a run (tests, benches) may leave out DAgger (none) and the proposal noise (`defaultProposalNoise`).
  */
 export type WarmStartBudget = Readonly<Pick<WarmStartConfig, 'demonstrations' | 'steps' | 'batchSize' | 'lr'>> & {
+  /** Stop once the smoothed loss is at or below this (`warmStart.stopAtLoss`); unset: all the steps. */
+  readonly stopAtLoss?: number | undefined;
   readonly dagger?: Readonly<WarmStartConfig['dagger']>;
   readonly proposals?: ProposalNoise;
 };
@@ -92,6 +94,8 @@ export interface WarmStartResult {
   readonly firstLoss: number;
   readonly lastLoss: number;
   readonly demonstrations: number;
+  /** Optimizer steps it trained: `steps`, or fewer where `stopAtLoss` ended it (from the cache entry when reused; null for an entry older than the field). */
+  readonly stepsTrained: number | null;
 }
 
 /** A warm start that `shouldStop` ended before its last step, its progress checkpointed. */
@@ -325,7 +329,11 @@ export async function warmStartKey(
       env,
       agents: [...job.agents].sort(),
       // Without DAgger rounds the budget keys as it did before DAgger existed, so caches stay valid.
-      budget: (budget.dagger?.rounds ?? 0) > 0 ? { ...withoutProposals(budget), maxNewTokens: job.maxNewTokens } : { demonstrations: budget.demonstrations, steps: budget.steps, batchSize: budget.batchSize, lr: budget.lr },
+      // stopAtLoss keys only when set, so the caches of warm starts without it stay valid.
+      budget:
+        (budget.dagger?.rounds ?? 0) > 0
+          ? { ...withoutProposals(budget), maxNewTokens: job.maxNewTokens }
+          : { demonstrations: budget.demonstrations, steps: budget.steps, batchSize: budget.batchSize, lr: budget.lr, ...(budget.stopAtLoss === undefined ? {} : { stopAtLoss: budget.stopAtLoss }) },
       // The default mix keys as before it was a setting, so caches stay valid.
       ...(noise.flawedEvery === defaultProposalNoise.flawedEvery && noise.missingEvery === defaultProposalNoise.missingEvery ? {} : { proposals: noise }),
       // The character tokenizer keys by its spec (as before Hugging Face tokenizers, so caches stay
@@ -337,9 +345,26 @@ export async function warmStartKey(
   return h.digest('hex').slice(0, 24);
 }
 
+/** Warm-up steps of the warm start's cosine schedule; `stopAtLoss` is checked only after them. */
+function warmStartWarmupSteps(steps: number): number {
+  return Math.min(20, Math.floor(steps / 10));
+}
+
+/** The steps a cached warm start trained (`done.json`), or null for an entry written before the field. */
+async function cachedStepsTrained(dir: string): Promise<number | null> {
+  let done: unknown;
+  try {
+    done = JSON.parse(await readFile(join(dir, 'done.json'), 'utf8'));
+  } catch {
+    return null; // informational only: the weights come from the checkpoint beside it
+  }
+  const n = typeof done === 'object' && done !== null ? (done as { stepsTrained?: unknown }).stepsTrained : undefined;
+  return typeof n === 'number' && Number.isInteger(n) && n >= 1 ? n : null;
+}
+
 function withoutProposals(budget: WarmStartBudget): Omit<WarmStartBudget, 'proposals'> {
-  const { proposals: _, ...rest } = budget;
-  return rest;
+  const { proposals: _, stopAtLoss, ...rest } = budget;
+  return stopAtLoss === undefined ? rest : { ...rest, stopAtLoss };
 }
 
 /**
@@ -362,9 +387,10 @@ export async function warmStart(
   const ckDir = hooks.checkpointDir;
   if (existsSync(join(dir, 'done.json'))) {
     const ck = await loadCheckpoint(dir);
-    log(`warm start of '${job.modelId}': reusing cache ${key}`);
+    const stepsTrained = await cachedStepsTrained(dir);
+    log(`warm start of '${job.modelId}': reusing cache ${key}${stepsTrained !== null && stepsTrained < budget.steps ? ` (stopped at its loss target after ${stepsTrained}/${budget.steps} steps)` : ''}`);
     if (ckDir) await removeWarmUpCheckpoint(ckDir);
-    return { weights: ck.params, cached: true, cacheDir: dir, firstLoss: Number.NaN, lastLoss: Number.NaN, demonstrations: 0 };
+    return { weights: ck.params, cached: true, cacheDir: dir, firstLoss: Number.NaN, lastLoss: Number.NaN, demonstrations: 0, stepsTrained };
   }
   const report = (p: WarmStartReport) => hooks.onProgress?.(p);
   const saved = ckDir ? await readWarmUpCheckpoint(ckDir, WARM_START_POLICY) : null;
@@ -389,7 +415,7 @@ export async function warmStart(
     optimizer: optimizerSchema.parse({
       lr: budget.lr,
       weightDecay: 0.01,
-      schedule: { kind: 'cosine', warmupSteps: Math.min(20, Math.floor(budget.steps / 10)), totalSteps: budget.steps, minLrRatio: 0.1 },
+      schedule: { kind: 'cosine', warmupSteps: warmStartWarmupSteps(budget.steps), totalSteps: budget.steps, minLrRatio: 0.1 },
     }),
     kl: false,
     entropy: false,
@@ -405,6 +431,7 @@ export async function warmStart(
   let ema = Number.NaN;
   const rounds = budget.dagger?.rounds ?? 0;
   const phase = Math.ceil(budget.steps / (rounds + 1));
+  let stepsTrained = budget.steps;
   /** The states DAgger rounds added (kept in checkpoints: they came from the model's play at the time). */
   const daggerDemos: TrainSequence[] = [];
   let start = 0;
@@ -492,6 +519,14 @@ export async function warmStart(
       const done = step + 1;
       if (done % logEvery === 0 || step === 0 || done === budget.steps) log(`  warm start ${done}/${budget.steps}  loss ${ema.toFixed(4)}`);
       const due = done < budget.steps && (done % checkpointEvery === 0 || performance.now() - lastCheckpointAt >= CHECKPOINT_MS);
+      if (budget.stopAtLoss !== undefined && done < budget.steps && done >= warmStartWarmupSteps(budget.steps) && ema <= budget.stopAtLoss) {
+        // The loss target is reached: the last report shows the warm-up complete at this step.
+        stepsTrained = done;
+        log(`  warm start ${done}/${budget.steps}  loss ${ema.toFixed(4)}: at or below its target ${budget.stopAtLoss} (stopAtLoss), so it ends here`);
+        report({ stage: 'training', step: done, steps: done, loss: ema, etaMs: 0, checkpointStep, points: unreported });
+        unreported = [];
+        break;
+      }
       if (due) await checkpoint(done);
       if (due || done === budget.steps || performance.now() - reportedAt >= REPORT_MS) progress(done, 'training');
     }
@@ -501,12 +536,12 @@ export async function warmStart(
     await rm(tmp, { recursive: true, force: true });
     await mkdir(tmp, { recursive: true });
     await saveCheckpoint(tmp, job.config, weights, { metadata: { warmStartKey: key } });
-    await writeFile(join(tmp, 'done.json'), `${JSON.stringify({ key, firstLoss, lastLoss, demonstrations: demos.length, budget }, null, 2)}\n`);
+    await writeFile(join(tmp, 'done.json'), `${JSON.stringify({ key, firstLoss, lastLoss, demonstrations: demos.length, budget, stepsTrained }, null, 2)}\n`);
     await rm(dir, { recursive: true, force: true });
     await mkdir(join(dir, '..'), { recursive: true });
     await rename(tmp, dir);
     if (ckDir) await removeWarmUpCheckpoint(ckDir);
-    return { weights, cached: false, cacheDir: dir, firstLoss, lastLoss, demonstrations: demos.length };
+    return { weights, cached: false, cacheDir: dir, firstLoss, lastLoss, demonstrations: demos.length, stepsTrained };
   } finally {
     await policy.dispose();
   }
