@@ -26,6 +26,13 @@
  * (no `discard` with all 8 hint tokens, no `hint` without one, only colours and ranks the target
  * holds; with more players `hint p2 ..., hint p3 ...`). It is built from the player's view, so it
  * shows nothing the view does not. Off by default (prompts and warm-start cache keys as before).
+ * With the option `showPlayable` a line after `you have` names what the player's knowledge (the
+ * negative knowledge the `you have` line does not print included) and the others' cards tell it:
+ *   known: play 2 4, useless 3; p2 playable 1 5
+ * its own slots that can only be playable now and those that can never be played (the convention
+ * bot's tests, `surelyPlayable` / `surelyUseless`), then, per other player in turn order, the
+ * slots of that player's cards that are the next of their colour; '-' where none. Also built from
+ * the view alone; off by default.
  *
  * Actions, exactly (surrounding whitespace dropped): `play N`, `discard N`, `hint pK C` with C a
  * colour letter of the game (R Y G W B) or a rank 1-5. Text that does not parse is a parse error;
@@ -65,7 +72,10 @@ import {
   RANKS,
   score,
   shuffledDeck,
+  surelyPlayable,
+  surelyUseless,
   type Card,
+  type CardKnowledge,
   type GameRules,
   type GameState,
   type Move,
@@ -91,6 +101,11 @@ export const hanabiOptionsSchema = z
       .boolean()
       .optional()
       .describe("List the acting player's legal moves in its prompt's last line, as the Hanabi Learning Environment gives its agents the legal moves: 'p1 legal: play 1-5, discard 1-5, hint p2 R Y 1 3' (no discard with all 8 hint tokens, no hint without one, only colours and ranks the player holds), in place of the grammar line 'p1: play N, discard N or hint P C'. Default off."),
+    /** A prompt line naming the player's own cards it knows to be playable or useless, and the others' playable cards. */
+    showPlayable: z
+      .boolean()
+      .optional()
+      .describe("Add a line after 'you have' naming what the acting player knows from its view: its own cards that can only be playable now and those that can never be played (by the convention bot's tests, negative hints included), and the others' cards that are playable now: 'known: play 2 4, useless 3; p2 playable 1 5' ('-' where none). Default off."),
   })
   .strict()
   .refine((o) => fullDeck(o.colours).length > o.players * handSizeFor(o.players), {
@@ -159,6 +174,23 @@ export function legalMovesText(v: PlayerView): string {
     ...[...slots].map(([verb, n]) => `${verb} ${slotRange(n)}`),
     ...[...hints].map(([target, whats]) => `hint ${agentName(target)} ${whats.join(' ')}`),
   ].join(', ');
+}
+
+/** Slots (1-based) as the playable line writes them: '2 4', or '-' for none. */
+function slotList(slots: readonly number[]): string {
+  return slots.length === 0 ? '-' : slots.map((i) => i + 1).join(' ');
+}
+
+/**
+ * The `showPlayable` line: 'known: play 2 4, useless 3; p2 playable 1 5'. Own slots by the bot's
+ * knowledge tests (`surelyPlayable`, `surelyUseless`: every identity the card may still have, from
+ * positive and negative hints), the others' slots by their cards (visible to this player), in
+ * turn order. Built from the view alone, so it shows nothing of the player's own cards.
+ */
+export function playableText(v: PlayerView): string {
+  const own = (test: (k: CardKnowledge, f: readonly number[]) => boolean): number[] => v.own.flatMap((k, i) => (test(k, v.fireworks) ? [i] : []));
+  const others = v.others.map((o) => `${agentName(o.seat)} playable ${slotList(o.cards.flatMap((c, i) => (v.fireworks[c.colour] === c.rank - 1 ? [i] : [])))}`);
+  return [`known: play ${slotList(own(surelyPlayable))}, useless ${slotList(own(surelyUseless))}`, ...others].join('; ');
 }
 
 /** One act as every player saw it, for the "since your last turn" lines. */
@@ -233,6 +265,7 @@ export class HanabiEnvironment implements Environment {
       ...this.#log.slice(-(this.rules.players - 1)).filter((a) => a.seat !== seat).map((a) => a.text),
       ...v.others.flatMap((o) => [`${agentName(o.seat)} has ${cards(o.cards)}`, `${agentName(o.seat)} knows ${o.knowledge.map(knowledgeText).join(' ')}`]),
       `you have ${v.own.map(knowledgeText).join(' ')}`,
+      ...(this.options.showPlayable === true ? [playableText(v)] : []),
       this.options.showLegalMoves === true ? `${agent} legal: ${legalMovesText(v)}` : `${agent}: play N, discard N or hint P C`,
     ];
     return `${lines.join('\n')}\n`;

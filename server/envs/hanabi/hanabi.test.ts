@@ -247,7 +247,7 @@ test('a hint that tells something new earns the hinter informativeHint; repeatin
 test("a player's prompt and the bot's move never depend on its own cards or the deck order", () => {
   const rng = new Rng(4, 'privacy');
   let checked = 0;
-  for (const options of [small, hanabiOptions({ colours: 5, players: 4 }), hanabiOptions({ showLegalMoves: true })]) {
+  for (const options of [small, hanabiOptions({ colours: 5, players: 4 }), hanabiOptions({ showLegalMoves: true }), hanabiOptions({ showPlayable: true }), hanabiOptions({ showPlayable: true, colours: 5, players: 3 })]) {
     for (let g = 0; g < 20; g++) {
       const env = hanabi.create(trainSeed(100 + g), options);
       while (!env.done) {
@@ -269,14 +269,14 @@ test("a player's prompt and the bot's move never depend on its own cards or the 
       }
     }
   }
-  assert.ok(checked > 1000, `${checked} views checked`);
+  assert.ok(checked > 2000, `${checked} views checked`);
 });
 
 test('prompts are printable and short: the small variant stays well inside the default model context (512)', () => {
   let longest = 0;
-  for (let g = 0; g < 200; g++) {
-    // Half the games with the legal moves listed (showLegalMoves), the longer prompt.
-    const env = hanabi.create(validationSeed(g % 100), { showLegalMoves: g >= 100 });
+  for (let g = 0; g < 400; g++) {
+    // The same 100 games plain, with the legal moves listed (showLegalMoves), with the playable line (showPlayable) and with both.
+    const env = hanabi.create(validationSeed(g % 100), { showLegalMoves: g >= 100 && g < 200 ? true : g >= 300, showPlayable: g >= 200 });
     while (!env.done) {
       const agent = env.currentAgent();
       const prompt = env.observe(agent);
@@ -364,6 +364,62 @@ test('showLegalMoves: the last prompt line lists exactly the legal moves; off by
   for (let i = 0; i < 8; i++) play(env, i % 2 === 0 ? 'hint p2 Y' : 'hint p1 R');
   assert.equal(env.state.hints, 0);
   assert.equal(env.observe('p1').trimEnd().split('\n').at(-1), 'p1 legal: play 1-5, discard 1-5');
+});
+
+test("showPlayable: the known line names exactly the player's surely playable and useless cards and the others' playable ones; off by default", () => {
+  assert.equal('showPlayable' in small, false);
+  assert.doesNotMatch(hanabi.create(validationSeed(1)).observe('p1'), /known:/);
+  const rng = new Rng(12, 'playable-line');
+  let checked = 0;
+  let ownPlayable = 0;
+  let byNegativeHints = 0;
+  let useless = 0;
+  for (const options of [hanabiOptions({ showPlayable: true }), hanabiOptions({ showPlayable: true, colours: 5, players: 3 }), hanabiOptions({ showPlayable: true, colours: 5, players: 4 })]) {
+    for (let g = 0; g < 30; g++) {
+      const env = hanabi.create(validationSeed(300 + g), options);
+      while (!env.done) {
+        const agent = env.currentAgent();
+        const s = env.state;
+        const seat = s.current;
+        const lines = env.observe(agent).trimEnd().split('\n');
+        const at = lines.findIndex((l) => l.startsWith('known: '));
+        assert.ok(at > 0 && lines[at - 1]!.startsWith('you have '), 'the known line follows you have');
+        const parts = lines[at]!.split('; ');
+        const slots = (text: string): number[] => (text === '-' ? [] : text.split(' ').map((t) => Number(t) - 1));
+        const m = /^known: play (.+), useless (.+)$/.exec(parts[0]!);
+        assert.ok(m, parts[0]);
+        const [play, dead] = [slots(m[1]!), slots(m[2]!)];
+        // Against the game's knowledge, computed here from the identities each own card may still be.
+        const mayBe = (slot: number): Card[] => fullDeck(s.rules.colours).filter((c) => (s.knowledge[seat]![slot]!.colours & (1 << c.colour)) !== 0 && (s.knowledge[seat]![slot]!.ranks & (1 << (c.rank - 1))) !== 0);
+        const own = s.hands[seat]!.map((_, i) => i);
+        assert.deepEqual(play, own.filter((i) => mayBe(i).every((c) => s.fireworks[c.colour] === c.rank - 1)), `${agent} play ${lines.join(' | ')}`);
+        assert.deepEqual(dead, own.filter((i) => mayBe(i).every((c) => c.rank <= s.fireworks[c.colour]!)), `${agent} useless ${lines.join(' | ')}`);
+        // What it names is true of the cards themselves.
+        for (const i of play) assert.equal(s.fireworks[s.hands[seat]![i]!.colour], s.hands[seat]![i]!.rank - 1);
+        for (const i of dead) assert.ok(s.hands[seat]![i]!.rank <= s.fireworks[s.hands[seat]![i]!.colour]!);
+        // The others, in turn order: exactly their cards that are the next of their colour.
+        const others = Array.from({ length: s.rules.players - 1 }, (_, d) => (seat + 1 + d) % s.rules.players);
+        assert.deepEqual(parts.slice(1), others.map((o) => `p${o + 1} playable ${s.hands[o]!.flatMap((c, i) => (s.fireworks[c.colour] === c.rank - 1 ? [String(i + 1)] : [])).join(' ') || '-'}`));
+        // The bot plays the first card the line names, and plays only when it names one.
+        const bot = env.solution(agent);
+        assert.equal(bot.startsWith('play '), play.length > 0);
+        if (play.length > 0) assert.equal(bot, `play ${play[0]! + 1}`);
+        ownPlayable += play.length;
+        useless += dead.length;
+        // Known playable although the prompt's own cards do not show both colour and rank: negative hints decided it.
+        const shown = lines[at - 1]!.slice('you have '.length).split(' ');
+        byNegativeHints += play.filter((i) => shown[i]!.includes('?')).length;
+        checked++;
+        env.act(agent, rng.chance(0.8) ? env.solution(agent) : moveText(randomMove(s, rng)));
+      }
+    }
+  }
+  assert.ok(checked > 2000 && ownPlayable > 300 && byNegativeHints > 20 && useless > 50, JSON.stringify({ checked, ownPlayable, byNegativeHints, useless }));
+  // A hand-built deal: fireworks empty, so every 1 is playable; p2 holds Y1 Y1 Y3 R3 Y1.
+  const env = dealt('R1 Y1 R3 Y1 G1 Y3 R1 R3 G1 Y1 G2 G2 G3 G3 G4 G4 G5 R2 R2 R4', { showPlayable: true });
+  assert.match(env.observe('p1'), /\nyou have \?\? \?\? \?\? \?\? \?\?\nknown: play -, useless -; p2 playable 1 2 5\np1: play N, discard N or hint P C\n$/);
+  play(env, 'hint p2 1');
+  assert.match(env.observe('p2'), /\nknown: play 1 2 5, useless -; p1 playable 1 3 4 5\n/);
 });
 
 test('the parser reads exactly the documented grammar', () => {
