@@ -14,7 +14,8 @@
  * Each game is re-dealt from its seed with the run's env options and the stored answers are played
  * in order; the replayed prompt must equal the stored one (else the store and the environment
  * disagree and the script stops). Per act, from the game as it stood:
- *  - refused: a parse error or a move the rules refuse (a pass);
+ *  - refused: a parse error or a move the rules refuse (a pass), with the commonest reasons and
+ *    answers;
  *  - plays, scored or misplayed; "sure": the played card was surely playable by the acting player's
  *    knowledge (`surelyPlayable`, negative hints included: the convention bot's test and the
  *    `showPlayable` line's);
@@ -46,7 +47,14 @@ interface Tally {
   discards: number;
   lostFuses: number;
   score: number;
+  /** Refused acts by the rules' reason ('unreadable' for a parse error), and by answer. */
+  refusedWhy: Map<string, number>;
+  refusedText: Map<string, number>;
 }
+
+/** The `n` most frequent keys of a tally, 'key N' comma-separated. */
+const top = (m: ReadonlyMap<string, number>, n: number): string =>
+  [...m].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).slice(0, n).map(([k, v]) => `${JSON.stringify(k)} ${v}`).join(', ');
 
 const pct = (n: number, d: number): string => (d === 0 ? '-' : `${((100 * n) / d).toFixed(1)}%`);
 
@@ -59,7 +67,7 @@ try {
   for (const run of runs) {
     const config = JSON.parse(run.config) as { seed?: number; env?: { name?: string; options?: unknown } };
     if (config.env?.name !== 'hanabi') continue;
-    const t: Tally = { games: 0, acts: 0, refused: 0, plays: 0, scored: 0, misplays: 0, surePlays: 0, sureTurns: 0, sureTurnsPlayed: 0, hints: 0, discards: 0, lostFuses: 0, score: 0 };
+    const t: Tally = { games: 0, acts: 0, refused: 0, plays: 0, scored: 0, misplays: 0, surePlays: 0, sureTurns: 0, sureTurnsPlayed: 0, hints: 0, discards: 0, lostFuses: 0, score: 0, refusedWhy: new Map(), refusedText: new Map() };
     for (const g of games.all(run.id, step, phase) as { id: number; seed: number }[]) {
       const env = hanabi.create(g.seed, config.env.options);
       t.games++;
@@ -76,6 +84,9 @@ try {
         if (sure.some(Boolean)) t.sureTurns++;
         if (r.parseError !== null || r.illegal === true) {
           t.refused++;
+          const why = r.parseError !== null ? 'unreadable' : (/: ([^:]+)\)$/.exec(r.info)?.[1] ?? 'refused');
+          t.refusedWhy.set(why, (t.refusedWhy.get(why) ?? 0) + 1);
+          t.refusedText.set(turn.response, (t.refusedText.get(turn.response) ?? 0) + 1);
           continue;
         }
         const verb = turn.response.trim().split(' ')[0];
@@ -103,6 +114,7 @@ try {
     }
     console.log(`  games ${t.games}, mean score ${(t.score / t.games).toFixed(2)}, lost every fuse ${t.lostFuses}, acts ${t.acts} (${(t.acts / t.games).toFixed(1)} a game)`);
     console.log(`  refused ${t.refused} (${pct(t.refused, t.acts)}), plays ${t.plays} (${pct(t.plays, t.acts)}): scored ${t.scored}, misplayed ${t.misplays} (${pct(t.misplays, t.acts)} of acts), of a surely playable card ${t.surePlays}`);
+    if (t.refused > 0) console.log(`  refused for: ${top(t.refusedWhy, 4)}; most refused answers: ${top(t.refusedText, 4)}`);
     console.log(`  turns holding a surely playable card ${t.sureTurns}, played one on ${t.sureTurnsPlayed} (${pct(t.sureTurnsPlayed, t.sureTurns)})`);
     console.log(`  hints ${t.hints} (${pct(t.hints, t.acts)}), discards ${t.discards} (${pct(t.discards, t.acts)})`);
   }
