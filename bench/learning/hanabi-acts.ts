@@ -23,9 +23,9 @@
  *    then), and of those, turns on which it played one;
  *  - hints, discards (legal ones).
  */
-import Database from 'better-sqlite3';
 import { hanabi } from '../../server/envs/hanabi/hanabi-env.ts';
 import { playerView, surelyPlayable } from '../../server/envs/hanabi/hanabi-game.ts';
+import { openRunStore } from '../../server/store/index.ts';
 
 const [dbPath, stepArg = '0', phase = 'validation'] = process.argv.slice(2);
 if (!dbPath || !/^\d+$/.test(stepArg) || (phase !== 'validation' && phase !== 'train')) {
@@ -58,53 +58,57 @@ const top = (m: ReadonlyMap<string, number>, n: number): string =>
 
 const pct = (n: number, d: number): string => (d === 0 ? '-' : `${((100 * n) / d).toFixed(1)}%`);
 
-const db = new Database(dbPath, { readonly: true, fileMustExist: true });
+const store = openRunStore(dbPath, { queryOnly: true });
 try {
-  const runs = db.prepare('SELECT id, name, config FROM runs ORDER BY created_at').all() as { id: string; name: string; config: string }[];
-  const games = db.prepare('SELECT id, env_seed AS seed FROM trajectories WHERE run_id = ? AND step = ? AND phase = ? ORDER BY env_instance, rollout');
-  const turns = db.prepare('SELECT agent_id AS agent, prompt_text AS prompt, response_text AS response FROM turns WHERE trajectory_id = ? AND kept = 1 ORDER BY ordinal');
   let reported = 0;
-  for (const run of runs) {
-    const config = JSON.parse(run.config) as { seed?: number; env?: { name?: string; options?: unknown } };
+  for (const summary of store.listRuns()) {
+    const run = store.getRun(summary.id)!;
+    const config = run.config as { seed?: number; env?: { name?: string; options?: unknown } };
     if (config.env?.name !== 'hanabi') continue;
     const t: Tally = { games: 0, acts: 0, refused: 0, plays: 0, scored: 0, misplays: 0, surePlays: 0, sureTurns: 0, sureTurnsPlayed: 0, hints: 0, discards: 0, lostFuses: 0, score: 0, refusedWhy: new Map(), refusedText: new Map() };
-    for (const g of games.all(run.id, step, phase) as { id: number; seed: number }[]) {
-      const env = hanabi.create(g.seed, config.env.options);
-      t.games++;
-      for (const turn of turns.all(g.id) as { agent: string; prompt: string; response: string }[]) {
-        if (env.done) throw new Error(`run ${run.id} game ${g.id} (seed ${g.seed}): a stored act after the game ended`);
-        if (env.observe(turn.agent) !== turn.prompt) throw new Error(`run ${run.id} game ${g.id} (seed ${g.seed}): the replayed prompt differs from the stored one at act ${t.acts + 1}:\n${env.observe(turn.agent)}---\n${turn.prompt}`);
-        const s = env.state;
-        const seat = s.current;
-        const sure = playerView(s, seat).own.map((k) => surelyPlayable(k, s.fireworks));
-        const fusesBefore = s.fuses;
-        const scoreBefore = s.fireworks.reduce((a, b) => a + b, 0);
-        const r = env.act(turn.agent, turn.response);
-        t.acts++;
-        if (sure.some(Boolean)) t.sureTurns++;
-        if (r.parseError !== null || r.illegal === true) {
-          t.refused++;
-          const why = r.parseError !== null ? 'unreadable' : (/: ([^:]+)\)$/.exec(r.info)?.[1] ?? 'refused');
-          t.refusedWhy.set(why, (t.refusedWhy.get(why) ?? 0) + 1);
-          t.refusedText.set(turn.response, (t.refusedText.get(turn.response) ?? 0) + 1);
-          continue;
-        }
-        const verb = turn.response.trim().split(' ')[0];
-        if (verb === 'hint') t.hints++;
-        else if (verb === 'discard') t.discards++;
-        else {
-          t.plays++;
-          const after = env.state;
-          if (after.fuses < fusesBefore) t.misplays++;
-          else if (after.fireworks.reduce((a, b) => a + b, 0) > scoreBefore) t.scored++;
-          if (sure[Number(turn.response.trim().split(' ')[1]) - 1] === true) {
-            t.surePlays++;
-            t.sureTurnsPlayed++;
+    for (let offset = 0; ; offset += 500) {
+      const page = store.listTrajectories({ runId: run.id, step, phase, limit: 500, offset });
+      for (const g of page) {
+        const env = hanabi.create(g.envSeed, config.env.options);
+        t.games++;
+        // The kept path, act by act (each turn's siblings are the branches it was chosen among).
+        for (const kept of store.getTrajectory(g.id)!.turns) {
+          const turn = { agent: kept.agentId, prompt: kept.promptText, response: kept.responseText };
+          if (env.done) throw new Error(`run ${run.id} game ${g.id} (seed ${g.envSeed}): a stored act after the game ended`);
+          if (env.observe(turn.agent) !== turn.prompt) throw new Error(`run ${run.id} game ${g.id} (seed ${g.envSeed}): the replayed prompt differs from the stored one at act ${t.acts + 1}:\n${env.observe(turn.agent)}---\n${turn.prompt}`);
+          const s = env.state;
+          const seat = s.current;
+          const sure = playerView(s, seat).own.map((k) => surelyPlayable(k, s.fireworks));
+          const fusesBefore = s.fuses;
+          const scoreBefore = s.fireworks.reduce((a, b) => a + b, 0);
+          const r = env.act(turn.agent, turn.response);
+          t.acts++;
+          if (sure.some(Boolean)) t.sureTurns++;
+          if (r.parseError !== null || r.illegal === true) {
+            t.refused++;
+            const why = r.parseError !== null ? 'unreadable' : (/: ([^:]+)\)$/.exec(r.info)?.[1] ?? 'refused');
+            t.refusedWhy.set(why, (t.refusedWhy.get(why) ?? 0) + 1);
+            t.refusedText.set(turn.response, (t.refusedText.get(turn.response) ?? 0) + 1);
+            continue;
+          }
+          const verb = turn.response.trim().split(' ')[0];
+          if (verb === 'hint') t.hints++;
+          else if (verb === 'discard') t.discards++;
+          else {
+            t.plays++;
+            const after = env.state;
+            if (after.fuses < fusesBefore) t.misplays++;
+            else if (after.fireworks.reduce((a, b) => a + b, 0) > scoreBefore) t.scored++;
+            if (sure[Number(turn.response.trim().split(' ')[1]) - 1] === true) {
+              t.surePlays++;
+              t.sureTurnsPlayed++;
+            }
           }
         }
+        if (env.state.ended === 'fuses') t.lostFuses++;
+        t.score += env.score;
       }
-      if (env.state.ended === 'fuses') t.lostFuses++;
-      t.score += env.score;
+      if (page.length < 500) break;
     }
     reported++;
     console.log(`run ${run.id} (${run.name}, seed ${config.seed ?? '?'}): ${phase} games at step ${step}`);
@@ -120,5 +124,5 @@ try {
   }
   if (reported === 0) throw new Error(`${dbPath}: no hanabi run in this store`);
 } finally {
-  db.close();
+  store.close();
 }
