@@ -60,9 +60,10 @@ export class DashboardPanel {
     private readonly server: ServerClient,
     readonly runId: string,
     readonly panel: vscode.WebviewPanel,
+    reopened = false,
   ) {
     DashboardPanel.#open.set(runId, this);
-    loadBundle(panel, context, 'dashboard', `Troupe dashboard: ${runId}`);
+    loadBundle(panel, context, 'dashboard', `Troupe dashboard: ${runId}`, reopened ? undefined : () => this.#reopen(context));
     this.#subscriptions.push(
       onWebviewMessage(panel, dashboardToHostSchema, `dashboard ${runId} → host`, (m) => this.#onMessage(m)),
       followConnection(server, {
@@ -189,8 +190,18 @@ export class DashboardPanel {
     this.panel.title = `Troupe: ${run.name || run.id}`;
   }
 
+  /** Replaces this panel with a new one on the same run, in the same place (its page did not start: `loadBundle`). */
+  #reopen(context: vscode.ExtensionContext): void {
+    const column = this.panel.viewColumn ?? vscode.ViewColumn.Active;
+    const title = this.panel.title;
+    this.panel.dispose();
+    const panel = vscode.window.createWebviewPanel(DASHBOARD_VIEW_TYPE, title, { viewColumn: column, preserveFocus: true }, webviewOptions(context));
+    new DashboardPanel(context, this.server, this.runId, panel, true);
+  }
+
   #dispose(): void {
-    DashboardPanel.#open.delete(this.runId);
+    // A reopened panel may already hold the run's entry.
+    if (DashboardPanel.#open.get(this.runId) === this) DashboardPanel.#open.delete(this.runId);
     for (const d of this.#subscriptions) d.dispose();
     this.#loadGeneration++;
   }

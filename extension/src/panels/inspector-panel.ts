@@ -74,9 +74,10 @@ export class InspectorPanel {
     private readonly server: ServerClient,
     private trajectoryId: number,
     readonly panel: vscode.WebviewPanel,
+    reopened = false,
   ) {
     InspectorPanel.#open.set(trajectoryId, this);
-    loadBundle(panel, context, 'inspector', `Trajectory #${trajectoryId}`);
+    loadBundle(panel, context, 'inspector', `Trajectory #${trajectoryId}`, reopened ? undefined : () => this.#reopen());
     this.#subscriptions.push(
       onWebviewMessage(panel, inspectorToHostSchema, `inspector #${trajectoryId} → host`, (m) => this.#onMessage(m)),
       followConnection(server, {
@@ -161,8 +162,19 @@ export class InspectorPanel {
     }
   }
 
+  /** Replaces this panel with a new one on the same trajectory, in the same place (its page did not start: `loadBundle`). */
+  #reopen(): void {
+    const column = this.panel.viewColumn ?? vscode.ViewColumn.Active;
+    const reusable = InspectorPanel.#reusable === this;
+    this.panel.dispose();
+    const panel = vscode.window.createWebviewPanel(INSPECTOR_VIEW_TYPE, `Trajectory #${this.trajectoryId}`, { viewColumn: column, preserveFocus: true }, webviewOptions(this.context));
+    const created = new InspectorPanel(this.context, this.server, this.trajectoryId, panel, true);
+    if (reusable) InspectorPanel.#reusable = created;
+  }
+
   #dispose(): void {
-    InspectorPanel.#open.delete(this.trajectoryId);
+    // A reopened panel may already hold the trajectory's entry.
+    if (InspectorPanel.#open.get(this.trajectoryId) === this) InspectorPanel.#open.delete(this.trajectoryId);
     if (InspectorPanel.#reusable === this) InspectorPanel.#reusable = undefined;
     for (const d of this.#subscriptions) d.dispose();
     this.#loadGeneration++;

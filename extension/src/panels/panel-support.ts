@@ -36,9 +36,13 @@ const LOAD_RETRIES = 3;
  * Sets the panel's options and its HTML for one bundle (`dashboard`, `inspector` or `compare`),
  * with a fresh nonce, and watches the page start: one in view that has not posted `ready` within
  * LOAD_TIMEOUT_MS is loaded again, up to LOAD_RETRIES times, and then the user is told
- * (load-watchdog.ts says why). Call once per panel.
+ * (load-watchdog.ts says why). New HTML in the same frame seldom helps when the webview's service
+ * worker failed it (the e2e reload test saw three such reloads fail in a row, 2026-11-29), so from
+ * the second retry on, `reopen`, where the panel gives one, replaces the panel with a new one (a
+ * new frame) on the same content; the new panel is given none, so this happens once. Call once
+ * per panel.
  */
-export function loadBundle(panel: vscode.WebviewPanel, context: vscode.ExtensionContext, bundle: 'dashboard' | 'inspector' | 'compare', title: string): void {
+export function loadBundle(panel: vscode.WebviewPanel, context: vscode.ExtensionContext, bundle: 'dashboard' | 'inspector' | 'compare', title: string, reopen?: () => void): void {
   const webview = panel.webview;
   webview.options = webviewOptions(context);
   const root = bundleRoot(context);
@@ -55,6 +59,11 @@ export function loadBundle(panel: vscode.WebviewPanel, context: vscode.Extension
   const watchdog = new LoadWatchdog({
     visible: () => panel.visible,
     reload: (attempt) => {
+      if (reopen && attempt >= 2) {
+        panelLog().warn(`${title}: the page did not start within ${LOAD_TIMEOUT_MS / 1000} s; opening it in a new panel (${attempt} of ${LOAD_RETRIES})`);
+        reopen();
+        return;
+      }
       panelLog().warn(`${title}: the page did not start within ${LOAD_TIMEOUT_MS / 1000} s; loading it again (${attempt} of ${LOAD_RETRIES})`);
       setHtml();
     },
