@@ -329,11 +329,8 @@ export async function warmStartKey(
       env,
       agents: [...job.agents].sort(),
       // Without DAgger rounds the budget keys as it did before DAgger existed, so caches stay valid.
-      // stopAtLoss keys only when set, so the caches of warm starts without it stay valid.
-      budget:
-        (budget.dagger?.rounds ?? 0) > 0
-          ? { ...withoutProposals(budget), maxNewTokens: job.maxNewTokens }
-          : { demonstrations: budget.demonstrations, steps: budget.steps, batchSize: budget.batchSize, lr: budget.lr, ...(budget.stopAtLoss === undefined ? {} : { stopAtLoss: budget.stopAtLoss }) },
+      // An unset stopAtLoss (undefined) is left out of the JSON, so the caches made before it existed stay valid.
+      budget: (budget.dagger?.rounds ?? 0) > 0 ? { ...withoutProposals(budget), maxNewTokens: job.maxNewTokens } : { demonstrations: budget.demonstrations, steps: budget.steps, batchSize: budget.batchSize, lr: budget.lr, stopAtLoss: budget.stopAtLoss },
       // The default mix keys as before it was a setting, so caches stay valid.
       ...(noise.flawedEvery === defaultProposalNoise.flawedEvery && noise.missingEvery === defaultProposalNoise.missingEvery ? {} : { proposals: noise }),
       // The character tokenizer keys by its spec (as before Hugging Face tokenizers, so caches stay
@@ -363,8 +360,8 @@ async function cachedStepsTrained(dir: string): Promise<number | null> {
 }
 
 function withoutProposals(budget: WarmStartBudget): Omit<WarmStartBudget, 'proposals'> {
-  const { proposals: _, stopAtLoss, ...rest } = budget;
-  return stopAtLoss === undefined ? rest : { ...rest, stopAtLoss };
+  const { proposals: _, ...rest } = budget;
+  return rest;
 }
 
 /**
@@ -476,9 +473,10 @@ export async function warmStart(
     let unreported = [...points];
     let reportedAt = -Infinity;
     const recentMs: number[] = [];
-    const progress = (step: number, stage: WarmStartReport['stage']) => {
+    /** `steps`: the planned total, or where the loss target ended it (the last report then shows the warm-up complete). */
+    const progress = (step: number, stage: WarmStartReport['stage'], steps = budget.steps) => {
       const mean = recentMs.length === 0 ? null : recentMs.reduce((a, b) => a + b, 0) / recentMs.length;
-      report({ stage, step, steps: budget.steps, loss: Number.isFinite(ema) ? ema : null, etaMs: mean === null ? null : mean * (budget.steps - step), checkpointStep, points: unreported });
+      report({ stage, step, steps, loss: Number.isFinite(ema) ? ema : null, etaMs: mean === null ? null : mean * (steps - step), checkpointStep, points: unreported });
       unreported = [];
       reportedAt = performance.now();
     };
@@ -520,11 +518,9 @@ export async function warmStart(
       if (done % logEvery === 0 || step === 0 || done === budget.steps) log(`  warm start ${done}/${budget.steps}  loss ${ema.toFixed(4)}`);
       const due = done < budget.steps && (done % checkpointEvery === 0 || performance.now() - lastCheckpointAt >= CHECKPOINT_MS);
       if (budget.stopAtLoss !== undefined && done < budget.steps && done >= warmStartWarmupSteps(budget.steps) && ema <= budget.stopAtLoss) {
-        // The loss target is reached: the last report shows the warm-up complete at this step.
         stepsTrained = done;
         log(`  warm start ${done}/${budget.steps}  loss ${ema.toFixed(4)}: at or below its target ${budget.stopAtLoss} (stopAtLoss), so it ends here`);
-        report({ stage: 'training', step: done, steps: done, loss: ema, etaMs: 0, checkpointStep, points: unreported });
-        unreported = [];
+        progress(done, 'training', done);
         break;
       }
       if (due) await checkpoint(done);
