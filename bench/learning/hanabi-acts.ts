@@ -42,7 +42,6 @@ interface Tally {
   misplays: number;
   surePlays: number;
   sureTurns: number;
-  sureTurnsPlayed: number;
   hints: number;
   discards: number;
   lostFuses: number;
@@ -65,7 +64,7 @@ try {
     const run = store.getRun(summary.id)!;
     const config = run.config as { seed?: number; env?: { name?: string; options?: unknown } };
     if (config.env?.name !== 'hanabi') continue;
-    const t: Tally = { games: 0, acts: 0, refused: 0, plays: 0, scored: 0, misplays: 0, surePlays: 0, sureTurns: 0, sureTurnsPlayed: 0, hints: 0, discards: 0, lostFuses: 0, score: 0, refusedWhy: new Map(), refusedText: new Map() };
+    const t: Tally = { games: 0, acts: 0, refused: 0, plays: 0, scored: 0, misplays: 0, surePlays: 0, sureTurns: 0, hints: 0, discards: 0, lostFuses: 0, score: 0, refusedWhy: new Map(), refusedText: new Map() };
     for (let offset = 0; ; offset += 500) {
       const page = store.listTrajectories({ runId: run.id, step, phase, limit: 500, offset });
       for (const g of page) {
@@ -99,10 +98,7 @@ try {
             const after = env.state;
             if (after.fuses < fusesBefore) t.misplays++;
             else if (after.fireworks.reduce((a, b) => a + b, 0) > scoreBefore) t.scored++;
-            if (sure[Number(turn.response.trim().split(' ')[1]) - 1] === true) {
-              t.surePlays++;
-              t.sureTurnsPlayed++;
-            }
+            if (sure[Number(turn.response.trim().split(' ')[1]) - 1] === true) t.surePlays++;
           }
         }
         if (env.state.ended === 'fuses') t.lostFuses++;
@@ -119,7 +115,7 @@ try {
     console.log(`  games ${t.games}, mean score ${(t.score / t.games).toFixed(2)}, lost every fuse ${t.lostFuses}, acts ${t.acts} (${(t.acts / t.games).toFixed(1)} a game)`);
     console.log(`  refused ${t.refused} (${pct(t.refused, t.acts)}), plays ${t.plays} (${pct(t.plays, t.acts)}): scored ${t.scored}, misplayed ${t.misplays} (${pct(t.misplays, t.acts)} of acts), of a surely playable card ${t.surePlays}`);
     if (t.refused > 0) console.log(`  refused for: ${top(t.refusedWhy, 4)}; most refused answers: ${top(t.refusedText, 4)}`);
-    console.log(`  turns holding a surely playable card ${t.sureTurns}, played one on ${t.sureTurnsPlayed} (${pct(t.sureTurnsPlayed, t.sureTurns)})`);
+    console.log(`  turns holding a surely playable card ${t.sureTurns}, played one on ${t.surePlays} (${pct(t.surePlays, t.sureTurns)})`);
     console.log(`  hints ${t.hints} (${pct(t.hints, t.acts)}), discards ${t.discards} (${pct(t.discards, t.acts)})`);
   }
   if (reported === 0) throw new Error(`${dbPath}: no hanabi run in this store`);
