@@ -11,7 +11,7 @@ import { runSummarySchema } from '../../../server/protocol/trajectory.ts';
 import { compareStateSchema, compareToHostSchema, type CompareToHost, type HostToCompare } from '../../../webview/src/messages.ts';
 import type { ServerClient } from '../server-client.ts';
 import { followConnection } from './connection-follower.ts';
-import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, registerPanelSerializer, webviewOptions } from './panel-support.ts';
+import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, registerPanelSerializer, replacePanel, webviewOptions } from './panel-support.ts';
 
 /** The webview panel type; activation (`onWebviewPanel:troupe.compare`) must name it. */
 export const COMPARE_VIEW_TYPE = 'troupe.compare';
@@ -61,10 +61,11 @@ export class ComparePanel {
     runIds: readonly string[],
     readonly panel: vscode.WebviewPanel,
     private readonly labelOf: RunLabeller,
+    reopened = false,
   ) {
     ComparePanel.#current = this;
     this.#runIds = runIds;
-    loadBundle(panel, context, 'compare', 'Troupe: compare runs');
+    loadBundle(panel, context, 'compare', 'Troupe: compare runs', reopened ? undefined : () => this.#reopen(context));
     this.#subscriptions.push(
       onWebviewMessage(panel, compareToHostSchema, 'compare → host', (m) => this.#onMessage(m)),
       followConnection(server, {
@@ -135,6 +136,11 @@ export class ComparePanel {
     this.#post({ type: 'init', runs });
     this.#post({ type: 'connection', connected: client !== undefined });
     for (const p of pending) this.#post(p);
+  }
+
+  /** Replaces this panel with a new one on the same runs, in the same place (its page did not start: `loadBundle`). */
+  #reopen(context: vscode.ExtensionContext): void {
+    new ComparePanel(context, this.server, this.#runIds, replacePanel(this.panel, COMPARE_VIEW_TYPE, context), this.labelOf, true);
   }
 
   #dispose(): void {

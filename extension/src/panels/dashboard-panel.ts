@@ -14,7 +14,7 @@ import { runSummarySchema, type RunSummary } from '../../../server/protocol/traj
 import { dashboardStateSchema, dashboardToHostSchema, type DashboardToHost, type HostToDashboard } from '../../../webview/src/messages.ts';
 import type { ServerClient } from '../server-client.ts';
 import { followConnection } from './connection-follower.ts';
-import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, registerPanelSerializer, webviewOptions } from './panel-support.ts';
+import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, registerPanelSerializer, replacePanel, webviewOptions } from './panel-support.ts';
 
 /** The webview panel type; `contributes`/activation (`onWebviewPanel:troupe.dashboard`) must name it. */
 export const DASHBOARD_VIEW_TYPE = 'troupe.dashboard';
@@ -192,11 +192,7 @@ export class DashboardPanel {
 
   /** Replaces this panel with a new one on the same run, in the same place (its page did not start: `loadBundle`). */
   #reopen(context: vscode.ExtensionContext): void {
-    const column = this.panel.viewColumn ?? vscode.ViewColumn.Active;
-    const title = this.panel.title;
-    this.panel.dispose();
-    const panel = vscode.window.createWebviewPanel(DASHBOARD_VIEW_TYPE, title, { viewColumn: column, preserveFocus: true }, webviewOptions(context));
-    new DashboardPanel(context, this.server, this.runId, panel, true);
+    new DashboardPanel(context, this.server, this.runId, replacePanel(this.panel, DASHBOARD_VIEW_TYPE, context), true);
   }
 
   #dispose(): void {

@@ -12,7 +12,7 @@ import type { TrajectoryDetail } from '../../../server/protocol/trajectory.ts';
 import { inspectorStateSchema, inspectorToHostSchema, type HostToInspector, type InspectorToHost } from '../../../webview/src/messages.ts';
 import type { ServerClient } from '../server-client.ts';
 import { followConnection } from './connection-follower.ts';
-import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, registerPanelSerializer, webviewOptions } from './panel-support.ts';
+import { errorText, loadBundle, logFromWebview, onWebviewMessage, panelLog, registerPanelSerializer, replacePanel, webviewOptions } from './panel-support.ts';
 
 /** The webview panel type; `contributes`/activation (`onWebviewPanel:troupe.inspector`) must name it. */
 export const INSPECTOR_VIEW_TYPE = 'troupe.inspector';
@@ -164,11 +164,8 @@ export class InspectorPanel {
 
   /** Replaces this panel with a new one on the same trajectory, in the same place (its page did not start: `loadBundle`). */
   #reopen(): void {
-    const column = this.panel.viewColumn ?? vscode.ViewColumn.Active;
     const reusable = InspectorPanel.#reusable === this;
-    this.panel.dispose();
-    const panel = vscode.window.createWebviewPanel(INSPECTOR_VIEW_TYPE, `Trajectory #${this.trajectoryId}`, { viewColumn: column, preserveFocus: true }, webviewOptions(this.context));
-    const created = new InspectorPanel(this.context, this.server, this.trajectoryId, panel, true);
+    const created = new InspectorPanel(this.context, this.server, this.trajectoryId, replacePanel(this.panel, INSPECTOR_VIEW_TYPE, this.context), true);
     if (reusable) InspectorPanel.#reusable = created;
   }
 

@@ -38,9 +38,9 @@ const LOAD_RETRIES = 3;
  * LOAD_TIMEOUT_MS is loaded again, up to LOAD_RETRIES times, and then the user is told
  * (load-watchdog.ts says why). New HTML in the same frame seldom helps when the webview's service
  * worker failed it (the e2e reload test saw three such reloads fail in a row, 2026-11-29), so from
- * the second retry on, `reopen`, where the panel gives one, replaces the panel with a new one (a
- * new frame) on the same content; the new panel is given none, so this happens once. Call once
- * per panel.
+ * the second retry on, `reopen` (each panel's, built on `replacePanel`) replaces the panel with a
+ * new one (a new frame) on the same content; the new panel is given none, so this happens once.
+ * Call once per panel.
  */
 export function loadBundle(panel: vscode.WebviewPanel, context: vscode.ExtensionContext, bundle: 'dashboard' | 'inspector' | 'compare', title: string, reopen?: () => void): void {
   const webview = panel.webview;
@@ -91,6 +91,17 @@ export function loadBundle(panel: vscode.WebviewPanel, context: vscode.Extension
   });
   panelLog().info(`${title}: the ${bundle} page loaded, ${panel.visible ? 'in view' : 'out of view'}`);
   watchdog.loaded();
+}
+
+/**
+ * Closes `panel` and opens a new one of the same type, title and column in its place, leaving the
+ * focus where it is: what a panel's `reopen` (`loadBundle`) builds its replacement on.
+ */
+export function replacePanel(panel: vscode.WebviewPanel, viewType: string, context: vscode.ExtensionContext): vscode.WebviewPanel {
+  const column = panel.viewColumn ?? vscode.ViewColumn.Active;
+  const title = panel.title;
+  panel.dispose();
+  return vscode.window.createWebviewPanel(viewType, title, { viewColumn: column, preserveFocus: true }, webviewOptions(context));
 }
 
 let log: vscode.LogOutputChannel | undefined;
