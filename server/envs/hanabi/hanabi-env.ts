@@ -31,8 +31,10 @@
  *   known: play 2 4, useless 3; p2 playable 1 5
  * its own slots that can only be playable now and those that can never be played (the convention
  * bot's tests, `surelyPlayable` / `surelyUseless`), then, per other player in turn order, the
- * slots of that player's cards that are the next of their colour; '-' where none. Also built from
- * the view alone; off by default.
+ * slots of that player's cards that are the next of their colour; '-' where none. With the option
+ * `playableIdentity` as well, those cards are named by identity and slot ('p2 playable G2 at 1,
+ * R1 at 5'), so the hint that names one can be read from the line. Also built from the view alone;
+ * off by default.
  *
  * Actions, exactly (surrounding whitespace dropped): `play N`, `discard N`, `hint pK C` with C a
  * colour letter of the game (R Y G W B) or a rank 1-5. Text that does not parse is a parse error;
@@ -106,8 +108,17 @@ export const hanabiOptionsSchema = z
       .boolean()
       .optional()
       .describe("Add a line after 'you have' naming what the acting player knows from its view: its own cards that can only be playable now and those that can never be played (by the convention bot's tests, negative hints included), and the others' cards that are playable now: 'known: play 2 4, useless 3; p2 playable 1 5' ('-' where none). Default off."),
+    /** With showPlayable: the others' playable cards named by identity and slot ('p2 playable G2 at 1, R1 at 5'). */
+    playableIdentity: z
+      .boolean()
+      .optional()
+      .describe("With showPlayable: name the others' playable cards by identity and slot, 'p2 playable G2 at 1, R1 at 5' in place of 'p2 playable 1 5', so that a hint naming such a card (hint p2 G or hint p2 2) can be read from the one line. The cards are those the player sees in 'p2 has'. Requires showPlayable. Default off."),
   })
   .strict()
+  .refine((o) => o.playableIdentity !== true || o.showPlayable === true, {
+    path: ['playableIdentity'],
+    message: 'playableIdentity changes the showPlayable line: set showPlayable too',
+  })
   .refine((o) => fullDeck(o.colours).length > o.players * handSizeFor(o.players), {
     path: ['colours'],
     message: 'too few colours: the deck must hold more cards than the hands dealt (10 cards a colour; hands of 5 with 2-3 players, 4 with 4-5)',
@@ -185,11 +196,17 @@ function slotList(slots: readonly number[]): string {
  * The `showPlayable` line: 'known: play 2 4, useless 3; p2 playable 1 5'. Own slots by the bot's
  * knowledge tests (`surelyPlayable`, `surelyUseless`: every identity the card may still have, from
  * positive and negative hints), the others' slots by their cards (visible to this player), in
- * turn order. Built from the view alone, so it shows nothing of the player's own cards.
+ * turn order; with `byIdentity` (the option `playableIdentity`) each of the others' playable cards
+ * as its identity and slot: 'p2 playable G2 at 1, R1 at 5'. Built from the view alone, so it shows
+ * nothing of the player's own cards.
  */
-export function playableText(v: PlayerView): string {
+export function playableText(v: PlayerView, byIdentity = false): string {
   const own = (test: (k: CardKnowledge, f: readonly number[]) => boolean): number[] => v.own.flatMap((k, i) => (test(k, v.fireworks) ? [i] : []));
-  const others = v.others.map((o) => `${agentName(o.seat)} playable ${slotList(o.cards.flatMap((c, i) => (v.fireworks[c.colour] === c.rank - 1 ? [i] : [])))}`);
+  const others = v.others.map((o) => {
+    const playable = o.cards.flatMap((c, i) => (v.fireworks[c.colour] === c.rank - 1 ? [i] : []));
+    const named = byIdentity && playable.length > 0 ? playable.map((i) => `${cardText(o.cards[i]!)} at ${i + 1}`).join(', ') : slotList(playable);
+    return `${agentName(o.seat)} playable ${named}`;
+  });
   return [`known: play ${slotList(own(surelyPlayable))}, useless ${slotList(own(surelyUseless))}`, ...others].join('; ');
 }
 
@@ -265,7 +282,7 @@ export class HanabiEnvironment implements Environment {
       ...this.#log.slice(-(this.rules.players - 1)).filter((a) => a.seat !== seat).map((a) => a.text),
       ...v.others.flatMap((o) => [`${agentName(o.seat)} has ${cards(o.cards)}`, `${agentName(o.seat)} knows ${o.knowledge.map(knowledgeText).join(' ')}`]),
       `you have ${v.own.map(knowledgeText).join(' ')}`,
-      ...(this.options.showPlayable === true ? [playableText(v)] : []),
+      ...(this.options.showPlayable === true ? [playableText(v, this.options.playableIdentity === true)] : []),
       this.options.showLegalMoves === true ? `${agent} legal: ${legalMovesText(v)}` : `${agent}: play N, discard N or hint P C`,
     ];
     return `${lines.join('\n')}\n`;

@@ -247,7 +247,7 @@ test('a hint that tells something new earns the hinter informativeHint; repeatin
 test("a player's prompt and the bot's move never depend on its own cards or the deck order", () => {
   const rng = new Rng(4, 'privacy');
   let checked = 0;
-  for (const options of [small, hanabiOptions({ colours: 5, players: 4 }), hanabiOptions({ showLegalMoves: true }), hanabiOptions({ showPlayable: true }), hanabiOptions({ showPlayable: true, colours: 5, players: 3 })]) {
+  for (const options of [small, hanabiOptions({ colours: 5, players: 4 }), hanabiOptions({ showLegalMoves: true }), hanabiOptions({ showPlayable: true }), hanabiOptions({ showPlayable: true, colours: 5, players: 3 }), hanabiOptions({ showPlayable: true, playableIdentity: true }), hanabiOptions({ showPlayable: true, playableIdentity: true, colours: 5, players: 3 })]) {
     for (let g = 0; g < 20; g++) {
       const env = hanabi.create(trainSeed(100 + g), options);
       while (!env.done) {
@@ -274,9 +274,9 @@ test("a player's prompt and the bot's move never depend on its own cards or the 
 
 test('prompts are printable and short: the small variant stays well inside the default model context (512)', () => {
   let longest = 0;
-  for (let g = 0; g < 400; g++) {
-    // The same 100 games plain, with the legal moves listed (showLegalMoves), with the playable line (showPlayable) and with both.
-    const env = hanabi.create(validationSeed(g % 100), { showLegalMoves: g >= 100 && g < 200 ? true : g >= 300, showPlayable: g >= 200 });
+  for (let g = 0; g < 500; g++) {
+    // The same 100 games plain, with the legal moves listed (showLegalMoves), with the playable line (showPlayable), with both, and with both and the playable cards named (playableIdentity).
+    const env = hanabi.create(validationSeed(g % 100), { showLegalMoves: g >= 100 && g < 200 ? true : g >= 300, showPlayable: g >= 200, playableIdentity: g >= 400 });
     while (!env.done) {
       const agent = env.currentAgent();
       const prompt = env.observe(agent);
@@ -420,6 +420,67 @@ test("showPlayable: the known line names exactly the player's surely playable an
   assert.match(env.observe('p1'), /\nyou have \?\? \?\? \?\? \?\? \?\?\nknown: play -, useless -; p2 playable 1 2 5\np1: play N, discard N or hint P C\n$/);
   play(env, 'hint p2 1');
   assert.match(env.observe('p2'), /\nknown: play 1 2 5, useless -; p1 playable 1 3 4 5\n/);
+});
+
+test("playableIdentity: the others' playable cards are named by their identity and slot, as their hands show them, and carry the bot's hint; needs showPlayable", () => {
+  assert.equal('playableIdentity' in small, false);
+  assert.throws(() => hanabi.create(validationSeed(1), { playableIdentity: true }), /showPlayable/);
+  const rng = new Rng(13, 'playable-identity');
+  let checked = 0;
+  let named = 0;
+  let botHints = 0;
+  for (const options of [hanabiOptions({ showPlayable: true, playableIdentity: true }), hanabiOptions({ showPlayable: true, playableIdentity: true, colours: 5, players: 3 }), hanabiOptions({ showPlayable: true, playableIdentity: true, showLegalMoves: true, colours: 5, players: 4 })]) {
+    for (let g = 0; g < 30; g++) {
+      const env = hanabi.create(validationSeed(400 + g), options);
+      const plain = hanabi.create(validationSeed(400 + g), { ...options, playableIdentity: false });
+      while (!env.done) {
+        const agent = env.currentAgent();
+        const s = env.state;
+        const seat = s.current;
+        const lines = env.observe(agent).trimEnd().split('\n');
+        const parts = lines.find((l) => l.startsWith('known: '))!.split('; ');
+        // The own part is the plain line's; only the others' parts change.
+        const plainParts = plain.observe(agent).trimEnd().split('\n').find((l) => l.startsWith('known: '))!.split('; ');
+        assert.equal(parts[0], plainParts[0]);
+        const others = Array.from({ length: s.rules.players - 1 }, (_, d) => (seat + 1 + d) % s.rules.players);
+        assert.equal(parts.length, others.length + 1);
+        for (const [n, o] of others.entries()) {
+          const m = new RegExp(`^p${o + 1} playable (.+)$`).exec(parts[n + 1]!);
+          assert.ok(m, parts[n + 1]);
+          const listed = m[1] === '-' ? [] : m[1]!.split(', ').map((t) => /^([RYGWB][1-5]) at ([1-5])$/.exec(t)!);
+          assert.ok(listed.every((x) => x !== null), m[1]);
+          // Exactly the cards of that hand that are the next of their colour, in slot order, each as the hand shows it.
+          assert.deepEqual(listed.map((x) => Number(x[2]) - 1), s.hands[o]!.flatMap((c, i) => (s.fireworks[c.colour] === c.rank - 1 ? [i] : [])));
+          const shown = lines.find((l) => l.startsWith(`p${o + 1} has `))!.slice(`p${o + 1} has `.length).split(' ');
+          for (const x of listed) {
+            assert.equal(x[1], cardText(s.hands[o]![Number(x[2]) - 1]!));
+            assert.equal(x[1], shown[Number(x[2]) - 1]);
+          }
+          // The plain line names the same slots.
+          assert.equal(plainParts[n + 1], `p${o + 1} playable ${listed.map((x) => x[2]).join(' ') || '-'}`);
+          named += listed.length;
+        }
+        // The bot's hint below the token maximum (its rule 2: a playable card its holder does not know) names a colour or rank of a card the line names.
+        const bot = env.solution(agent);
+        const hint = /^hint p(\d) (.)$/.exec(bot);
+        if (hint && s.hints < s.rules.hintTokens) {
+          const part = parts.find((p) => p.startsWith(`p${hint[1]} playable `))!;
+          assert.ok(part.slice(`p${hint[1]} playable `.length).split(', ').some((t) => t.slice(0, 2).includes(hint[2]!)), `${bot} | ${part}`);
+          botHints++;
+        }
+        checked++;
+        const move = rng.chance(0.8) ? env.solution(agent) : moveText(randomMove(s, rng));
+        env.act(agent, move);
+        plain.act(agent, move);
+      }
+    }
+  }
+  assert.ok(checked > 2000 && named > 1000 && botHints > 200, JSON.stringify({ checked, named, botHints }));
+  // The hand-built deal of the showPlayable test: p2 holds Y1 Y1 Y3 R3 Y1 and every 1 is playable.
+  const env = dealt('R1 Y1 R3 Y1 G1 Y3 R1 R3 G1 Y1 G2 G2 G3 G3 G4 G4 G5 R2 R2 R4', { showPlayable: true, playableIdentity: true });
+  assert.match(env.observe('p1'), /\nknown: play -, useless -; p2 playable Y1 at 1, Y1 at 2, Y1 at 5\np1: play N, discard N or hint P C\n$/);
+  play(env, 'hint p2 1', 'play 1');
+  assert.match(env.observe('p1'), /\nknown: play -, useless -; p2 playable -\n/);
 });
 
 test('the parser reads exactly the documented grammar', () => {
