@@ -6,7 +6,7 @@ import { Rng } from './rng.ts';
 import { trainSeed } from './seed-ranges.ts';
 import { bestMove, bestMoves, isOver, legalMoves, moveValue, optimalMoves, reachablePositions, winnerOf, type Board } from './tic-tac-toe-board.ts';
 import { evaluateAgainst, minimaxPlayer, playAgainst, playerPolicy, randomPlayer, scorePositions, ticTacToeOpponents, type BatchTextPolicy } from './tic-tac-toe-players.ts';
-import { ticTacToe, ticTacToeRewards } from './tic-tac-toe.ts';
+import { moveReward, ticTacToe, ticTacToeRewards, trapShare } from './tic-tac-toe.ts';
 
 test('minimax never loses to random, on either side, over many games', async () => {
   for (const side of ['x', 'o'] as const) {
@@ -231,4 +231,76 @@ test("solutionTies 'seeded' demonstrates a perfect move drawn per seed and posit
   assert.ok(openings.size >= 4, `x opened on ${[...openings].join(',')} only`);
   assert.deepEqual(bestMoves([null, null, null, null, null, null, null, null, null]), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
   assert.throws(() => ticTacToe.create(1, { solutionTies: 'random' }), /solutionTies/);
+});
+
+/** A board from 9 characters, row by row: X, O, or anything else for a free cell. */
+const boardOf = (cells: string): Board => cells.split('').map((c) => (c === 'X' || c === 'O' ? c : null));
+/** The 'minimax-traps' reward of each legal move, by its digit. */
+const trapRewards = (cells: string): Record<string, number> =>
+  Object.fromEntries(legalMoves(boardOf(cells)).map((c) => [String(c + 1), moveReward(boardOf(cells), c, 'minimax-traps')]));
+
+test("'minimax-traps' ranks a forced win over every drawing move, drawing moves by the share of replies that lose, and both over a losing move", () => {
+  const near = (a: number, b: number) => Math.abs(a - b) < 1e-12;
+  // The empty board: every move draws; a corner leaves 7 of 8 replies losing (all but the centre), the centre and an edge 4 of 8.
+  const empty = trapRewards('.........');
+  for (const d of ['1', '3', '7', '9']) assert.ok(near(empty[d]!, 7 / 8), `corner ${d}: ${empty[d]}`);
+  for (const d of ['2', '4', '5', '6', '8']) assert.ok(near(empty[d]!, 4 / 8), `${d}: ${empty[d]}`);
+  // X corner, O centre: a move that threatens a line (2, 3, 4, 7) leaves O one block among 6 replies.
+  const threat = trapRewards('X...O....');
+  for (const d of ['2', '3', '4', '7']) assert.ok(near(threat[d]!, 5 / 6), `${d}: ${threat[d]}`);
+  for (const d of ['6', '8', '9']) assert.ok(near(threat[d]!, 2 / 6), `${d}: ${threat[d]}`);
+  // X corner, O opposite corner: 3 and 7 win by force; 5 draws (4 of 6 replies lose), 6 and 8 draw
+  // (3 of 6); 2 and 4 lose by force although 5 of 6 of O's replies would lose (the bonus is for drawing moves only).
+  const mixed = trapRewards('X.......O');
+  assert.deepEqual([mixed['3'], mixed['7'], mixed['2'], mixed['4']], [1, 1, -1, -1]);
+  assert.ok(near(mixed['5']!, 4 / 6) && near(mixed['6']!, 3 / 6) && near(mixed['8']!, 3 / 6), JSON.stringify(mixed));
+  assert.ok(trapShare(boardOf('X.......O'), 1) > trapShare(boardOf('X.......O'), 4), "the losing move's own share is the larger");
+  // Over every reachable position: a forced win scores 1, a forced loss -1, a drawing move its trap share in [0, 1).
+  for (const board of reachablePositions()) {
+    for (const cell of legalMoves(board)) {
+      const value = moveValue(board, cell);
+      const r = moveReward(board, cell, 'minimax-traps');
+      if (value !== 0) assert.equal(r, value);
+      else assert.ok(r >= 0 && r < 1 && r === trapShare(board, cell), `${board.map((m) => m ?? '.').join('')} cell ${cell}: ${r}`);
+      assert.equal(moveReward(board, cell, 'minimax'), value, "'minimax' is unchanged");
+    }
+  }
+});
+
+test("'minimax-traps' gives a drawing move no bonus where the opponent has no losing reply", () => {
+  // After a corner opening, the centre is O's only drawing reply, and none of X's answers then loses.
+  assert.deepEqual(trapRewards('X........'), { 2: -1, 3: -1, 4: -1, 5: 0, 6: -1, 7: -1, 8: -1, 9: -1 });
+  // After a centre opening, O's corners draw and X can answer anything without losing by force.
+  const centre = trapRewards('....X....');
+  for (const d of ['1', '3', '7', '9']) assert.equal(centre[d], 0, `corner ${d}`);
+  // A move that fills the board draws: no replies, no bonus.
+  assert.equal(trapShare(boardOf('XOXXOOOX.'), 8), 0);
+});
+
+test("'minimax-traps' through the environment: drawing moves score their bonus, a win 1, the last drawing move 0, a forfeit -2", () => {
+  const env = ticTacToe.create(0, { reward: 'minimax-traps' });
+  assert.equal(env.act('x', '1').localReward, 7 / 8, 'a corner opening');
+  assert.equal(env.act('o', '5').localReward, 0, 'the only drawing reply: no losing answer for X');
+  assert.equal(env.act('x', '9').localReward, trapShare(boardOf('X...O....'), 8));
+  const forfeit = ticTacToe.create(0, { reward: 'minimax-traps' });
+  assert.equal(forfeit.act('x', '10').localReward, ticTacToeRewards.forfeit);
+  // A game to its end with the solver: X wins after O's losing edge reply; every X move scores 1, the winning one too.
+  const won = ticTacToe.create(0, { reward: 'minimax-traps' });
+  won.act('x', '1');
+  assert.equal(won.act('o', '2').localReward, -1);
+  while (!won.done) {
+    const agent = won.currentAgent();
+    const r = won.act(agent, won.solution(agent)).localReward;
+    if (agent === 'x') assert.equal(r, 1);
+  }
+  assert.equal(won.winner, 'X');
+  // Perfect play from the empty board draws; its last move scores the draw, 0.
+  const drawn = ticTacToe.create(0, { reward: 'minimax-traps' });
+  let last = NaN;
+  while (!drawn.done) last = drawn.act(drawn.currentAgent(), drawn.solution(drawn.currentAgent())).localReward;
+  assert.equal(drawn.winner, null);
+  assert.equal(last, 0);
+  // Options without the field keep parsing to the default ('outcome'), as before the option existed.
+  assert.equal(ticTacToe.create(0, {}).options.reward, 'outcome');
+  assert.throws(() => ticTacToe.create(0, { reward: 'traps' }), /reward/);
 });

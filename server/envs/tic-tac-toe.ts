@@ -25,6 +25,13 @@
  *     (a drawing last move included);
  *   'minimax': the perfect-play value of the move: +1 forced win, 0 draw, -1 forced loss (a dense
  *     signal for per-turn credit, computed by the solver);
+ *   'minimax-traps': as 'minimax', plus, for a move that keeps a draw, the share of the opponent's
+ *     legal replies that lose by force (`trapShare`, in [0, 1): one reply at least holds the draw).
+ *     'minimax' scores every draw-keeping move the same, so nothing in it prefers the moves that
+ *     beat a weak player; this does, and keeps the order forced win (1) > any drawing move with
+ *     its bonus (0 to < 1) > forced loss (-1) > forfeit (-2). It is also the drawing move's
+ *     expected value against a random replier followed by perfect play (a losing reply is then a
+ *     win, any other a draw). A move that ends the game scores as in 'minimax' (win 1, draw 0);
  *   forfeit (either mode): -2, worse than any legal move.
  * `solution` (the warm start's demonstrations) is a perfect move: by default the lowest cell of
  * the best ones, which teaches a digit prior (x always opens on 1, and a policy unsure of a move
@@ -51,6 +58,25 @@ import { bestMove, bestMoves, emptyBoard, isOver, legalMoves, moveValue, toMove,
 
 export const ticTacToeRewards = { win: 1, draw: 0, forfeit: -2 } as const;
 
+/**
+ * The share of the opponent's legal replies to `cell` that lose by force (after which the mover
+ * has a forced win): 0 when the move ends the game, below 1 for a move that only keeps a draw (one
+ * reply at least holds it). What 'minimax-traps' adds to a drawing move's value.
+ */
+export function trapShare(board: Board, cell: number): number {
+  const next = [...board];
+  next[cell] = toMove(board);
+  if (isOver(next)) return 0;
+  const replies = legalMoves(next);
+  return replies.filter((r) => moveValue(next, r) === -1).length / replies.length;
+}
+
+/** The per-move reward of 'minimax' and 'minimax-traps' (before the move is played; not for a forfeit). */
+export function moveReward(board: Board, cell: number, reward: 'minimax' | 'minimax-traps'): number {
+  const value = moveValue(board, cell);
+  return reward === 'minimax-traps' && value === 0 ? trapShare(board, cell) : value;
+}
+
 const openingCount = z.number().int().min(0).max(4);
 
 export const ticTacToeOptionsSchema = z
@@ -67,8 +93,13 @@ export const ticTacToeOptionsSchema = z
       ])
       .default(0)
       .describe('Random moves played before the agents start: a count (0-4), or a range [min, max] whose count each seed draws.'),
-    /** 'outcome': +1 for the winning move only. 'minimax': every move scored by its perfect-play value. */
-    reward: z.enum(['outcome', 'minimax']).default('outcome').describe("'outcome' (terminal) or 'minimax' (per-move value)."),
+    /** 'outcome': +1 for the winning move only. 'minimax': every move scored by its perfect-play value; 'minimax-traps' adds to a drawing move the share of the replies that lose. */
+    reward: z
+      .enum(['outcome', 'minimax', 'minimax-traps'])
+      .default('outcome')
+      .describe(
+        "'outcome' (terminal), 'minimax' (per-move perfect-play value) or 'minimax-traps' (the same, plus for a move that keeps a draw the share of the opponent's replies that lose by force, in [0, 1): it prefers the moves that beat weak play).",
+      ),
     /** Which of several perfect moves `solution` (the warm start's demonstrations) gives. */
     solutionTies: z
       .enum(['lowest', 'seeded'])
@@ -173,7 +204,7 @@ export class TicTacToeEnvironment implements Environment {
       this.#forfeitedBy = me;
       return { ...this.#result(ticTacToeRewards.forfeit, null, `cell ${s} is taken: ${me} forfeits`), illegal: true };
     }
-    const value = this.options.reward === 'minimax' ? moveValue(this.#board, cell) : 0;
+    const value = this.options.reward === 'outcome' ? 0 : moveReward(this.#board, cell, this.options.reward);
     this.#board[cell] = markOf[me];
     if (winnerOf(this.#board) !== null) return this.#result(ticTacToeRewards.win, null, `${me} plays ${s} and wins`);
     if (isOver(this.#board)) return this.#result(ticTacToeRewards.draw, null, `${me} plays ${s}: draw`);
