@@ -19,7 +19,7 @@ import { TEST_SEED_OFFSET } from '../../server/envs/seed-ranges.ts';
 import { validationSeed } from '../../server/envs/seed-ranges.ts';
 import { Rng } from '../../server/envs/rng.ts';
 import { bestMove, isOver, legalMoves, moveValue, optimalMoves, reachablePositions, toMove, winnerOf, type Board, type Mark } from '../../server/envs/tic-tac-toe-board.ts';
-import { evaluateAgainst, minimaxPlayer, randomPlayer, type TextPolicy } from '../../server/envs/tic-tac-toe-players.ts';
+import { evaluateAgainst, minimaxPlayer, playAgainst, randomPlayer, type TextPolicy } from '../../server/envs/tic-tac-toe-players.ts';
 import { trapShare } from '../../server/envs/tic-tac-toe.ts';
 
 const games = Number(process.argv[2] ?? 128);
@@ -57,20 +57,31 @@ const policies: Record<string, (b: Board, rng: Rng) => number> = {
 
 const pct = (x: number): string => (100 * x).toFixed(1);
 console.log(`test games: ${games} per opponent, both sides, seeds ${seed}..${seed + games - 1}\n`);
-console.log('| policy | non-loss vs minimax | win vs random | draws vs random | losses vs random | agrees with best-vs-random (all positions) |');
-console.log('|---|---|---|---|---|---|');
+console.log('| policy | non-loss vs minimax | win vs random | draws vs random | losses vs random | wins vs random as x / as o | as good as best-vs-random (all positions) |');
+console.log('|---|---|---|---|---|---|---|');
 const positions = reachablePositions();
 for (const [name, choose] of Object.entries(policies)) {
-  const rng = new Rng(0, 'ttt-ceiling');
-  const text: TextPolicy = (_obs, game) => String(choose(game.board, rng) + 1);
+  // A fresh stream per match (only solver-uniform draws from it), so the split below replays the random match.
+  const policy = (): TextPolicy => {
+    const rng = new Rng(0, 'ttt-ceiling');
+    return (_obs, game) => String(choose(game.board, rng) + 1);
+  };
   const match = { games, side: 'both' as const, seed };
-  const mm = await evaluateAgainst(text, minimaxPlayer, match);
-  const rd = await evaluateAgainst(text, randomPlayer, match);
+  const mm = await evaluateAgainst(policy(), minimaxPlayer, match);
+  const rd = await evaluateAgainst(policy(), randomPlayer, match);
+  const rng = new Rng(0, 'ttt-ceiling');
+  // The same games split by side (evaluateAgainst alternates x, o from game 0 on seed + g).
+  const sideText = policy();
+  const sideWins = { x: 0, o: 0 };
+  for (let g = 0; g < games; g++) {
+    const side = g % 2 === 0 ? 'x' : 'o';
+    if ((await playAgainst(sideText, randomPlayer, { side, seed: seed + g })).outcome === 'win') sideWins[side]++;
+  }
   const agree = name === 'expectimax' ? NaN : positions.filter((b) => {
     const c = choose(b, new Rng(0, 'agree'));
     return safeChance(play(b, c), toMove(b)) >= safeChance(play(b, policies['best-vs-random']!(b, rng)), toMove(b)) - 1e-12;
   }).length;
-  console.log(`| ${name} | ${pct(mm.nonLossRate)}% (${mm.wins + mm.draws}/${games}) | ${pct(rd.winRate)}% (${rd.wins}/${games}) | ${rd.draws} | ${rd.losses} | ${Number.isNaN(agree) ? 'n/a' : `${pct(agree / positions.length)}%`} |`);
+  console.log(`| ${name} | ${pct(mm.nonLossRate)}% (${mm.wins + mm.draws}/${games}) | ${pct(rd.winRate)}% (${rd.wins}/${games}) | ${rd.draws} | ${rd.losses} | ${sideWins.x} / ${sideWins.o} | ${Number.isNaN(agree) ? 'n/a' : `${pct(agree / positions.length)}%`} |`);
 }
 
 // How well each per-move bonus predicts the win chance against random, over draw-valued moves.
