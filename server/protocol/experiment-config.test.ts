@@ -74,6 +74,7 @@ describe('shipped configs', () => {
       'sudoku/L1-shared.json',
       'sudoku/L2-lora.json',
       'sudoku/L2-lora-pad.json',
+      'sudoku/L2-lora-6.json',
       'tic-tac-toe/L1-shared.json',
       'tic-tac-toe/L2-lora.json',
     ]) {
@@ -134,6 +135,22 @@ describe('shipped configs', () => {
       delete c['warmStart'].steps;
     }
     assert.deepEqual(pad, base);
+  });
+
+  test("sudoku's 6-cell config differs from the padded one only in the empty cells, the warm start's loss target, the RL steps and the texts", () => {
+    const six = readJson(join(configsDir, 'sudoku', 'L2-lora-6.json')) as Record<string, any>;
+    const pad = readJson(join(configsDir, 'sudoku', 'L2-lora-pad.json')) as Record<string, any>;
+    assert.equal(six['env'].options.emptyCells, 6);
+    assert.equal(six['warmStart'].stopAtLoss, 0.15);
+    assert.equal(six['training'].steps, 80);
+    for (const c of [six, pad]) {
+      delete c['name'];
+      delete c['description'];
+      delete c['env'].options.emptyCells;
+      delete c['warmStart'].stopAtLoss;
+      delete c['training'].steps;
+    }
+    assert.deepEqual(six, pad);
   });
 
   test("math's mod + linear configs differ from their add + mul ones only in the tiers and the texts", () => {
