@@ -23,9 +23,10 @@
  *    then), and of those, turns on which it played one;
  *  - hints, discards (legal ones).
  */
-import { hanabi } from '../../server/envs/hanabi/hanabi-env.ts';
+import type { HanabiEnvironment } from '../../server/envs/hanabi/hanabi-env.ts';
 import { playerView, surelyPlayable } from '../../server/envs/hanabi/hanabi-game.ts';
 import { openRunStore } from '../../server/store/index.ts';
+import { hanabiRuns, replayGames, type StoredAct } from './hanabi-replay.ts';
 
 const [dbPath, stepArg = '0', phase = 'validation'] = process.argv.slice(2);
 if (!dbPath || !/^\d+$/.test(stepArg) || (phase !== 'validation' && phase !== 'train')) {
@@ -60,54 +61,40 @@ const pct = (n: number, d: number): string => (d === 0 ? '-' : `${((100 * n) / d
 const store = openRunStore(dbPath, { queryOnly: true });
 try {
   let reported = 0;
-  for (const summary of store.listRuns()) {
-    const run = store.getRun(summary.id)!;
-    const config = run.config as { seed?: number; env?: { name?: string; options?: unknown } };
-    if (config.env?.name !== 'hanabi') continue;
+  for (const run of hanabiRuns(store)) {
     const t: Tally = { games: 0, acts: 0, refused: 0, plays: 0, scored: 0, misplays: 0, surePlays: 0, sureTurns: 0, hints: 0, discards: 0, lostFuses: 0, score: 0, refusedWhy: new Map(), refusedText: new Map() };
-    for (let offset = 0; ; offset += 500) {
-      const page = store.listTrajectories({ runId: run.id, step, phase, limit: 500, offset });
-      for (const g of page) {
-        const env = hanabi.create(g.envSeed, config.env.options);
-        t.games++;
-        // The kept path, act by act (each turn's siblings are the branches it was chosen among).
-        for (const kept of store.getTrajectory(g.id)!.turns) {
-          const turn = { agent: kept.agentId, prompt: kept.promptText, response: kept.responseText };
-          if (env.done) throw new Error(`run ${run.id} game ${g.id} (seed ${g.envSeed}): a stored act after the game ended`);
-          if (env.observe(turn.agent) !== turn.prompt) throw new Error(`run ${run.id} game ${g.id} (seed ${g.envSeed}): the replayed prompt differs from the stored one at act ${t.acts + 1}:\n${env.observe(turn.agent)}---\n${turn.prompt}`);
-          const s = env.state;
-          const seat = s.current;
-          const sure = playerView(s, seat).own.map((k) => surelyPlayable(k, s.fireworks));
-          const fusesBefore = s.fuses;
-          const scoreBefore = s.fireworks.reduce((a, b) => a + b, 0);
-          const r = env.act(turn.agent, turn.response);
-          t.acts++;
-          if (sure.some(Boolean)) t.sureTurns++;
-          if (r.parseError !== null || r.illegal === true) {
-            t.refused++;
-            const why = r.parseError !== null ? 'unreadable' : (/: ([^:]+)\)$/.exec(r.info)?.[1] ?? 'refused');
-            t.refusedWhy.set(why, (t.refusedWhy.get(why) ?? 0) + 1);
-            t.refusedText.set(turn.response, (t.refusedText.get(turn.response) ?? 0) + 1);
-            continue;
-          }
-          const verb = turn.response.trim().split(' ')[0];
-          if (verb === 'hint') t.hints++;
-          else if (verb === 'discard') t.discards++;
-          else {
-            t.plays++;
-            const after = env.state;
-            if (after.fuses < fusesBefore) t.misplays++;
-            else if (after.fireworks.reduce((a, b) => a + b, 0) > scoreBefore) t.scored++;
-            if (sure[Number(turn.response.trim().split(' ')[1]) - 1] === true) t.surePlays++;
-          }
-        }
-        if (env.state.ended === 'fuses') t.lostFuses++;
-        t.score += env.score;
+    const onAct = (env: HanabiEnvironment, turn: StoredAct): void => {
+      const s = env.state;
+      const sure = playerView(s, s.current).own.map((k) => surelyPlayable(k, s.fireworks));
+      const fusesBefore = s.fuses;
+      const scoreBefore = s.fireworks.reduce((a, b) => a + b, 0);
+      const r = env.act(turn.agent, turn.response);
+      t.acts++;
+      if (sure.some(Boolean)) t.sureTurns++;
+      if (r.parseError !== null || r.illegal === true) {
+        t.refused++;
+        const why = r.parseError !== null ? 'unreadable' : (/: ([^:]+)\)$/.exec(r.info)?.[1] ?? 'refused');
+        t.refusedWhy.set(why, (t.refusedWhy.get(why) ?? 0) + 1);
+        t.refusedText.set(turn.response, (t.refusedText.get(turn.response) ?? 0) + 1);
+        return;
       }
-      if (page.length < 500) break;
-    }
+      const verb = turn.response.trim().split(' ')[0];
+      if (verb === 'hint') t.hints++;
+      else if (verb === 'discard') t.discards++;
+      else {
+        t.plays++;
+        const after = env.state;
+        if (after.fuses < fusesBefore) t.misplays++;
+        else if (after.fireworks.reduce((a, b) => a + b, 0) > scoreBefore) t.scored++;
+        if (sure[Number(turn.response.trim().split(' ')[1]) - 1] === true) t.surePlays++;
+      }
+    };
+    t.games = replayGames(store, run, step, phase, onAct, (env) => {
+      if (env.state.ended === 'fuses') t.lostFuses++;
+      t.score += env.score;
+    });
     reported++;
-    console.log(`run ${run.id} (${run.name}, seed ${config.seed ?? '?'}): ${phase} games at step ${step}`);
+    console.log(`run ${run.id} (${run.name}, seed ${run.config.seed ?? '?'}): ${phase} games at step ${step}`);
     if (t.games === 0) {
       console.log('  no stored games');
       continue;

@@ -13,8 +13,8 @@
  * answer is the bot's move exactly, a refused move (unreadable or refused by the rules, by its
  * first word), or another legal move (by its first word).
  */
-import { hanabi } from '../../server/envs/hanabi/hanabi-env.ts';
 import { openRunStore } from '../../server/store/index.ts';
+import { hanabiRuns, replayGames } from './hanabi-replay.ts';
 
 const [dbPath, stepArg = '0', phase = 'validation'] = process.argv.slice(2);
 if (!dbPath || !/^\d+$/.test(stepArg) || (phase !== 'validation' && phase !== 'train')) {
@@ -25,38 +25,25 @@ const step = Number(stepArg);
 const store = openRunStore(dbPath, { queryOnly: true });
 try {
   let reported = 0;
-  for (const summary of store.listRuns()) {
-    const run = store.getRun(summary.id)!;
-    const config = run.config as { seed?: number; env?: { name?: string; options?: unknown } };
-    if (config.env?.name !== 'hanabi') continue;
+  for (const run of hanabiRuns(store)) {
     const tally = new Map<string, Map<string, number>>();
     const add = (bot: string, what: string): void => {
       const m = tally.get(bot) ?? new Map<string, number>();
       m.set(what, (m.get(what) ?? 0) + 1);
       tally.set(bot, m);
     };
-    let games = 0;
-    for (let offset = 0; ; offset += 500) {
-      const page = store.listTrajectories({ runId: run.id, step, phase, limit: 500, offset });
-      for (const g of page) {
-        const env = hanabi.create(g.envSeed, config.env.options);
-        games++;
-        for (const turn of store.getTrajectory(g.id)!.turns) {
-          if (env.observe(turn.agentId) !== turn.promptText) throw new Error(`run ${run.id} game ${g.id} (seed ${g.envSeed}): the replayed prompt differs from the stored one`);
-          const s = env.state;
-          const bot = env.solution(turn.agentId);
-          const playableElsewhere = s.hands.some((h, i) => i !== s.current && h.some((c) => s.fireworks[c.colour] === c.rank - 1));
-          const botKind = bot.startsWith('play ') ? 'bot plays' : bot.startsWith('discard ') ? 'bot discards' : playableElsewhere && s.hints > 0 ? 'bot hints a playable card' : 'bot hints, nothing playable to hint';
-          const r = env.act(turn.agentId, turn.responseText);
-          const answer = turn.responseText.trim();
-          const verb = answer.split(' ')[0] ?? '';
-          add(botKind, answer === bot ? 'the bot move' : r.parseError !== null ? 'unreadable' : r.illegal === true ? `refused ${verb}` : `other ${verb}`);
-        }
-      }
-      if (page.length < 500) break;
-    }
+    const games = replayGames(store, run, step, phase, (env, turn) => {
+      const s = env.state;
+      const bot = env.solution(turn.agent);
+      const playableElsewhere = s.hands.some((h, i) => i !== s.current && h.some((c) => s.fireworks[c.colour] === c.rank - 1));
+      const botKind = bot.startsWith('play ') ? 'bot plays' : bot.startsWith('discard ') ? 'bot discards' : playableElsewhere && s.hints > 0 ? 'bot hints a playable card' : 'bot hints, nothing playable to hint';
+      const r = env.act(turn.agent, turn.response);
+      const answer = turn.response.trim();
+      const verb = answer.split(' ')[0] ?? '';
+      add(botKind, answer === bot ? 'the bot move' : r.parseError !== null ? 'unreadable' : r.illegal === true ? `refused ${verb}` : `other ${verb}`);
+    });
     reported++;
-    console.log(`run ${run.id} (${run.name}, seed ${config.seed ?? '?'}): ${phase} games at step ${step}, ${games} games`);
+    console.log(`run ${run.id} (${run.name}, seed ${run.config.seed ?? '?'}): ${phase} games at step ${step}, ${games} games`);
     for (const [kind, m] of [...tally].sort((a, b) => a[0].localeCompare(b[0]))) {
       const n = [...m.values()].reduce((a, b) => a + b, 0);
       console.log(`  ${kind} (${n} acts): ${[...m].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([w, c]) => `${w} ${c}`).join(', ')}`);
