@@ -4,7 +4,8 @@
  * split by side (wins, draws, losses), and its moves in them by class against perfect play:
  * missed-win (a forced win was there; the move drew or lost), blunder (a draw was there; the move
  * lost), draw-best-trap / draw-lesser-trap (a drawing move whose trapShare is / is not the best of
- * the drawing moves: what 'minimax-traps' rewards), keeps-win, lost-anyway, forfeit.
+ * the drawing moves: what 'minimax-traps' rewards), keeps-win, lost-anyway, forfeit; and the
+ * blunders by the side's move number (blunder-at-move-1 is its first move of the game).
  *
  * Usage: node --import tsx bench/learning/ttt-games.ts <run folder> [initial|latest|best|<step>]
  * (a run folder as troupe train or run-variant.ts makes one; bench:learning's kept runs need a
@@ -42,8 +43,11 @@ try {
       }
       const best = Math.max(...legalMoves(b).map((m) => moveValue(b, m)));
       const value = moveValue(b, cell);
-      if (value < best) count(game.agent, best === 1 ? 'missed-win' : 'blunder');
-      else if (value === 0) {
+      if (value < best) {
+        count(game.agent, best === 1 ? 'missed-win' : 'blunder');
+        // Which of the side's moves it was (1st, 2nd, ...): where the policy needs practice.
+        if (best === 0) count(game.agent, `blunder-at-move-${(b.filter((m) => m !== null).length >> 1) + 1}`);
+      } else if (value === 0) {
         const bestTrap = Math.max(...legalMoves(b).filter((m) => moveValue(b, m) === 0).map((m) => trapShare(b, m)));
         count(game.agent, trapShare(b, cell) >= bestTrap - 1e-9 ? 'draw-best-trap' : 'draw-lesser-trap');
       } else count(game.agent, value === 1 ? 'keeps-win' : 'lost-anyway');

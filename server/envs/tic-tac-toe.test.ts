@@ -192,6 +192,64 @@ test('an opening range draws each count in it per seed, the same for a seed ever
   assert.throws(() => ticTacToe.create(1, { openingMoves: [0, 5] }), /openingMoves/);
 });
 
+test('randomOpening: a share of the seeds opens with exactly `plies` random legal moves, drawn from the seed', () => {
+  for (const [share, plies] of [[0.5, 1], [0.3, 2], [1, 3], [0.8, 4]] as const) {
+    const options = { openingMoves: 0, randomOpening: { share, plies } };
+    let forced = 0;
+    const firstCells = new Map<number, number>();
+    for (let i = 0; i < 1000; i++) {
+      const env = ticTacToe.create(trainSeed(i), options);
+      const again = ticTacToe.create(trainSeed(i), options);
+      assert.deepEqual(env.board, again.board, 'the same seed opens the same way');
+      assert.equal(env.observe(env.currentAgent()), again.observe(again.currentAgent()));
+      const n = env.board.filter((m) => m !== null).length;
+      assert.ok(n === 0 || n === plies, `${n} opening moves with plies ${plies}`);
+      if (n === 0) continue;
+      forced++;
+      // Legal: alternate marks from X, nobody has won, the side to move follows the count.
+      const xs = env.board.filter((m) => m === 'X').length;
+      assert.equal(xs, Math.ceil(plies / 2));
+      assert.equal(n - xs, Math.floor(plies / 2));
+      assert.equal(winnerOf(env.board), null);
+      assert.ok(!env.done);
+      assert.equal(env.currentAgent(), plies % 2 === 0 ? 'x' : 'o');
+      if (plies === 1) {
+        const cell = env.board.findIndex((m) => m !== null);
+        firstCells.set(cell, (firstCells.get(cell) ?? 0) + 1);
+      }
+    }
+    assert.ok(Math.abs(forced / 1000 - share) < 0.05, `${forced} of 1000 seeds forced with share ${share}`);
+    // Uniform over the legal moves: every first move, each near its ninth.
+    if (plies === 1) for (let c = 0; c < 9; c++) assert.ok((firstCells.get(c) ?? 0) > forced / 9 / 2, `cell ${c + 1} opened ${firstCells.get(c) ?? 0} of ${forced}`);
+  }
+  // Another seed range deals other openings: they come from the seed, not a fixed list.
+  const boards = (from: number) => Array.from({ length: 20 }, (_, i) => ticTacToe.create(trainSeed(from + i), { randomOpening: { share: 1, plies: 2 } }).board.join());
+  assert.notDeepEqual(boards(0), boards(1000));
+});
+
+test('randomOpening off, or outside its share, leaves every seed as it was; bad values are refused', () => {
+  const base = { openingMoves: [0, 3], reward: 'minimax' } as const;
+  // Off by default, and absent from the parsed options (the warm start's cache key is unchanged).
+  assert.ok(!('randomOpening' in ticTacToe.create(1, base).options));
+  let outside = 0;
+  for (let i = 0; i < 500; i++) {
+    const plain = ticTacToe.create(trainSeed(i), base);
+    const none = ticTacToe.create(trainSeed(i), { ...base, randomOpening: { share: 0, plies: 1 } });
+    assert.equal(none.observe(none.currentAgent()), plain.observe(plain.currentAgent()), 'share 0 changes nothing');
+    const half = ticTacToe.create(trainSeed(i), { ...base, randomOpening: { share: 0.5, plies: 2 } });
+    const n = half.board.filter((m) => m !== null).length;
+    if (n !== 2 || half.board.join() === plain.board.join()) {
+      // Not forced (or forced to the same board): the openingMoves board, byte for byte.
+      assert.equal(half.observe(half.currentAgent()), plain.observe(plain.currentAgent()));
+      outside++;
+    }
+  }
+  assert.ok(outside > 150, `${outside} of 500 seeds outside the share`);
+  for (const bad of [{ share: 1.5, plies: 1 }, { share: -0.1, plies: 1 }, { share: 0.5, plies: 0 }, { share: 0.5, plies: 5 }, { share: 0.5, plies: 1.5 }, { share: 0.5 }, { share: 0.5, plies: 1, extra: 1 }]) {
+    assert.throws(() => ticTacToe.create(1, { randomOpening: bad }), /randomOpening/, JSON.stringify(bad));
+  }
+});
+
 test('turn counts rounds of one move each; playAgainst reports forfeits from the policy side', async () => {
   const env = ticTacToe.create(0);
   const turns: number[] = [];

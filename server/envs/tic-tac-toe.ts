@@ -8,6 +8,9 @@
  * A range `[min, max]` draws the count per seed, so that training sees the empty board and its
  * first replies too: a policy trained only on 2-move openings never meets the positions a game
  * against an opponent starts from (measured: it lost all 64 games to minimax, 0 forfeits).
+ * `randomOpening: { share, plies }` (off by default) overrides that for a share of the seeds,
+ * drawn from the seed: they open with exactly `plies` random moves (plies 1: o answers every first
+ * move, where self-play's x opens mostly on one cell).
  * After an odd number of them `o` moves first; always ask `currentAgent()`.
  *
  * Action: one digit 1-9, the cell to mark, row by row; the prompt shows free cells as their digit:
@@ -100,6 +103,17 @@ export const ticTacToeOptionsSchema = z
       .describe(
         "'outcome' (terminal), 'minimax' (per-move perfect-play value) or 'minimax-traps' (the same, plus for a move that keeps a draw the share of the opponent's replies that lose by force, in [0, 1): it prefers the moves that beat weak play).",
       ),
+    /** A share of the seeds that open with exactly `plies` random moves instead of `openingMoves`. */
+    randomOpening: z
+      .object({
+        share: z.number().min(0).max(1).describe('The share of seeds (drawn per seed) that open with `plies` random moves; the others follow openingMoves.'),
+        plies: z.number().int().min(1).max(4).describe('Random legal moves those seeds play before the agents start (1: o answers any first move; 2: x meets any reply).'),
+      })
+      .strict()
+      .optional()
+      .describe(
+        "A share of the seeds open with exactly `plies` uniformly random legal moves, drawn from the seed, instead of openingMoves: e.g. { share: 0.5, plies: 1 } makes o answer every first move in half the tasks, where self-play's x mostly opens on one cell. Off by default. It applies to every game the environment makes from a seed (training tasks, the warm start's demonstrations, self-play validation); the games against random and minimax start from the empty board whatever the options.",
+      ),
     /** Which of several perfect moves `solution` (the warm start's demonstrations) gives. */
     solutionTies: z
       .enum(['lowest', 'seeded'])
@@ -138,6 +152,15 @@ export class TicTacToeEnvironment implements Environment {
       return;
     }
     this.#board = emptyBoard();
+    const forced = options.randomOpening;
+    if (forced !== undefined) {
+      // Its own stream, so the seeds outside the share open exactly as they do without the option.
+      const own = new Rng(seed, 'tic-tac-toe random opening');
+      if (own.chance(forced.share)) {
+        for (let i = 0; i < forced.plies; i++) this.#board[own.pick(legalMoves(this.#board))] = toMove(this.#board);
+        return;
+      }
+    }
     const rng = new Rng(seed, 'tic-tac-toe');
     const [min, max] = typeof options.openingMoves === 'number' ? [options.openingMoves, options.openingMoves] : (options.openingMoves as [number, number]);
     // A fixed count draws nothing, so seeds keep the openings they had before ranges existed.
