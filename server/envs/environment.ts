@@ -160,6 +160,14 @@ export interface EnvironmentFactory<Options = unknown> {
    * before the run starts so that a machine without one is refused up front.
    */
   readonly runsCode?: boolean;
+  /**
+   * Options that only change rewards: never an observation, what an act does, success, or the
+   * solver's answer. The warm start imitates the solver and never reads a reward, so its cache key
+   * takes each of these at its default (`warmStartOptions`): configs that differ only in them share
+   * one warm start, and comparisons between them start from the same weights. The contract test
+   * (environments.test.ts) checks that each leaves the solver's episodes unchanged.
+   */
+  readonly rewardOnlyOptions?: readonly (unknown extends Options ? string : keyof Options & string)[];
   /** Generates the instance for `seed` (a non-negative safe integer). Throws on bad seed or options. */
   create(seed: number, options?: unknown): Environment;
 }

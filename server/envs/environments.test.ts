@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { isPrintableText } from './action-text.ts';
-import type { Environment } from './environment.ts';
-import { createEnvironment, environmentNames, environments, type EnvironmentName } from './environments.ts';
+import type { Environment, EnvironmentFactory } from './environment.ts';
+import { createEnvironment, environmentNames, environments, warmStartOptions, type EnvironmentName } from './environments.ts';
 import { parsePenalty } from './puzzle-environment.ts';
 import { Rng } from './rng.ts';
 import { trainSeed, validationSeed } from './seed-ranges.ts';
@@ -104,6 +104,35 @@ function atEachAgent(env: Environment): Environment[] {
   return out;
 }
 
+/**
+ * Other values of each environment's reward-only options (`rewardOnlyOptions`): the contract test
+ * plays each against the default. An environment that declares an option must list it here.
+ */
+const rewardOnlyAlternatives: { readonly [N in EnvironmentName]?: Readonly<Record<string, readonly unknown[]>> } = {
+  hanabi: { fusePenalty: [0, 0.25, 7], bombOut: ['keep'] },
+};
+
+/**
+ * One episode's trace apart from rewards: each prompt, act, outcome and the solver's answer. Acts
+ * mix the solver's answer with near-miss text (misplays, illegal moves, forfeits), so the trace
+ * reaches states that solver play never does.
+ */
+function traceWithoutRewards(name: EnvironmentName, options: Record<string, unknown>, seed: number, nearMiss: (rng: Rng) => string): string[] {
+  const env = createEnvironment(name, seed, options);
+  const rng = new Rng(seed, 'reward-only trace');
+  const out: string[] = [];
+  for (let i = 0; i < 400 && !env.done; i++) {
+    const agent = env.currentAgent();
+    const solution = env.solution(agent);
+    const text = rng.chance(0.6) ? solution : nearMiss(rng);
+    const before = env.observe(agent);
+    const r = env.act(agent, text);
+    out.push(JSON.stringify({ agent, before, solution, text, parseError: r.parseError, done: r.done, success: r.success, info: r.info }));
+  }
+  out.push(JSON.stringify({ done: env.done, success: env.success, turn: env.turn }));
+  return out;
+}
+
 describe('environment registry', () => {
   test('every registered name is listed and creates an environment of that name', () => {
     assert.deepEqual([...environmentNames].sort(), Object.keys(environments).sort());
@@ -123,6 +152,23 @@ describe('environment registry', () => {
     assert.throws(() => createEnvironment('sokoban', 1, { maxTurns: 0 }), /maxTurns/);
     assert.throws(() => createEnvironment('tic-tac-toe', 1, { openingMoves: 5 }), /openingMoves/);
     assert.throws(() => createEnvironment('tic-tac-toe', 1, { reward: 'shaped' }), /reward/);
+  });
+
+  test('a reward-only option changes no prompt, act, outcome or solver answer: only rewards', () => {
+    const nearMissOf = (name: EnvironmentName) => configs.find((c) => c.name === name)!.nearMiss;
+    for (const name of environmentNames) {
+      const declared = [...(environments[name] as EnvironmentFactory<unknown>).rewardOnlyOptions ?? []].sort();
+      assert.deepEqual(declared, Object.keys(rewardOnlyAlternatives[name] ?? {}).sort(), `${name}: rewardOnlyOptions and the values this test tries name the same options`);
+      for (const [option, values] of Object.entries(rewardOnlyAlternatives[name] ?? {})) {
+        for (const value of values) {
+          for (const seed of seedsFor(40)) {
+            const plain = traceWithoutRewards(name, {}, seed, nearMissOf(name));
+            assert.deepEqual(traceWithoutRewards(name, { [option]: value }, seed, nearMissOf(name)), plain, `${name} ${option}: ${JSON.stringify(value)}, seed ${seed}`);
+          }
+        }
+        assert.deepEqual(warmStartOptions(name, { ...(environments[name].optionsSchema.parse({}) as object), [option]: values[0] }), environments[name].optionsSchema.parse({}), `${name}: the warm start keys ${option} at its default`);
+      }
+    }
   });
 
   test('with a split, a seed from the other range is refused', () => {

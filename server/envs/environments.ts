@@ -83,3 +83,22 @@ export function environmentRunsCode(name: EnvironmentName): boolean {
   const factory: EnvironmentFactory<unknown> = environments[name];
   return factory.runsCode === true;
 }
+
+/**
+ * The options as the warm start's cache key sees them: each of the environment's reward-only
+ * options (`EnvironmentFactory.rewardOnlyOptions`) at its default, the rest as given. Options of an
+ * unknown environment are returned as they are.
+ */
+export function warmStartOptions(name: string, options: unknown): unknown {
+  if (!isEnvironmentName(name)) return options;
+  const factory: EnvironmentFactory<unknown> = environments[name];
+  const rewardOnly = factory.rewardOnlyOptions ?? [];
+  if (rewardOnly.length === 0 || typeof options !== 'object' || options === null) return options;
+  const defaults = factory.optionsSchema.parse({}) as Record<string, unknown>;
+  const keyed: Record<string, unknown> = { ...(options as Record<string, unknown>) };
+  for (const k of rewardOnly) {
+    if (defaults[k] === undefined) delete keyed[k];
+    else keyed[k] = defaults[k];
+  }
+  return keyed;
+}

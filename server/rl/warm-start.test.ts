@@ -5,10 +5,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Environment } from '../envs/environment.ts';
-import { createEnvironment } from '../envs/environments.ts';
+import { createEnvironment, environments } from '../envs/environments.ts';
+import { parseModelConfig } from '../models/model-config.ts';
 import { defaultTokenizer as tok } from '../models/tokenizer.ts';
 import type { TrainSequence } from '../models/train-batch.ts';
-import { solverDemonstrations, type ProposalNoise } from './warm-start.ts';
+import { solverDemonstrations, warmStartKey, type ProposalNoise } from './warm-start.ts';
 
 const make = (seed: number) => createEnvironment('plan-path', seed, { size: 7 });
 const text = (s: TrainSequence) => ({ prompt: tok.decode(s.tokens.subarray(0, s.promptLength)), answer: tok.decode(s.tokens.subarray(s.promptLength), { specials: 'skip' }) });
@@ -94,4 +95,18 @@ test("flawed proposals go to whichever agent reviews the round's first answer, w
   // Same environment, same demonstrations: the names change nothing, so the reviewer sees flawed and missing proposals.
   assert.deepEqual((await solverDemonstrations(renamed, 40, ['scout', 'lead'], tok, noise)).map(text), (await solverDemonstrations(make, 40, ['tool', 'plan'], tok, noise)).map(text));
   assert.deepEqual((await solverDemonstrations(renamed, 40, ['lead'], tok, noise)).map(text), (await solverDemonstrations(make, 40, ['plan'], tok, noise)).map(text));
+});
+
+test('the warm-start key takes reward-only options at their defaults, and every other option as given', async () => {
+  const job = { modelId: 'base', config: parseModelConfig({ vocabSize: 112, hiddenSize: 16, numLayers: 1, numHeads: 2, intermediateSize: 32, maxSequenceLength: 400 }), weights: new Map(), weightsKey: 'init:1', agents: ['p1', 'p2'], maxNewTokens: 12 };
+  const budget = { demonstrations: 40, steps: 6, batchSize: 8, lr: 5e-3 };
+  const key = (options: Record<string, unknown>) => {
+    const parsed = environments.hanabi.optionsSchema.parse(options); // as resolve-experiment passes them
+    return warmStartKey(job, { name: 'hanabi', options: parsed, make: (seed) => createEnvironment('hanabi', seed, parsed) }, budget, tok);
+  };
+  const plain = await key({});
+  assert.equal(await key({ fusePenalty: 0.25 }), plain, 'a penalty the demonstrations never see keys as the default');
+  assert.equal(await key({ fusePenalty: 0, bombOut: 'keep' }), plain);
+  assert.notEqual(await key({ showLegalMoves: true }), plain, 'a prompt option keys apart');
+  assert.notEqual(await key({ fusePenalty: 0.25, showLegalMoves: true }), plain);
 });

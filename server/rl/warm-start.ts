@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Environment } from '../envs/environment.ts';
+import { warmStartOptions } from '../envs/environments.ts';
 import { trainSeed } from '../envs/seed-ranges.ts';
 import { rolloutSolver } from '../envs/solver-rollout.ts';
 import { actAllWithPrograms, actWithPrograms, type ProgramRunner } from '../envs/program-acts.ts';
@@ -326,7 +327,8 @@ export async function warmStartKey(
       sample,
       model: job.config,
       weights: job.weightsKey,
-      env,
+      // Reward-only options at their defaults: the demonstrations never read a reward.
+      env: { ...env, options: warmStartOptions(env.name, env.options) },
       agents: [...job.agents].sort(),
       // Without DAgger rounds the budget keys as it did before DAgger existed, so caches stay valid.
       // An unset stopAtLoss (undefined) is left out of the JSON, so the caches made before it existed stay valid.

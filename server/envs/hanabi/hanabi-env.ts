@@ -366,6 +366,8 @@ export const hanabi = {
     const o = parseOptions(hanabiOptionsSchema, options, 'hanabi');
     return new HanabiEnvironment(checkSeed(seed, 'hanabi'), o);
   },
+  // The penalty is team reward only; 'keep' or 'zero' changes only the score of a game that has ended.
+  rewardOnlyOptions: ['fusePenalty', 'bombOut'],
 } satisfies EnvironmentFactory<HanabiOptions>;
 
 /** The highest score a variant allows. */
