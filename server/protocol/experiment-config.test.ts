@@ -146,6 +146,26 @@ describe('shipped configs', () => {
     assert.deepEqual(sharedPart(six, differ), sharedPart(pad, differ));
   });
 
+  test("sudoku's 6-cell GRPO baseline differs from the 6-cell team only in the algorithm and the texts", () => {
+    const grpo = readJson(join(configsDir, 'sudoku', 'L2-grpo-6.json')) as Record<string, any>;
+    const six = readJson(join(configsDir, 'sudoku', 'L2-lora-6.json')) as Record<string, any>;
+    assert.equal(grpo['algorithm'].name, 'grpo');
+    assert.equal(six['algorithm'].name, 'at-grpo');
+    const differ = ['algorithm.name'];
+    assert.deepEqual(sharedPart(grpo, differ), sharedPart(six, differ));
+  });
+
+  test("sudoku's 6-cell single agent has the 6-cell team's budget: it differs only in the agents, the team's planAccepts and the texts", () => {
+    const single = readJson(join(configsDir, 'sudoku', 'L0-single-6.json')) as Record<string, any>;
+    const six = readJson(join(configsDir, 'sudoku', 'L2-lora-6.json')) as Record<string, any>;
+    assert.equal(single['env'].options.variant, 'single');
+    assert.equal(single['specialization'], 'L0');
+    assert.deepEqual(single['router'], { solo: 'solo-lora' });
+    assert.deepEqual(single['policies']['solo-lora'], six['policies']['tool-lora'], "the solo adapter is one of the team's");
+    const differ = ['env.options.variant', 'env.options.planAccepts', 'specialization', 'policies', 'router'];
+    assert.deepEqual(sharedPart(single, differ), sharedPart(six, differ));
+  });
+
   test("math's mod + linear configs differ from their add + mul ones only in the tiers and the texts", () => {
     for (const level of ['L2-lora', 'L0-single']) {
       const harder = readJson(join(configsDir, 'math', `${level}-mod-linear.json`)) as Record<string, any>;
