@@ -14,7 +14,7 @@
 // window; each saves a screenshot under test/e2e/artifacts/ (`extension-*.png`). The workspace and
 // the in-page measurements are in support/ (extension-workspace.ts, page-probes.ts).
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -39,7 +39,7 @@ import {
   withFailureArtifacts,
   type VsCode,
 } from './harness.ts';
-import { manageName, packageExtension, root, runName, serverFile, serverPid, STEPS, waitForExit, WARM_UP_STEPS, warmUpConfig, writeWorkspace } from './support/extension-workspace.ts';
+import { manageName, packageExtension, root, runName, serverFile, serverPid, STEPS, waitForExit, WARM_UP_STEPS, warmUpConfig, webviewLog, writeWorkspace } from './support/extension-workspace.ts';
 import {
   agentColours,
   annotationOverflow,
@@ -60,6 +60,7 @@ import {
 
 let scratch = '';
 let workspace = '';
+let failPagesMarker = '';
 let vscode: VsCode | undefined;
 /** Set by each test that the later ones build on, so they fail at once with the reason. */
 const reached = { trained: false };
@@ -87,7 +88,9 @@ before(
     writeWorkspace(workspace);
     // A first run: the workspace holds configs only (no installed troupe, no settings), and the
     // extension serves it with the CLI of the clone it was built from, this repository.
-    vscode = await launchVsCode({ workspace, vsix, name: 'extension', viewport: { width: 1600, height: 1000 } });
+    // While the file TROUPE_E2E_FAIL_PAGES names exists, panels' pages fail to start (the replacement test).
+    failPagesMarker = join(scratch, 'fail-pages');
+    vscode = await launchVsCode({ workspace, vsix, name: 'extension', viewport: { width: 1600, height: 1000 }, env: { TROUPE_E2E_FAIL_PAGES: failPagesMarker } });
   },
   { timeout: 300_000 },
 );
@@ -213,6 +216,31 @@ test('Export Adapters names the best validated step, and says so when it is the 
     assert.match(description, new RegExp(`^step ${dashboardBestStep}${dashboardBestStep === 0 ? ', the warm start \\(\\d+\\.\\d%; no RL step validated better\\)' : ' \\(\\d+\\.\\d%\\)'}$`));
     await screenshot(page, 'extension-export-best');
     await page.keyboard.press('Escape');
+  }),
+);
+
+test("a panel whose page never starts (as when the webview's service worker fails it) is replaced by a new panel on the same run", { timeout: 180_000 }, () =>
+  withFailureArtifacts(started(), 'extension-panel-replaced', async () => {
+    needsRun();
+    const { page, server } = started();
+    await runCommand(page, 'View: Close All Editor Groups');
+    // While the marker exists, every page of a panel that can be replaced is served a missing script
+    // (panel-support.ts): it never starts, so the dashboard comes up only if its replacement does.
+    writeFileSync(failPagesMarker, '');
+    try {
+      const logBefore = webviewLog(server.userDataDir).length;
+      await runCommand(page, 'Troupe: Open Dashboard', { opensPicker: true });
+      await pickItem(page, runName);
+      // Two loads in view of 15 s each, then the replacement.
+      await waitForWebviewText(page, 'header.bar', runName, 120_000);
+      const log = webviewLog(server.userDataDir).slice(logBefore);
+      assert.match(log, /did not start within 15 s; opening it in a new panel/, `the dashboard was not replaced; the webview log since it was opened:\n${log}`);
+      const tabs = await page.locator('.tabs-container .tab').allInnerTexts();
+      assert.equal(tabs.filter((t) => /^\s*Troupe: /.test(t)).length, 1, `one dashboard tab, not the blank one beside it: ${tabs.join(' | ')}`);
+      await screenshot(page, 'extension-panel-replaced');
+    } finally {
+      rmSync(failPagesMarker, { force: true });
+    }
   }),
 );
 

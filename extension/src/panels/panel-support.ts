@@ -4,6 +4,7 @@
  * webview posts, the log that bad messages and webview reports go to, reloading a page that does
  * not start, and restoring panels after a reload.
  */
+import { existsSync } from 'node:fs';
 import * as vscode from 'vscode';
 import type { z } from 'zod';
 import { parseMessage } from '../../../webview/src/messages.ts';
@@ -46,10 +47,11 @@ export function loadBundle(panel: vscode.WebviewPanel, context: vscode.Extension
   const webview = panel.webview;
   webview.options = webviewOptions(context);
   const root = bundleRoot(context);
+  const script = reopen !== undefined && failingPagesForTest() ? `${bundle}.missing.js` : `${bundle}.js`;
   const setHtml = (): void => {
     webview.html = webviewHtml({
       title,
-      scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(root, `${bundle}.js`)).toString(),
+      scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(root, script)).toString(),
       styleUri: webview.asWebviewUri(vscode.Uri.joinPath(root, `${bundle}.css`)).toString(),
       cspSource: webview.cspSource,
       nonce: makeNonce(),
@@ -91,6 +93,17 @@ export function loadBundle(panel: vscode.WebviewPanel, context: vscode.Extension
   });
   panelLog().info(`${title}: the ${bundle} page loaded, ${panel.visible ? 'in view' : 'out of view'}`);
   watchdog.loaded();
+}
+
+/**
+ * For the end-to-end test of the replacement in `loadBundle`: while the file that the environment
+ * variable TROUPE_E2E_FAIL_PAGES names exists (the test's VS Code has it set; users never do), a
+ * panel that can be replaced is served a script that is not there, so its page never starts, as
+ * when the webview's service worker fails it, and only the replacement comes up.
+ */
+function failingPagesForTest(): boolean {
+  const marker = process.env['TROUPE_E2E_FAIL_PAGES'];
+  return marker !== undefined && marker !== '' && existsSync(marker);
 }
 
 /**

@@ -117,6 +117,8 @@ export interface CodeServerOptions {
   vsix?: string;
   /** User settings on top of `defaultSettings`; written to `<userDataDir>/User/settings.json`. */
   settings?: Record<string, unknown>;
+  /** Environment variables for code-server and the extension hosts it starts, on top of this process's. */
+  env?: Record<string, string>;
   /** Names the log file, `artifacts/<name>.code-server.log`; default "code-server". */
   name?: string;
   /** How long to wait for the server to answer; default 60 s. */
@@ -219,7 +221,7 @@ export async function startCodeServer(options: CodeServerOptions): Promise<CodeS
   // An explicit config file, or code-server writes one (with a generated password) to ~/.config.
   const configFile = join(root, 'config.yaml');
   writeFileSync(configFile, 'auth: none\ncert: false\n');
-  const env = codeServerEnv(root);
+  const env = { ...codeServerEnv(root), ...options.env };
   const common = ['--config', configFile, '--user-data-dir', userDataDir, '--extensions-dir', extensionsDir];
   if (options.vsix !== undefined) {
     try {

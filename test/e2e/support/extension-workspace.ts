@@ -4,7 +4,7 @@
  * extension starts there (its pid from `.troupe/server.json`, its exit).
  */
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -94,3 +94,19 @@ export async function waitForExit(pid: number, timeoutMs: number): Promise<void>
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/**
+ * The window's "Troupe Webviews" log as VS Code writes it to disk (`<userDataDir>/logs/...`, one
+ * file a window session), all sessions joined in name order; '' before anything is logged.
+ */
+export function webviewLog(userDataDir: string): string {
+  const logs = join(userDataDir, 'logs');
+  let files: string[];
+  try {
+    files = readdirSync(logs, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('Troupe Webviews.log')).sort();
+  } catch {
+    return '';
+  }
+  return files.map((f) => readFileSync(join(logs, f), 'utf8')).join('');
+}
+
