@@ -110,6 +110,7 @@ function atEachAgent(env: Environment): Environment[] {
  */
 const rewardOnlyAlternatives: { readonly [N in EnvironmentName]?: Readonly<Record<string, readonly unknown[]>> } = {
   hanabi: { fusePenalty: [0, 0.25, 7], bombOut: ['keep'] },
+  sokoban: { stuckMoves: [1, 30, 200] },
 };
 
 /**

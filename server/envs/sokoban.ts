@@ -361,4 +361,6 @@ export const sokoban = {
     checkSeed(seed, 'sokoban');
     return PuzzleEnvironment.start('sokoban', seed, generate(seed, o.size, o.stuckMoves ?? 2 * o.size * o.size), o);
   },
+  // The shaping potential's value for a stuck position: rewards only (the generator keeps the room it draws).
+  rewardOnlyOptions: ['stuckMoves'],
 } satisfies EnvironmentFactory<SokobanOptions>;
