@@ -57,6 +57,15 @@ export function integerFlag(name: string, value: string, min: number, usage: str
   return n;
 }
 
+/** A number flag's value in [min, max], or a UsageError naming the flag. */
+export function numberFlag(name: string, value: string, min: number, max: number, usage: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n < min || n > max) {
+    throw new UsageError(`--${name} must be a number from ${min} to ${max}, got '${value}'`, usage);
+  }
+  return n;
+}
+
 /** Prints a command's usage to stdout (for `--help`) and returns exit code 0. */
 export function printUsage(usage: string): number {
   process.stdout.write(usage);

@@ -11,7 +11,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { seedRanges } from '../envs/seed-ranges.ts';
+import { seedRanges, TEST_SEED_OFFSET } from '../envs/seed-ranges.ts';
 import { loadExperiment } from '../rl/resolve-experiment.ts';
 import type { ResolvedExperiment } from '../rl/experiment.ts';
 import { routingContext } from '../rl/policies.ts';
@@ -19,14 +19,15 @@ import { evaluate, evaluationOptions, type Evaluation } from '../rl/evaluate.ts'
 import { openSandbox } from '../rl/trainer.ts';
 import { Engine } from '../runtime/engine.ts';
 import { checkpointChoiceHelp, loadTeamPolicies, openRunCheckpoint, parseCheckpointChoice, sourceWeights, type RunCheckpoint } from '../runs/checkpoint-weights.ts';
-import { expectPositionals, integerFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
+import { expectPositionals, integerFlag, numberFlag, parseCommandLine, printUsage, UsageError, type Command } from './command.ts';
 import { formatTable, percent } from './text-format.ts';
 
-const usage = `usage: troupe eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]
-       troupe eval <experiment config.json> [--episodes N] [--seed-offset S] [--json]
+const usage = `usage: troupe eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--test] [--temperature T] [--json]
+       troupe eval <experiment config.json> [--episodes N] [--seed-offset S] [--test] [--temperature T] [--json]
 
 Validation success and mean reward per agent of a run's team on the held-out validation seeds
-S .. S+N-1 (the seeds training never draws). Given an experiment config instead of a run folder,
+S .. S+N-1 (the seeds training never draws), or with --test on the test seeds the trainer reports
+its RL gain on. Given an experiment config instead of a run folder,
 the team as the config declares it, untrained (no warm start, fresh adapters): e.g. a pretrained
 model folder before any training.
 
@@ -36,22 +37,27 @@ options:
                    best: the validated step with the highest validation success;
                    <step>: the history checkpoint of that step (checkpoints/step-<step>)
   --episodes N     episodes to play (default: the config's training.validationEpisodes)
-  --seed-offset S  first validation seed index (default 0, the seeds training validates on)
+  --seed-offset S  first seed index (default 0: the seeds training validates or tests on)
+  --test           the test seeds (apart from validation's; default N: training.testEpisodes)
+  --temperature T  sampling temperature from 0 (greedy) to 10 (default: the config's
+                   training.validationTemperature); the samples are seeded, so a run repeats
   --json           print one JSON object: success (0..1), meanReward, meanTeamReturn, perAgent,
                    score and partners (scored games: hanabi),
-                   checkpoint ('untrained' for a config), step, episodes, seedOffset, runId (null
-                   for a config)
+                   checkpoint ('untrained' for a config), step, episodes, seeds ('validation' or
+                   'test'), seedOffset, temperature, runId (null for a config)
   -h, --help       this text
 `;
 
-function report(runDir: string, runId: string | null, ck: RunCheckpoint, seedOffset: number, ev: Evaluation) {
+function report(runDir: string, runId: string | null, ck: RunCheckpoint, seeds: 'validation' | 'test', seedOffset: number, temperature: number, ev: Evaluation) {
   return {
     runId,
     runDir,
     checkpoint: ck.label,
     step: ck.step,
     episodes: ev.episodes,
+    seeds,
     seedOffset,
+    temperature,
     success: ev.success,
     meanReward: ev.meanReward,
     meanTeamReturn: ev.meanTeamReturn,
@@ -65,7 +71,7 @@ function report(runDir: string, runId: string | null, ck: RunCheckpoint, seedOff
 
 function printTable(r: ReturnType<typeof report>): void {
   const lines = [
-    `${r.runId === null ? `${r.runDir}, untrained` : `run ${r.runId}, checkpoint ${r.checkpoint} (step ${r.step})`}, validation seeds ${r.seedOffset}..${r.seedOffset + r.episodes - 1}`,
+    `${r.runId === null ? `${r.runDir}, untrained` : `run ${r.runId}, checkpoint ${r.checkpoint} (step ${r.step})`}, ${r.seeds} seeds ${r.seedOffset}..${r.seedOffset + r.episodes - 1}, ${r.temperature === 0 ? 'greedy' : `sampled at temperature ${r.temperature}`}`,
     `success      ${percent(r.success)}`,
     `mean reward  ${r.meanReward.toFixed(3)}  (team return ${r.meanTeamReturn.toFixed(3)})`,
     ...(r.score === undefined ? [] : [`score        ${r.score.toFixed(2)} in self-play${r.partners ? `, ${r.partners.withBot.toFixed(2)} with the bot as partner (the bot team: ${r.partners.botTeam.toFixed(2)})` : ''}`]),
@@ -88,7 +94,7 @@ function printTable(r: ReturnType<typeof report>): void {
 }
 
 export const evalCommand: Command = {
-  synopsis: [`eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--json]`, 'eval <experiment config.json> [--episodes N] [--seed-offset S] [--json]'],
+  synopsis: [`eval <run folder> [--checkpoint ${checkpointChoiceHelp}] [--episodes N] [--seed-offset S] [--test] [--temperature T] [--json]`, 'eval <experiment config.json> [--episodes N] [--seed-offset S] [--test] [--temperature T] [--json]'],
   summary: 'validation success and mean reward per agent of a checkpoint, on held-out seeds',
   usage,
   async run(args) {
@@ -98,6 +104,8 @@ export const evalCommand: Command = {
         checkpoint: { type: 'string' },
         episodes: { type: 'string' },
         'seed-offset': { type: 'string', default: '0' },
+        test: { type: 'boolean', default: false },
+        temperature: { type: 'string' },
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -128,9 +136,11 @@ export const evalCommand: Command = {
       ({ experiment: exp, checkpoint: ck, bases } = run);
       where = { dir: run.folder.dir, runId: run.folder.runId };
     }
-    const episodes = values.episodes === undefined ? exp.training.validationEpisodes : integerFlag('episodes', values.episodes, 1, usage);
-    const seedCount = seedRanges.validation.end - seedRanges.validation.start;
-    if (seedOffset + episodes > seedCount) throw new UsageError(`--seed-offset + --episodes must be at most ${seedCount} (the validation seeds), got ${seedOffset + episodes}`, usage);
+    const episodes = values.episodes !== undefined ? integerFlag('episodes', values.episodes, 1, usage) : values.test ? exp.training.testEpisodes : exp.training.validationEpisodes;
+    const temperature = values.temperature === undefined ? exp.training.validationTemperature : numberFlag('temperature', values.temperature, 0, 10, usage);
+    // The test seeds are the validation range's from TEST_SEED_OFFSET on (as the trainer plays them).
+    const [first, seedCount] = values.test ? [TEST_SEED_OFFSET, seedRanges.validation.end - seedRanges.validation.start - TEST_SEED_OFFSET] : [0, TEST_SEED_OFFSET];
+    if (seedOffset + episodes > seedCount) throw new UsageError(`--seed-offset + --episodes must be at most ${seedCount} (the ${values.test ? 'test' : 'validation'} seeds), got ${seedOffset + episodes}`, usage);
     // Engine log lines (provider choice) go to stderr, so that --json leaves stdout one JSON object.
     const log = (l: string) => process.stderr.write(`${l}\n`);
     // Agents that write code (math, code) play through the sandbox, as in training.
@@ -142,12 +152,12 @@ export const evalCommand: Command = {
     let ev: Evaluation;
     try {
       const policies = await loadTeamPolicies(engine, exp, bases, ck.dir);
-      ev = await evaluate(exp.env.make, routingContext(exp, policies, sandbox?.runAll), evaluationOptions(exp, episodes, seedOffset));
+      ev = await evaluate(exp.env.make, routingContext(exp, policies, sandbox?.runAll), { ...evaluationOptions(exp, episodes, first + seedOffset), temperature });
     } finally {
       await engine.close();
       await sandbox?.close();
     }
-    const r = report(where.dir, where.runId, ck, seedOffset, ev);
+    const r = report(where.dir, where.runId, ck, values.test ? 'test' : 'validation', seedOffset, temperature, ev);
     if (values.json) process.stdout.write(`${JSON.stringify(r)}\n`);
     else printTable(r);
     return 0;

@@ -128,10 +128,12 @@ describe('troupe CLI', () => {
     // best: the highest validation, a tie going to the earlier step (checkpoints/best.json).
     const best = withStore((s) => s.metricSeries({ runId, name: 'val/success' })).reduce((b, p) => (p.value > b.value ? p : b));
     if (best.step !== 2) assert.match(r.stdout, new RegExp(`best {6}\\(step ${best.step}`));
+    let greedyInitial: unknown;
     for (const [checkpoint, step] of [['initial', 0], ['latest', 2], ['best', best.step]] as const) {
       const e = await troupe('eval', 'run-a', '--checkpoint', checkpoint, '--episodes', '4', '--seed-offset', '0', '--json');
       expectOk(e, `eval ${checkpoint}`);
       const out = JSON.parse(e.stdout) as { success: number; meanReward: number; perAgent: Record<string, { meanReward: number }>; checkpoint: string; step: number; episodes: number; seedOffset: number };
+      if (checkpoint === 'initial') greedyInitial = out.perAgent;
       assert.ok(out.success >= 0 && out.success <= 1, `success ${out.success}`);
       assert.deepEqual(Object.keys(out.perAgent).sort(), ['plan', 'tool']);
       assert.deepEqual([out.checkpoint, out.step, out.episodes, out.seedOffset], [checkpoint, step, 4, 0]);
@@ -139,6 +141,29 @@ describe('troupe CLI', () => {
       assert.equal(out.success, metric(runId, step, 'val/success'), `${checkpoint} success vs the store's step ${step}`);
       assert.ok(Math.abs(out.meanReward - metric(runId, step, 'val/reward')!) < 1e-6, `${checkpoint} mean reward vs the store's step ${step}`);
     }
+
+    // --test plays the test seeds the trainer reported its RL gain on: the same numbers.
+    for (const [checkpoint, step] of [['initial', 0], ['latest', 2]] as const) {
+      const e = await troupe('eval', 'run-a', '--checkpoint', checkpoint, '--test', '--json');
+      expectOk(e, `eval ${checkpoint} --test`);
+      const out = JSON.parse(e.stdout) as { success: number; meanReward: number; episodes: number; seeds: string; temperature: number };
+      assert.deepEqual([out.seeds, out.episodes, out.temperature], ['test', tinyConfig.training.testEpisodes, 0]);
+      assert.equal(out.success, metric(runId, step, 'test/success'), `${checkpoint} --test success vs the store's step ${step}`);
+      assert.ok(Math.abs(out.meanReward - metric(runId, step, 'test/reward')!) < 1e-6, `${checkpoint} --test mean reward vs the store's step ${step}`);
+    }
+    // --temperature samples, seeded: the same command gives the same episodes.
+    const sampled = async () => {
+      const e = await troupe('eval', 'run-a', '--checkpoint', 'initial', '--episodes', '4', '--temperature', '1.5', '--json');
+      expectOk(e, 'eval --temperature 1.5');
+      return JSON.parse(e.stdout) as { temperature: number; seeds: string; perAgent: unknown; meanReward: number };
+    };
+    const once = await sampled();
+    assert.deepEqual([once.temperature, once.seeds], [1.5, 'validation']);
+    assert.deepEqual(await sampled(), once);
+    assert.notDeepEqual(once.perAgent, greedyInitial, 'sampled at 1.5, the same seeds play otherwise than greedily');
+    const bad = await troupe('eval', 'run-a', '--temperature', '11');
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.match(bad.stderr, /--temperature must be a number from 0 to 10, got '11'/);
   });
 
   test('a bad config is refused naming every JSON path (exit 1); an unknown flag prints usage (exit 2)', { timeout: 30_000 }, async () => {
