@@ -52,11 +52,13 @@
  * nothing: redraw the charts of LEARNING_ENVS and recompute their comparisons from
  * bench/results/learning.json, and the summary over seeds of a method whose runs import-train-runs.ts stored),
  * LEARNING_KEEP_RUNS=1 (keep the work folder, whose path it prints at the start and the end: its
- * troupe.db and each run's folder, for team-turns.ts, ttt-groups.ts and the other diagnostics;
- * by default it is deleted).
+ * troupe.db and each run's folder with its run.json and config.json as `troupe train` writes them,
+ * for `troupe eval <folder> --test [--temperature T]`, team-turns.ts, ttt-groups.ts and the other
+ * diagnostics; by default it is deleted).
  */
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createRunFolder } from '../../server/runs/run-folder.ts';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -355,6 +357,8 @@ async function main(): Promise<void> {
           const experiment = await resolveExperiment(config, path);
           const runDir = join(work, `${env}-${variant}-${seed}`);
           const run = store.createRun({ name: `${env}/${variant}/seed ${seed}`, config, runDir });
+          // A run folder as `troupe train` makes it, so a kept run (LEARNING_KEEP_RUNS) opens with `troupe eval` and the act scripts.
+          await createRunFolder({ dir: runDir, runId: run.id, databasePath: join(work, 'troupe.db'), configSource: path, steps: experiment.training.steps }, `${JSON.stringify(config, null, 2)}\n`);
           const curve: SeedRun['curve'] = [];
           const t0 = performance.now();
           process.stderr.write(`\n== ${env} / ${variant} (${folder}/${file}) seed ${seed}\n`);
