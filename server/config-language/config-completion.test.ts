@@ -96,7 +96,7 @@ describe('completion: property names', () => {
     assert.deepEqual(labels(list), ['wallRatio', 'verdictToPlanner', 'planAccepts', 'reportToTool']);
     assert.match(item(list, 'wallRatio').documentation?.value ?? '', /Probability that a cell is a wall/);
     const tic = completeAt('{"env": {"name": "tic-tac-toe", "options": {¦}}}').list;
-    assert.deepEqual(labels(tic), ['openingMoves', 'reward', 'randomOpening', 'solutionTies']);
+    assert.deepEqual(labels(tic), ['openingMoves', 'reward', 'randomOpening', 'perfectOpponent', 'solutionTies']);
   });
 
   test('a union picks its branch by the document: cosine fields only for a cosine schedule', () => {

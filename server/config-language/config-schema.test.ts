@@ -56,7 +56,7 @@ describe('JSON Schema navigation', () => {
 
   test('the config schema: env.options follow env.name', () => {
     const options = (env: string): string[] => propertiesOf(schemaAt({ env: { name: env } }, ['env', 'options'])).map((p) => p.name);
-    assert.deepEqual(options('tic-tac-toe'), ['openingMoves', 'reward', 'randomOpening', 'solutionTies']);
+    assert.deepEqual(options('tic-tac-toe'), ['openingMoves', 'reward', 'randomOpening', 'perfectOpponent', 'solutionTies']);
     assert.ok(options('sudoku').includes('emptyCells'));
     assert.deepEqual(propertiesOf(schemaAt({ env: { name: 'nope' } }, ['env', 'options'])), [], 'an unknown environment: free-form options');
   });

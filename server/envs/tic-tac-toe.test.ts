@@ -362,3 +362,153 @@ test("'minimax-traps' through the environment: drawing moves score their bonus, 
   assert.equal(ticTacToe.create(0, {}).options.reward, 'outcome');
   assert.throws(() => ticTacToe.create(0, { reward: 'traps' }), /reward/);
 });
+
+/** Seeds of `perfectOpponent { share }` with the perfect side each drew (null: self-play). */
+function perfectSides(share: number, count: number, from = 0): (string | null)[] {
+  return Array.from({ length: count }, (_, i) => ticTacToe.create(trainSeed(from + i), { openingMoves: [0, 3], perfectOpponent: { share } }).perfectSide);
+}
+
+test('perfectOpponent: a share of the seeds, each with its side drawn from the seed, starts from the empty board', () => {
+  for (const share of [0.25, 0.5, 1]) {
+    const sides = perfectSides(share, 1000);
+    const played = sides.filter((s) => s !== null);
+    assert.ok(Math.abs(played.length / 1000 - share) < 0.05, `${played.length} of 1000 seeds with share ${share}`);
+    const xs = played.filter((s) => s === 'x').length;
+    assert.ok(Math.abs(xs / played.length - 0.5) < 0.06, `x scripted in ${xs} of ${played.length}`);
+    assert.deepEqual(perfectSides(share, 1000), sides, 'the same seed draws the same side every time');
+  }
+  assert.notDeepEqual(perfectSides(1, 40, 0), perfectSides(1, 40, 5000), 'the sides come from the seed');
+  for (let i = 0; i < 300; i++) {
+    const env = ticTacToe.create(trainSeed(i), { openingMoves: [0, 3], randomOpening: { share: 1, plies: 2 }, perfectOpponent: { share: 0.5 } });
+    if (env.perfectSide === null) continue;
+    // The perfect side is never to move in a live game; at most its first move is on the board.
+    assert.notEqual(env.currentAgent(), env.perfectSide);
+    assert.deepEqual(env.board.filter((m) => m !== null), env.perfectSide === 'x' ? ['X'] : [], 'no opening, only the perfect x move');
+    assert.equal(env.turn, 0);
+  }
+});
+
+test("perfectOpponent: the scripted moves are perfect, legal, varied like minimax's, and the same in a clone", () => {
+  const firstMoves = new Map<number, number>();
+  let games = 0;
+  for (let i = 0; i < 400; i++) {
+    const env = ticTacToe.create(trainSeed(i), { reward: 'minimax', perfectOpponent: { share: 1 } });
+    const side = env.perfectSide!;
+    const mark = side === 'x' ? 'X' : 'O';
+    if (side === 'x') {
+      const cell = env.board.findIndex((m) => m !== null);
+      firstMoves.set(cell, (firstMoves.get(cell) ?? 0) + 1);
+    }
+    const rng = new Rng(i, 'test policy');
+    const turns: number[] = [];
+    while (!env.done) {
+      const agent = env.currentAgent();
+      turns.push(env.turn);
+      assert.notEqual(agent, side, 'the policy never plays the perfect side');
+      assert.throws(() => env.act(side, '5'), /out of turn/);
+      const before = env.board;
+      const move = rng.pick(legalMoves(before));
+      const copy = env.clone();
+      const r = env.act(agent, String(move + 1));
+      const again = copy.act(agent, String(move + 1));
+      assert.deepEqual(copy.board, env.board, 'a clone gets the same reply');
+      assert.equal(again.info, r.info);
+      // The policy move's own value (a winning move 1, a drawing last move 0), whatever the reply did.
+      assert.equal(r.localReward, moveValue(before, move), "the reward is the policy move's own");
+      const after = env.board;
+      const played = after.flatMap((m, c) => (m !== before[c] ? [c] : []));
+      assert.ok(played.length === 1 || played.length === 2);
+      if (played.length === 2) {
+        const reply = played.find((c) => c !== move)!;
+        const mid = [...before];
+        mid[move] = agent === 'x' ? 'X' : 'O';
+        assert.equal(after[reply], mark);
+        assert.ok(optimalMoves(mid).includes(reply), `reply ${reply + 1} to ${mid.map((m) => m ?? '.').join('')} is not perfect`);
+      }
+    }
+    assert.notEqual(env.winner, mark === 'X' ? 'O' : 'X', 'the perfect side never loses');
+    // The policy's acts are one a round (the rollout groups branches by agent and turn), as in self-play.
+    assert.deepEqual(turns, turns.map((_, k) => k), `turns ${turns.join()}`);
+    assert.ok(env.stats[side]!.acts === 0, 'scripted moves count in no stats');
+    games++;
+  }
+  assert.equal(games, 400);
+  // Every first cell draws, so a perfect x opens on all nine (the minimax opponent's ties are uniform too).
+  for (let c = 0; c < 9; c++) assert.ok((firstMoves.get(c) ?? 0) >= 5, `x opened on ${c + 1} ${firstMoves.get(c) ?? 0} times`);
+});
+
+test('perfectOpponent: the game ends and scores right when the perfect side wins or draws', () => {
+  const find = (side: 'x' | 'o') => {
+    for (let i = 0; i < 100; i++) {
+      const env = ticTacToe.create(trainSeed(i), { reward: 'minimax', perfectOpponent: { share: 1 } });
+      if (env.perfectSide === side) return env;
+    }
+    throw new Error(`no seed in 100 with a perfect ${side}`);
+  };
+  // Perfect o against an x that plays the lowest free cell: o wins; x's losing move scores -1, the act reports o's win.
+  const lost = find('o');
+  let last: ReturnType<typeof lost.act> | null = null;
+  const rewards: number[] = [];
+  while (!lost.done) {
+    const board = lost.board;
+    last = lost.act('x', String(legalMoves(board)[0]! + 1));
+    rewards.push(last.localReward);
+  }
+  assert.equal(lost.winner, 'O');
+  assert.equal(lost.forfeitedBy, null);
+  assert.ok(last!.done && last!.success, 'a game lost to the perfect side ends without a forfeit');
+  assert.match(last!.info, /o \(perfect\) plays \d and wins$/);
+  assert.equal(last!.teamReward, 0);
+  assert.ok(rewards.includes(-1), `x's blunder scores -1: ${rewards.join()}`);
+  // Perfect x against a perfect o policy: a draw, and every o move scores 0.
+  const drawn = find('x');
+  while (!drawn.done) assert.equal(drawn.act('o', drawn.solution('o')).localReward, 0);
+  assert.equal(drawn.winner, null);
+  assert.ok(drawn.success);
+  // 'outcome': a loss to the perfect side scores the policy's moves 0, as a loss in self-play.
+  const outcome = ticTacToe.create(trainSeed(0), { perfectOpponent: { share: 1 } });
+  while (!outcome.done) assert.equal(outcome.act(outcome.currentAgent(), String(legalMoves(outcome.board)[0]! + 1)).localReward, 0);
+  // A forfeit ends the game before any reply.
+  const forfeit = find('o');
+  const f = forfeit.act('x', 'z');
+  assert.deepEqual([f.localReward, f.done, forfeit.board.filter((m) => m !== null).length], [ticTacToeRewards.forfeit, true, 0]);
+});
+
+test('perfectOpponent off, at share 0, or outside its share leaves every seed as it was; bad values are refused', () => {
+  const base = { openingMoves: [0, 3], reward: 'minimax', randomOpening: { share: 0.5, plies: 1 } } as const;
+  assert.ok(!('perfectOpponent' in ticTacToe.create(1, base).options), 'absent from the parsed options (warm-start cache keys)');
+  let outside = 0;
+  for (let i = 0; i < 500; i++) {
+    const plain = ticTacToe.create(trainSeed(i), base);
+    const none = ticTacToe.create(trainSeed(i), { ...base, perfectOpponent: { share: 0 } });
+    const half = ticTacToe.create(trainSeed(i), { ...base, perfectOpponent: { share: 0.5 } });
+    for (const env of half.perfectSide === null ? [none, half] : [none]) {
+      assert.equal(env.perfectSide, null);
+      // Byte for byte, through a whole game with the solver.
+      const a = plain.clone();
+      const b = env.clone();
+      assert.equal(b.observe(b.currentAgent()), a.observe(a.currentAgent()));
+      while (!a.done) {
+        const agent = a.currentAgent();
+        assert.deepEqual(b.act(agent, a.solution(agent)), a.act(agent, a.solution(agent)));
+        if (!a.done) assert.equal(b.observe(b.currentAgent()), a.observe(a.currentAgent()));
+      }
+    }
+    if (half.perfectSide === null) outside++;
+  }
+  assert.ok(outside > 200 && outside < 300, `${outside} of 500 seeds outside the share`);
+  for (const bad of [{ share: 1.5 }, { share: -0.1 }, {}, { share: 0.5, side: 'x' }]) {
+    assert.throws(() => ticTacToe.create(1, { perfectOpponent: bad }), /perfectOpponent/, JSON.stringify(bad));
+  }
+});
+
+test("perfectOpponent: the solver's demonstrations show the policy's side only in those seeds", async () => {
+  const { rolloutSolver } = await import('./solver-rollout.ts');
+  for (let i = 0; i < 40; i++) {
+    const env = ticTacToe.create(trainSeed(i), { perfectOpponent: { share: 1 } });
+    const r = await rolloutSolver(env);
+    assert.ok(r.demonstrations.length > 0);
+    assert.ok(r.demonstrations.every((d) => d.agent !== env.perfectSide), 'no demonstration for the perfect side');
+    assert.ok(r.success);
+  }
+});

@@ -13,6 +13,17 @@
  * move, where self-play's x opens mostly on one cell).
  * After an odd number of them `o` moves first; always ask `currentAgent()`.
  *
+ * `perfectOpponent: { share }` (off by default) mixes self-play with games against a perfect
+ * player: a share of the seeds, drawn from the seed on its own stream, start from the empty board
+ * (no opening) with one side, drawn from the seed, played by the environment itself with perfect
+ * moves (ties drawn from the seed and the position, uniform as the minimax test opponent's). It
+ * moves in the constructor and after each policy act, so `currentAgent()` never names it while the
+ * game is live: the policy plays only the other side, and the scripted moves earn no reward, make
+ * no trajectory turn and count in no agent's stats. The side stays in `agents` (unlike
+ * ScriptedSeats, which drops it): a run reads its agents, router and warm-start agent list from
+ * one probe environment (seed 0), so a per-seed agent list would break the runs whose probe seed
+ * falls in the share.
+ *
  * Action: one digit 1-9, the cell to mark, row by row; the prompt shows free cells as their digit:
  *   tic-tac-toe, turn 2/5
  *   X2O
@@ -57,7 +68,7 @@ import {
   type EnvironmentFactory,
 } from './environment.ts';
 import { Rng } from './rng.ts';
-import { bestMove, bestMoves, emptyBoard, isOver, legalMoves, moveValue, toMove, winnerOf, type Board, type Mark } from './tic-tac-toe-board.ts';
+import { bestMove, bestMoves, emptyBoard, isOver, legalMoves, moveValue, optimalMoves, toMove, winnerOf, type Board, type Mark } from './tic-tac-toe-board.ts';
 
 export const ticTacToeRewards = { win: 1, draw: 0, forfeit: -2 } as const;
 
@@ -114,6 +125,16 @@ export const ticTacToeOptionsSchema = z
       .describe(
         "A share of the seeds open with exactly `plies` uniformly random legal moves, drawn from the seed, instead of openingMoves: e.g. { share: 0.5, plies: 1 } makes o answer every first move in half the tasks, where self-play's x mostly opens on one cell. Off by default. It applies to every game the environment makes from a seed (training tasks, the warm start's demonstrations, self-play validation); the games against random and minimax start from the empty board whatever the options.",
       ),
+    /** A share of the seeds where one side, drawn per seed, is played by the environment with perfect moves. */
+    perfectOpponent: z
+      .object({
+        share: z.number().min(0).max(1).describe('The share of seeds (drawn per seed) played against the perfect player; the others are self-play as without the option.'),
+      })
+      .strict()
+      .optional()
+      .describe(
+        "Self-play mixed with games against a perfect player: in a share of the seeds (drawn per seed on its own stream) the game starts from the empty board and one side, drawn from the seed, is played by the environment with perfect moves (ties drawn from the seed and the position, as the minimax test opponent draws them); the policy plays only the other side there, and the scripted moves earn no reward and make no trajectory turn. Off by default. It applies to every game made from a seed: the training tasks, self-play validation, and the warm start's demonstrations (in those seeds the solver demonstrates the policy's side only, against the perfect player's lines).",
+      ),
     /** Which of several perfect moves `solution` (the warm start's demonstrations) gives. */
     solutionTies: z
       .enum(['lowest', 'seeded'])
@@ -141,6 +162,7 @@ export class TicTacToeEnvironment implements Environment {
   #acts = 0;
   #forfeitedBy: TicTacToeAgent | null = null;
   #stats: Record<string, AgentStats>;
+  #perfectSide: TicTacToeAgent | null = null;
 
   /** Plays the seed's opening; `position` (used by clone) replaces it with a given board. */
   constructor(seed: number, options: TicTacToeOptions, position?: Board) {
@@ -152,6 +174,16 @@ export class TicTacToeEnvironment implements Environment {
       return;
     }
     this.#board = emptyBoard();
+    const perfect = options.perfectOpponent;
+    if (perfect !== undefined) {
+      // Its own stream, so the seeds outside the share open exactly as they do without the option.
+      const own = new Rng(seed, 'tic-tac-toe perfect opponent');
+      if (own.chance(perfect.share)) {
+        this.#perfectSide = own.pick(this.agents);
+        this.#playPerfect();
+        return;
+      }
+    }
     const forced = options.randomOpening;
     if (forced !== undefined) {
       // Its own stream, so the seeds outside the share open exactly as they do without the option.
@@ -166,6 +198,11 @@ export class TicTacToeEnvironment implements Environment {
     // A fixed count draws nothing, so seeds keep the openings they had before ranges existed.
     const count = min === max ? min : min + rng.int(max - min + 1);
     for (let i = 0; i < count; i++) this.#board[rng.pick(legalMoves(this.#board))] = toMove(this.#board);
+  }
+
+  /** The side the environment plays with perfect moves in this seed (`perfectOpponent`), or null. */
+  get perfectSide(): TicTacToeAgent | null {
+    return this.#perfectSide;
   }
 
   /** A copy of the board, cells 0..8 row by row. */
@@ -231,7 +268,22 @@ export class TicTacToeEnvironment implements Environment {
     this.#board[cell] = markOf[me];
     if (winnerOf(this.#board) !== null) return this.#result(ticTacToeRewards.win, null, `${me} plays ${s} and wins`);
     if (isOver(this.#board)) return this.#result(ticTacToeRewards.draw, null, `${me} plays ${s}: draw`);
-    return this.#result(value, null, `${me} plays ${s}`);
+    // The perfect player's reply (if it has one this game) is part of this act's result: done and success after it.
+    const reply = this.#playPerfect();
+    return this.#result(value, null, `${me} plays ${s}${reply}`);
+  }
+
+  /** Plays the perfect side while it is to move and the game is live; returns what it did, for `info`. */
+  #playPerfect(): string {
+    const side = this.#perfectSide;
+    if (side === null || this.done || this.currentAgent() !== side) return '';
+    const moves = optimalMoves(this.#board);
+    // Drawn from the seed and the position, not a stream: a clone (a tree branch) replies as the original would.
+    const cell = new Rng(this.seed, `tic-tac-toe perfect opponent ${this.#board.map((m) => m ?? '.').join('')}`).pick(moves);
+    this.#board[cell] = markOf[side];
+    this.#acts++;
+    const end = winnerOf(this.#board) !== null ? ' and wins' : isOver(this.#board) ? ': draw' : '';
+    return `; ${side} (perfect) plays ${cell + 1}${end}`;
   }
 
   #result(localReward: number, parseError: string | null, info: string): AgentTurnResult {
@@ -242,6 +294,7 @@ export class TicTacToeEnvironment implements Environment {
     const copy = new TicTacToeEnvironment(this.seed, this.options, this.#board);
     copy.#acts = this.#acts;
     copy.#forfeitedBy = this.#forfeitedBy;
+    copy.#perfectSide = this.#perfectSide;
     copy.#stats = copyStats(this.#stats);
     return copy;
   }
