@@ -109,7 +109,7 @@ function atEachAgent(env: Environment): Environment[] {
  * plays each against the default. An environment that declares an option must list it here.
  */
 const rewardOnlyAlternatives: { readonly [N in EnvironmentName]?: Readonly<Record<string, readonly unknown[]>> } = {
-  hanabi: { fusePenalty: [0, 0.25, 7], bombOut: ['keep'] },
+  hanabi: { fusePenalty: [0, 0.25, 7], bombOut: ['keep'], playableHintReward: [0.5, 10] },
   sokoban: { stuckMoves: [1, 30, 200] },
 };
 

@@ -49,7 +49,8 @@
  *    `fusePenalty` per lost fuse.
  *  - localReward: -1 for text that does not parse (`hanabiRewards.malformed`), -1 for a move the
  *    rules refuse (`illegal`), +0.1 for a hint that lets its receiver know a colour or rank of a
- *    card it did not know (`informativeHint`), 0 for every other legal act.
+ *    card it did not know (`informativeHint`), plus `playableHintReward` (option, default 0) when
+ *    one such card is playable now, 0 for every other legal act.
  * `success`: the game ended by the rules (the deck ran out, or every firework is complete) with
  * fuses left; `score` is the game's score. The episode also ends after `maxTurns` rounds (option;
  * by default the longest legal game, which only acts that pass can reach), with the score reached.
@@ -94,6 +95,15 @@ export const hanabiOptionsSchema = z
     colours: z.number().int().min(1).max(5).default(3).describe('Colours, 1-5, taken in the order R Y G W B: 3 is the small variant for the embedded model (30 cards), 5 the full game (50 cards).'),
     /** Team reward lost for each misplay (a lost fuse). */
     fusePenalty: z.number().min(0).max(100).default(1).describe('Team reward lost for each misplayed card (a lost fuse), on top of the points.'),
+    /** Local reward added for a hint that tells its receiver something new about a card that is playable now. */
+    playableHintReward: z
+      .number()
+      .min(0)
+      .max(10)
+      .optional()
+      .describe(
+        "Local reward added to informativeHint's for a hint that tells its receiver something new (a colour or rank, negative information included) about a card that is playable now: the convention bot's hint, whose value otherwise shows only when the receiver plays the card a turn or more later, in the receiver's reward. Reward-shaping for RL; it changes no prompt, act or score. Default off (0).",
+      ),
     /** Score when the last fuse is lost: 'zero' (the Hanabi Learning Environment) or 'keep' the fireworks. */
     bombOut: z.enum(['zero', 'keep']).default('zero').describe("The score when the last fuse is lost: 'zero' (as the Hanabi Learning Environment scores it) or 'keep' the fireworks played."),
     /** Rounds after which an episode ends with the score it has; default: the longest legal game. */
@@ -313,6 +323,7 @@ export class HanabiEnvironment implements Environment {
     let said: string;
     if (move.kind === 'hint') {
       if (effect.informative) local = hanabiRewards.informativeHint;
+      if (effect.informativePlayable) local += this.options.playableHintReward ?? 0;
       said = `${agent} hinted ${moveText(move).slice(5)}: ${effect.touched.map((i) => i + 1).join(' ')}`;
     } else {
       const card = cardText(effect.card!);
@@ -367,7 +378,7 @@ export const hanabi = {
     return new HanabiEnvironment(checkSeed(seed, 'hanabi'), o);
   },
   // The penalty is team reward only; 'keep' or 'zero' changes only the score of a game that has ended.
-  rewardOnlyOptions: ['fusePenalty', 'bombOut'],
+  rewardOnlyOptions: ['fusePenalty', 'bombOut', 'playableHintReward'],
 } satisfies EnvironmentFactory<HanabiOptions>;
 
 /** The highest score a variant allows. */

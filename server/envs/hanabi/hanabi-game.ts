@@ -91,6 +91,8 @@ export interface MoveEffect {
   readonly touched: readonly number[];
   /** Whether the hint let the target know a colour or a rank of one of its cards it did not know. */
   readonly informative: boolean;
+  /** Whether it did so for a card that is playable now (the convention bot's kind of hint). */
+  readonly informativePlayable: boolean;
 }
 
 export function handSizeFor(players: number): number {
@@ -195,13 +197,17 @@ export function applyMove(s: GameState, move: Move): MoveEffect {
     const known = s.knowledge[move.target]!;
     const touched = touchedSlots(hand, move);
     let informative = false;
+    let informativePlayable = false;
     hand.forEach((c, i) => {
       const k = known[i]!;
       const next = afterHint(k, c, move.colour, move.rank);
-      if (knowledgeText(next) !== knowledgeText(k)) informative = true;
+      if (knowledgeText(next) !== knowledgeText(k)) {
+        informative = true;
+        if (isPlayable(s, c)) informativePlayable = true;
+      }
       known[i] = next;
     });
-    effect = { card: null, scored: false, misplay: false, touched, informative };
+    effect = { card: null, scored: false, misplay: false, touched, informative, informativePlayable };
   } else {
     const card = s.hands[seat]!.splice(move.slot, 1)[0]!;
     s.knowledge[seat]!.splice(move.slot, 1);
@@ -223,7 +229,7 @@ export function applyMove(s: GameState, move: Move): MoveEffect {
     draw(s, seat);
     // The act that draws the last card starts the final round: every player acts once more.
     if (hadCards && s.deck.length === 0) s.finalActs = s.rules.players + 1;
-    effect = { card, scored, misplay, touched: [], informative: false };
+    effect = { card, scored, misplay, touched: [], informative: false, informativePlayable: false };
   }
   if (s.finalActs !== null) s.finalActs--;
   if (s.fuses <= 0) s.ended = 'fuses';

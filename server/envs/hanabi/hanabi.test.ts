@@ -244,6 +244,27 @@ test('a hint that tells something new earns the hinter informativeHint; repeatin
   assert.match(elim.observe('p1'), /^you have G\? R\? G\? Y\? G\?$/m);
 });
 
+test('playableHintReward adds to a hint that tells something new about a card playable now, and to nothing else', () => {
+  // p1 holds R1 R3 Y1 Y4 G1 (three playable 1s), p2 R2 Y2 G3 Y4 G2 (nothing playable).
+  const draws = 'R1 R2 R3 Y2 Y1 G3 Y4 Y4 G1 G2 R5 Y5 G5 G4';
+  const acts = ['hint p2 2', 'hint p1 3', 'hint p2 Y', 'hint p1 1', 'play 1', 'hint p1 1'];
+  const plain = play(dealt(draws), ...acts);
+  const info = hanabiRewards.informativeHint;
+  assert.deepEqual(
+    plain.map((r) => [r.localReward, r.teamReward]),
+    [[info, 0], [info, 0], [info, 0], [info, 0], [0, 1], [0, 0]],
+  );
+  const shaped = play(dealt(draws, { playableHintReward: 0.5 }), ...acts);
+  // Only the hint naming p1's 1s earns it: 'hint p1 3' tells p1 about R3 alone, though p1 holds
+  // playable cards; the repeated 'hint p1 1' tells nothing new; the play's reward is the team's.
+  assert.deepEqual(
+    shaped.map((r) => [r.localReward, r.teamReward]),
+    [[info, 0], [info, 0], [info, 0], [info + 0.5, 0], [0, 1], [0, 0]],
+  );
+  assert.deepEqual(shaped.map((r) => r.info), plain.map((r) => r.info));
+  assert.throws(() => hanabiOptions({ playableHintReward: -1 }), /playableHintReward/);
+});
+
 test("a player's prompt and the bot's move never depend on its own cards or the deck order", () => {
   const rng = new Rng(4, 'privacy');
   let checked = 0;
