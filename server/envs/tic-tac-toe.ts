@@ -279,7 +279,7 @@ export class TicTacToeEnvironment implements Environment {
     if (side === null || this.done || this.currentAgent() !== side) return '';
     const moves = optimalMoves(this.#board);
     // Drawn from the seed and the position, not a stream: a clone (a tree branch) replies as the original would.
-    const cell = new Rng(this.seed, `tic-tac-toe perfect opponent ${this.#board.map((m) => m ?? '.').join('')}`).pick(moves);
+    const cell = this.#pickForPosition(moves, 'tic-tac-toe perfect opponent');
     this.#board[cell] = markOf[side];
     this.#acts++;
     const end = winnerOf(this.#board) !== null ? ' and wins' : isOver(this.#board) ? ': draw' : '';
@@ -299,13 +299,18 @@ export class TicTacToeEnvironment implements Environment {
     return copy;
   }
 
+  /** One of `moves`, drawn from the seed and the position (not a stream): the same whenever the position recurs, in a clone too. */
+  #pickForPosition(moves: readonly number[], salt: string): number {
+    return new Rng(this.seed, `${salt} ${this.#board.map((m) => m ?? '.').join('')}`).pick(moves);
+  }
+
   /** The perfect move for the side to move, as action text. */
   solution(agent: string): string {
     checkAgent(this, agent);
     if (this.done) throw new Error('tic-tac-toe: no solution once the game is over');
     if (this.options.solutionTies !== 'seeded') return String(bestMove(this.#board) + 1);
     const ties = bestMoves(this.#board);
-    return String(new Rng(this.seed, `tic-tac-toe ties ${this.#board.map((m) => m ?? '.').join('')}`).pick(ties) + 1);
+    return String(this.#pickForPosition(ties, 'tic-tac-toe ties') + 1);
   }
 }
 
