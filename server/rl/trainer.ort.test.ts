@@ -282,3 +282,53 @@ test('select best: the test plays the best validated policy, latest stays the la
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('a run stopped after a step and resumed ends exactly where the same run uninterrupted ends: weights, trajectories, metrics', { timeout: 300_000 }, async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-trainer-resume-'));
+  const store = openRunStore(join(dir, 'troupe.db'));
+  try {
+    const cfg = { ...config, name: 'resume equality test', training: { steps: 4, validateEvery: 2, validationEpisodes: 16, checkpointEvery: 2, testEpisodes: 16 } };
+    const experiment = await resolveExperiment(parseExperimentConfig(cfg, 'resume equality test'), join(dir, 'config.json'));
+    const cacheRoot = join(dir, 'cache');
+    const runOf = (name: string) => {
+      const runDir = join(dir, name);
+      const run = store.createRun({ name, config: cfg, runDir });
+      return { experiment, store, runId: run.id, runDir, cacheRoot, log: () => {} };
+    };
+    const whole = runOf('whole');
+    const wholeSummary = await train({ ...whole, resume: false });
+    // Stopped after step 1, which is no checkpoint step: the resume state, not a step checkpoint, carries it on.
+    const parts = runOf('parts');
+    await train({ ...parts, resume: false, steps: 1 });
+    const partsSummary = await train({ ...parts, resume: true });
+    assert.equal(partsSummary.lastStep, 4);
+
+    // What a run computes, without its clock: every trajectory (seed, rewards, each turn's text, log-probabilities and
+    // advantage, its siblings') and every metric but the clock's (time/, throughput/, *_ms).
+    const trajectories = (runId: string) => store.listTrajectories({ runId, limit: 10_000 }).map((t) => {
+      const detail = store.getTrajectory(t.id)!;
+      return { step: t.step, phase: t.phase, envSeed: t.envSeed, reward: t.teamReward, turns: detail.turns.map((u) => [u.agentId, u.responseText, [...u.logprobs], u.reward, u.advantage, u.siblings.map((s) => [s.responseText, s.advantage])]) };
+    });
+    const metrics = (runId: string) => [0, 1, 2, 3, 4].map((step) => store.stepMetrics(runId, step).filter((m) => !/^(time|throughput)\/|_ms$/.test(m.name)).map((m) => [m.name, m.value]));
+    const wholeTrajectories = trajectories(whole.runId);
+    assert.ok(wholeTrajectories.some((t) => t.step === 3 && t.phase === 'train'), 'steps after the stop sampled training trajectories');
+    // The one thing the stop adds: a run that ends at step 1 validates and tests there, as any run does at its last step.
+    const atStop = (t: { step: number; phase: string }) => t.step === 1 && t.phase === 'validation';
+    const partsTrajectories = trajectories(parts.runId);
+    assert.equal(partsTrajectories.filter(atStop).length, 16);
+    assert.deepEqual(partsTrajectories.filter((t) => !atStop(t)), wholeTrajectories);
+    const [wholeMetrics, partsMetrics] = [metrics(whole.runId), metrics(parts.runId)];
+    assert.deepEqual(partsMetrics[1]!.filter(([name]) => !/^(val|test)\//.test(name as string)), wholeMetrics[1]);
+    assert.deepEqual(partsMetrics.filter((_, step) => step !== 1), wholeMetrics.filter((_, step) => step !== 1));
+    assert.deepEqual(partsSummary.finalTest, wholeSummary.finalTest);
+
+    const bases = await runBaseWeights(whole.runDir, experiment);
+    const [a, b] = [await policyTensors(experiment, await findRunCheckpoint(whole.runDir, { kind: 'latest' }), bases), await policyTensors(experiment, await findRunCheckpoint(parts.runDir, { kind: 'latest' }), bases)];
+    let compared = 0;
+    for (const [id, t] of a) for (const [name, data] of t) { assert.deepEqual(b.get(id)!.get(name), data, `${id}/${name}`); compared++; }
+    assert.ok(compared > 0, 'the runs have policy tensors to compare');
+  } finally {
+    store.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
