@@ -50,7 +50,8 @@
  * the same config file and step count, and refused before anything trains unless each stored run
  * trained as the config does now: stored-seeds.ts), LEARNING_CHARTS_ONLY=1 (train
  * nothing: redraw the charts of LEARNING_ENVS and recompute their comparisons from
- * bench/results/learning.json, and the summary over seeds of a method whose runs import-train-runs.ts stored),
+ * bench/results/learning.json, the summary over seeds of a method whose runs import-train-runs.ts stored,
+ * and how stored runs' warm starts ended where the cache here holds them: warm-start-ends.ts),
  * LEARNING_KEEP_RUNS=1 (keep the work folder, whose path it prints at the start and the end: its
  * troupe.db and each run's folder with its run.json and config.json as `troupe train` writes them,
  * for `troupe eval <folder> --test [--temperature T]`, team-turns.ts, ttt-groups.ts and the other
@@ -64,15 +65,18 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadExperiment, resolveExperiment } from '../../server/rl/resolve-experiment.ts';
 import type { Evaluation } from '../../server/rl/evaluate.ts';
+import type { WarmStartEnd } from '../../server/rl/warm-start.ts';
 import { train, warmStartKeys } from '../../server/rl/trainer.ts';
 import { openRunStore } from '../../server/store/index.ts';
 import { measureUnits, score, scoreMetric, unitsOf, type ScoreMetric, type Units } from './run-score.ts';
 import { BOT_TEAM, compareMethods, compareWithBotTeam, mean, sampleSd, type ComparedMeasure, type ComparedRun, type MethodComparison } from './seed-stats.ts';
 import { METHOD_CONFIGS, methodConfigPath } from './method-configs.ts';
 import { configDigest, storedSeedProblems } from './stored-seeds.ts';
+import { fillWarmStartEnds, missedTargetNotes, warmStartEnds } from './warm-start-ends.ts';
 import { lineChart } from './svg-chart.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
+const cacheRoot = join(root, '.troupe', 'cache', 'warm-start');
 const ENVS = (process.env['LEARNING_ENVS'] ?? 'plan-path,sokoban').split(',');
 const DEFAULT_VARIANTS = ['at-grpo', 'grpo', 'single', 'single-grpo'];
 /** Every method, in the order of tables and chart legends; the specialization levels run only when named. */
@@ -137,6 +141,11 @@ interface SeedRun extends ComparedRun {
    * keys were recorded get them from their config as it is now.
    */
   warmStart?: Record<string, string> | null;
+  /**
+   * How each base model's warm start ended, where its config has a loss target (null: none has);
+   * absent where not known. A seed whose warm start ran to its ceiling is named beside the tables.
+   */
+  warmStartEnd?: Record<string, WarmStartEnd> | null;
   /** `configDigest` of the config the run trained (stored-seeds.ts); absent in runs stored before it was recorded. */
   configDigest?: string;
 }
@@ -264,9 +273,12 @@ async function redrawCharts(): Promise<void> {
     await writeChart(outDir, env, withSeeds);
     console.log(`redrew bench/results/learning-${env}.svg (${withSeeds.map((r) => r.variant).join(', ')})`);
     await fillWarmStartKeys(withSeeds);
+    // Stored runs from before warmStartEnd was recorded: how their warm starts ended, where this cache has them.
+    for (const r of withSeeds) await fillWarmStartEnds(r.runs, cacheRoot);
     (stored.comparisons ??= {})[env] = compareAll(withSeeds);
   }
   await writeFile(file, `${JSON.stringify(stored, null, 2)}\n`);
+  printMissedTargets(Object.fromEntries(ENVS.map((env) => [env, stored.results![env]!])));
   printComparisons(Object.fromEntries(ENVS.map((env) => [env, stored.comparisons![env]!])), Object.fromEntries(ENVS.map((env) => [env, envMetric(stored.results![env]!)])));
 }
 
@@ -303,6 +315,12 @@ const MEASURE_NAMES: Record<ComparedMeasure, string> = { testAfter: 'test after 
 /** The measure every run of an environment is judged by (its first stored run's). */
 function envMetric(rs: ReadonlyArray<Partial<VariantResult>>): ScoreMetric | undefined {
   return rs.find((r) => Array.isArray(r.runs) && r.runs.length > 0)?.runs?.[0]?.metric;
+}
+
+/** The seeds whose warm start ran to its ceiling without reaching its loss target, by method: they are in the tables, and measure their warm start more than RL. */
+function printMissedTargets(byEnv: Record<string, ReadonlyArray<Partial<VariantResult>>>): void {
+  const lines = Object.entries(byEnv).flatMap(([env, rs]) => rs.flatMap((r) => (Array.isArray(r.runs) ? missedTargetNotes(r.runs).map((n) => `- ${env} / ${r.variant}, ${n}`) : [])));
+  if (lines.length > 0) console.log(`\nWarm starts that ran to their step ceiling without reaching their loss target (stopAtLoss); these seeds start RL short of the config's target:\n${lines.join('\n')}`);
 }
 
 function printComparisons(byEnv: Record<string, MethodComparison[]>, metrics: Record<string, ScoreMetric | undefined>): void {
@@ -343,7 +361,6 @@ async function main(): Promise<void> {
   if (KEEP_SEEDS) await checkStoredSeeds(plan);
   const work = await mkdtemp(join(tmpdir(), 'troupe-learning-'));
   if (KEEP_RUNS) process.stderr.write(`LEARNING_KEEP_RUNS: the runs are kept in ${work} (troupe.db, one folder per run)\n`);
-  const cacheRoot = join(root, '.troupe', 'cache', 'warm-start');
   const store = openRunStore(join(work, 'troupe.db'));
   const results: Record<string, VariantResult[]> = {};
   try {
@@ -381,6 +398,8 @@ async function main(): Promise<void> {
           const optimalMoves = s.initialTest?.positions && s.finalTest?.positions ? { before: s.initialTest.positions.all.rate, after: s.finalTest.positions.all.rate } : null;
           // Only scored games carry these, so the other environments' rows are written as before.
           const scored = s.initialTest?.partners && s.finalTest?.partners ? { withBot: { before: s.initialTest.partners.withBot, after: s.finalTest.partners.withBot }, botTeam: s.finalTest.partners.botTeam } : {};
+          const keys = await warmStartKeys(experiment);
+          const ends = await warmStartEnds(keys, cacheRoot);
           runs.push({
             seed,
             metric: s.initial ? scoreMetric(s.initial) : 'success',
@@ -392,9 +411,11 @@ async function main(): Promise<void> {
             testAfter: s.finalTest ? score(s.finalTest) : null,
             testedStep: s.testedStep,
             wallSeconds: (performance.now() - t0) / 1000,
-            warmStart: await warmStartKeys(experiment),
+            warmStart: keys,
+            ...(ends === undefined ? {} : { warmStartEnd: ends }),
             configDigest: configDigest(config, path),
           });
+          for (const note of missedTargetNotes([runs.at(-1)!])) process.stderr.write(`warm start: ${env} / ${variant} ${note}; this seed's RL starts from a policy short of the config's target\n`);
           store.setRunState(run.id, 'done');
         }
         results[env].push(summarise(variant, `configs/${folder}/${file}`, runs));
@@ -455,6 +476,7 @@ async function main(): Promise<void> {
       if (bars.length === r.runs.length && bars.length > 0) console.log(`| ${env} (${BOT_TEAM}, the bar) | ${r.variant} | ${r.seeds.join(',')} | ${level(u, spread(bars))} | ${level(u, spread(bars))} | | | |`);
     }
   }
+  printMissedTargets(results);
   printComparisons(Object.fromEntries(Object.keys(results).map((env) => [env, comparisons[env]!])), Object.fromEntries(Object.keys(results).map((env) => [env, envMetric(results[env]!)])));
 }
 

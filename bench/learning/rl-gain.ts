@@ -5,13 +5,15 @@
  * gain, its 95% Student's t interval and the exact sign-flip p). bench:learning prints each
  * method's gain as mean ± sd over seeds; an issue's "RL gain ≥ +10 points with intervals" wants
  * the interval of that mean. Reads bench/results/learning.json, trains nothing, prints a Markdown
- * table (entries are bench:learning's LEARNING_ENVS names; every method unless --variant names one).
+ * table (entries are bench:learning's LEARNING_ENVS names; every method unless --variant names one),
+ * and below it the seeds whose warm start ran to its step ceiling without reaching its loss target.
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { measureUnits, type ScoreMetric } from './run-score.ts';
 import { comparePaired, mean, measured, sampleSd as sd, type ComparedMeasure, type ComparedRun } from './seed-stats.ts';
+import { missedTargetNotes, type WarmStartedRun } from './warm-start-ends.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const args = process.argv.slice(2);
@@ -20,7 +22,7 @@ const only = at >= 0 ? args[at + 1] : undefined;
 const entries = at >= 0 ? args.filter((_, i) => i !== at && i !== at + 1) : args;
 if (entries.length === 0 || (at >= 0 && !only)) throw new Error('usage: rl-gain.ts <entry>... [--variant at-grpo] (bench:learning entries such as code or tic-tac-toe)');
 
-interface StoredRun extends ComparedRun {
+interface StoredRun extends ComparedRun, WarmStartedRun {
   testBefore: number | null;
   /** What the test score is: success, a symmetric game's non-loss rate against minimax, or a scored game's self-play score. */
   metric?: ScoreMetric;
@@ -32,10 +34,12 @@ const before = (run: StoredRun, m: ComparedMeasure): number | null => (m === 'te
 
 console.log('| entry | method | measure | seeds | warm start | after RL | RL gain, per seed | mean gain | 95% CI | p (exact sign flip) |');
 console.log('|---|---|---|---|---|---|---|---|---|---|');
+const missed: string[] = [];
 for (const entry of entries) {
   const methods = (stored.results[entry] ?? []).filter((r): r is { variant: string; runs: StoredRun[] } => Array.isArray(r.runs) && (!only || r.variant === only));
   if (methods.length === 0) throw new Error(`bench/results/learning.json has no ${only ? `${only} ` : ''}runs for ${JSON.stringify(entry)}`);
   for (const m of methods) {
+    missed.push(...missedTargetNotes(m.runs).map((n) => `- ${entry} / ${m.variant}, ${n}`));
     for (const measure of ['testAfter', 'vsRandom', 'optimalMoves', 'withBot'] as const) {
       const u = measureUnits(measure, m.runs[0]?.metric);
       const level = (xs: readonly number[]) => `${u.level(mean(xs))} ± ${u.size(sd(xs))}`;
@@ -51,3 +55,4 @@ for (const entry of entries) {
     }
   }
 }
+if (missed.length > 0) console.log(`\nWarm starts that ran to their step ceiling without reaching their loss target (their seeds' gains measure the warm start as much as RL):\n${missed.join('\n')}`);

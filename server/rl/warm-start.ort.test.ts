@@ -23,7 +23,7 @@ import { openRunStore } from '../store/index.ts';
 import { resolveExperiment } from './resolve-experiment.ts';
 import { train } from './trainer.ts';
 import { warmUpProgressIn } from './run-checkpoint.ts';
-import { batchOrderSeed, learnerDemonstrations, solverDemonstrations, warmStart, warmStartKey, weightsContentKey, type WarmStartJob, type WarmStartReport, type WarmStartResult, type WarmStartStopped } from './warm-start.ts';
+import { batchOrderSeed, learnerDemonstrations, missedLossTarget, readWarmStartEnd, solverDemonstrations, warmStart, warmStartKey, weightsContentKey, type WarmStartJob, type WarmStartReport, type WarmStartResult, type WarmStartStopped } from './warm-start.ts';
 
 /** A warm start that ran to its end (nothing asked it to stop). */
 async function finished(p: Promise<WarmStartResult | WarmStartStopped>): Promise<WarmStartResult> {
@@ -296,6 +296,9 @@ test('stopAtLoss ends the warm start at the first step past the warm-up whose sm
     assert.equal(stopped.cached, false);
     assert.equal(stopped.stepsTrained, expected);
     assert.ok(lines.some((l) => l.includes(`warm start ${expected}/30`) && l.includes('stopAtLoss')), lines.join('\n'));
+    const stoppedEnd = (await readWarmStartEnd(stopped.cacheDir))!;
+    assert.deepEqual({ ...stoppedEnd, smoothedLoss: null }, { stepsTrained: expected, steps: 30, stopAtLoss: target, smoothedLoss: null });
+    assert.ok(stoppedEnd.smoothedLoss !== null && stoppedEnd.smoothedLoss <= target && !missedLossTarget(stoppedEnd), `done.json records the loss it stopped at (${stoppedEnd.smoothedLoss})`);
     assert.deepEqual(reports.flatMap((r) => r.points).map((p) => p.step), Array.from({ length: expected }, (_, i) => i + 1), 'no step past the target is trained');
     assert.deepEqual({ step: reports.at(-1)!.step, steps: reports.at(-1)!.steps }, { step: expected, steps: expected }, 'the last report shows the warm-up complete');
     assert.ok(whole.weights.size > 0 && [...whole.weights].some(([name, w]) => !stopped.weights.get(name)!.every((x, i) => x === w[i])), 'fewer steps, other weights');
@@ -308,8 +311,14 @@ test('stopAtLoss ends the warm start at the first step past the warm-up whose sm
     assert.equal(again.stepsTrained, expected);
     assert.ok(lines.some((l) => l.includes(`stopped at its loss target after ${expected}/30 steps`)), lines.join('\n'));
     // A target never reached runs every step.
-    const never = await finished(warmStart(engine, job, env, { ...budget, stopAtLoss: 1e-6 }, tok, cache, () => {}));
+    const neverLines: string[] = [];
+    const never = await finished(warmStart(engine, job, env, { ...budget, stopAtLoss: 1e-6 }, tok, cache, (l) => neverLines.push(l)));
     assert.equal(never.stepsTrained, 30);
+    // ... and says so when it ends and when it is reused, and its cache entry tells it apart.
+    assert.ok(missedLossTarget((await readWarmStartEnd(never.cacheDir))!));
+    assert.ok(!missedLossTarget((await readWarmStartEnd(whole.cacheDir))!), 'without a target, all the steps are the budget');
+    await finished(warmStart(engine, job, env, { ...budget, stopAtLoss: 1e-6 }, tok, cache, (l) => neverLines.push(l)));
+    assert.equal(neverLines.filter((l) => l.includes('ran all 30 steps without reaching its loss target 0.000001')).length, 2, neverLines.join('\n'));
   } finally {
     await engine.close();
     await rm(cache, { recursive: true, force: true });

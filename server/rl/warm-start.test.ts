@@ -3,13 +3,16 @@
  * overrule, and the tool's demonstrations are what they would be without the planner's.
  */
 import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Environment } from '../envs/environment.ts';
 import { createEnvironment, environments } from '../envs/environments.ts';
 import { parseModelConfig } from '../models/model-config.ts';
 import { defaultTokenizer as tok } from '../models/tokenizer.ts';
 import type { TrainSequence } from '../models/train-batch.ts';
-import { solverDemonstrations, warmStartKey, type ProposalNoise } from './warm-start.ts';
+import { missedLossTarget, missedTargetText, readWarmStartEnd, solverDemonstrations, warmStartKey, type ProposalNoise } from './warm-start.ts';
 
 const make = (seed: number) => createEnvironment('plan-path', seed, { size: 7 });
 const text = (s: TrainSequence) => ({ prompt: tok.decode(s.tokens.subarray(0, s.promptLength)), answer: tok.decode(s.tokens.subarray(s.promptLength), { specials: 'skip' }) });
@@ -109,4 +112,38 @@ test('the warm-start key takes reward-only options at their defaults, and every 
   assert.equal(await key({ fusePenalty: 0, bombOut: 'keep' }), plain);
   assert.notEqual(await key({ showLegalMoves: true }), plain, 'a prompt option keys apart');
   assert.notEqual(await key({ fusePenalty: 0.25, showLegalMoves: true }), plain);
+});
+
+test("a cached warm start's end is read from done.json, and one that ran to its ceiling without its loss target is told apart", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'troupe-ws-end-'));
+  try {
+    const entry = async (done: unknown) => {
+      await writeFile(join(dir, 'done.json'), typeof done === 'string' ? done : JSON.stringify(done));
+      return readWarmStartEnd(dir);
+    };
+    const budget = { demonstrations: 1500, steps: 600, batchSize: 32, lr: 3e-3, stopAtLoss: 0.15 };
+    // Sudoku's single agent, seed 2: the ceiling ended it.
+    const ceiling = await entry({ key: 'k', budget, stepsTrained: 600, smoothedLoss: 0.228 });
+    assert.deepEqual(ceiling, { stepsTrained: 600, steps: 600, stopAtLoss: 0.15, smoothedLoss: 0.228 });
+    assert.equal(missedLossTarget(ceiling!), true);
+    assert.equal(missedTargetText(ceiling!), 'ran all 600 steps without reaching its loss target 0.15 (smoothed loss 0.2280)');
+    // Its seed 5: the target ended it at step 257.
+    assert.equal(missedLossTarget((await entry({ key: 'k', budget, stepsTrained: 257, smoothedLoss: 0.148 }))!), false);
+    // Reached exactly at the last step, where the target is not checked: not missed, when the loss says so.
+    assert.equal(missedLossTarget((await entry({ key: 'k', budget, stepsTrained: 600, smoothedLoss: 0.149 }))!), false);
+    // An entry from before smoothedLoss was recorded: all its steps with a target means the target did not stop it.
+    const older = await entry({ key: 'k', budget, stepsTrained: 600 });
+    assert.equal(older!.smoothedLoss, null);
+    assert.equal(missedLossTarget(older!), true);
+    // No target: a warm start of all its steps is what its config asks for.
+    assert.equal(missedLossTarget((await entry({ key: 'k', budget: { ...budget, stopAtLoss: undefined }, stepsTrained: 600, smoothedLoss: 0.3 }))!), false);
+    // Entries that say nothing usable: none.
+    assert.equal(await entry({ key: 'k', budget }), null, 'before stepsTrained was recorded');
+    assert.equal(await entry({ key: 'k', budget, stepsTrained: 700 }), null, 'more steps than its budget');
+    assert.equal(await entry('{"key": '), null, 'torn');
+    await rm(join(dir, 'done.json'));
+    assert.equal(await readWarmStartEnd(dir), null, 'no entry');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

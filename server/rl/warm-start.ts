@@ -349,16 +349,54 @@ function warmStartWarmupSteps(steps: number): number {
   return Math.min(20, Math.floor(steps / 10));
 }
 
-/** The steps a cached warm start trained (`done.json`), or null for an entry written before the field. */
-async function cachedStepsTrained(dir: string): Promise<number | null> {
+/** How a finished warm start ended, as its cache entry (`done.json`) records it. */
+export interface WarmStartEnd {
+  /** Optimizer steps it trained. */
+  readonly stepsTrained: number;
+  /** Its budget's steps: the most it could train. */
+  readonly steps: number;
+  /** Its budget's `stopAtLoss`; null when unset. */
+  readonly stopAtLoss: number | null;
+  /** The smoothed loss it ended at; null in entries written before it was recorded. */
+  readonly smoothedLoss: number | null;
+}
+
+/** The folder of a finished warm start of one base model in the cache. */
+export function warmStartCacheDir(cacheRoot: string, key: string, modelId: string): string {
+  return join(cacheRoot, key, modelId);
+}
+
+/** How the cached warm start in `dir` ended; null when there is none, or its `done.json` predates `stepsTrained`. */
+export async function readWarmStartEnd(dir: string): Promise<WarmStartEnd | null> {
   let done: unknown;
   try {
     done = JSON.parse(await readFile(join(dir, 'done.json'), 'utf8'));
   } catch {
     return null; // informational only: the weights come from the checkpoint beside it
   }
-  const n = typeof done === 'object' && done !== null ? (done as { stepsTrained?: unknown }).stepsTrained : undefined;
-  return typeof n === 'number' && Number.isInteger(n) && n >= 1 ? n : null;
+  if (typeof done !== 'object' || done === null) return null;
+  const d = done as { stepsTrained?: unknown; smoothedLoss?: unknown; budget?: { steps?: unknown; stopAtLoss?: unknown } };
+  const n = d.stepsTrained;
+  const steps = d.budget?.steps;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || typeof steps !== 'number' || !Number.isInteger(steps) || steps < n) return null;
+  const finite = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+  return { stepsTrained: n, steps, stopAtLoss: finite(d.budget?.stopAtLoss), smoothedLoss: finite(d.smoothedLoss) };
+}
+
+/**
+ * Whether a warm start with a loss target ran every step of its budget without reaching it: the
+ * ceiling, not the target, ended it, so it is not the policy its config means to start RL from.
+ * (The target is checked before the last step only, so one that ran every step missed it unless
+ * its final smoothed loss, where recorded, shows it reached exactly then.)
+ */
+export function missedLossTarget(end: WarmStartEnd): boolean {
+  if (end.stopAtLoss === null || end.stepsTrained < end.steps) return false;
+  return end.smoothedLoss === null || end.smoothedLoss > end.stopAtLoss;
+}
+
+/** A missed target in words, e.g. "ran all 600 steps without reaching its loss target 0.15 (smoothed loss 0.2280)". */
+export function missedTargetText(end: WarmStartEnd): string {
+  return `ran all ${end.steps} steps without reaching its loss target ${end.stopAtLoss}${end.smoothedLoss === null ? '' : ` (smoothed loss ${end.smoothedLoss.toFixed(4)})`}`;
 }
 
 function withoutProposals(budget: WarmStartBudget): Omit<WarmStartBudget, 'proposals'> {
@@ -382,12 +420,14 @@ export async function warmStart(
   hooks: WarmStartHooks = {},
 ): Promise<WarmStartResult | WarmStartStopped> {
   const key = await warmStartKey(job, env, budget, tok, run);
-  const dir = join(cacheRoot, key, job.modelId);
+  const dir = warmStartCacheDir(cacheRoot, key, job.modelId);
   const ckDir = hooks.checkpointDir;
   if (existsSync(join(dir, 'done.json'))) {
     const ck = await loadCheckpoint(dir);
-    const stepsTrained = await cachedStepsTrained(dir);
-    log(`warm start of '${job.modelId}': reusing cache ${key}${stepsTrained !== null && stepsTrained < budget.steps ? ` (stopped at its loss target after ${stepsTrained}/${budget.steps} steps)` : ''}`);
+    const end = await readWarmStartEnd(dir);
+    const stepsTrained = end?.stepsTrained ?? null;
+    const how = stepsTrained !== null && stepsTrained < budget.steps ? ` (stopped at its loss target after ${stepsTrained}/${budget.steps} steps)` : end && missedLossTarget(end) ? ` (${missedTargetText(end)})` : '';
+    log(`warm start of '${job.modelId}': reusing cache ${key}${how}`);
     if (ckDir) await removeWarmUpCheckpoint(ckDir);
     return { weights: ck.params, cached: true, cacheDir: dir, firstLoss: Number.NaN, lastLoss: Number.NaN, demonstrations: 0, stepsTrained };
   }
@@ -534,11 +574,13 @@ export async function warmStart(
     await rm(tmp, { recursive: true, force: true });
     await mkdir(tmp, { recursive: true });
     await saveCheckpoint(tmp, job.config, weights, { metadata: { warmStartKey: key } });
-    await writeFile(join(tmp, 'done.json'), `${JSON.stringify({ key, firstLoss, lastLoss, demonstrations: demos.length, budget, stepsTrained }, null, 2)}\n`);
+    await writeFile(join(tmp, 'done.json'), `${JSON.stringify({ key, firstLoss, lastLoss, smoothedLoss: ema, demonstrations: demos.length, budget, stepsTrained }, null, 2)}\n`);
     await rm(dir, { recursive: true, force: true });
     await mkdir(join(dir, '..'), { recursive: true });
     await rename(tmp, dir);
     if (ckDir) await removeWarmUpCheckpoint(ckDir);
+    const end: WarmStartEnd = { stepsTrained, steps: budget.steps, stopAtLoss: budget.stopAtLoss ?? null, smoothedLoss: Number.isFinite(ema) ? ema : null };
+    if (missedLossTarget(end)) log(`warm start of '${job.modelId}': ${missedTargetText(end)}`);
     return { weights, cached: false, cacheDir: dir, firstLoss, lastLoss, demonstrations: demos.length, stepsTrained };
   } finally {
     await policy.dispose();
