@@ -283,7 +283,7 @@ test('select best: the test plays the best validated policy, latest stays the la
   }
 });
 
-test('a run stopped after a step and resumed ends exactly where the same run uninterrupted ends: weights, trajectories, metrics', { timeout: 300_000 }, async () => {
+test('a run paused after a step and resumed ends exactly where the same run uninterrupted ends: weights, trajectories, metrics', { timeout: 300_000 }, async () => {
   const dir = await mkdtemp(join(tmpdir(), 'troupe-trainer-resume-'));
   const store = openRunStore(join(dir, 'troupe.db'));
   try {
@@ -297,9 +297,11 @@ test('a run stopped after a step and resumed ends exactly where the same run uni
     };
     const whole = runOf('whole');
     const wholeSummary = await train({ ...whole, resume: false });
-    // Stopped after step 1, which is no checkpoint step: the resume state, not a step checkpoint, carries it on.
+    // Paused after step 1 (Ctrl-C, or the server's pause), which is no checkpoint step: the resume state carries it on.
     const parts = runOf('parts');
-    await train({ ...parts, resume: false, steps: 1 });
+    let committed = 0;
+    const first = await train({ ...parts, resume: false, onStep: (r) => { committed = r.step; }, shouldStop: () => committed >= 1 });
+    assert.deepEqual({ stopped: first.stopped, lastStep: first.lastStep }, { stopped: true, lastStep: 1 });
     const partsSummary = await train({ ...parts, resume: true });
     assert.equal(partsSummary.lastStep, 4);
 
@@ -311,15 +313,9 @@ test('a run stopped after a step and resumed ends exactly where the same run uni
     });
     const metrics = (runId: string) => [0, 1, 2, 3, 4].map((step) => store.stepMetrics(runId, step).filter((m) => !/^(time|throughput)\/|_ms$/.test(m.name)).map((m) => [m.name, m.value]));
     const wholeTrajectories = trajectories(whole.runId);
-    assert.ok(wholeTrajectories.some((t) => t.step === 3 && t.phase === 'train'), 'steps after the stop sampled training trajectories');
-    // The one thing the stop adds: a run that ends at step 1 validates and tests there, as any run does at its last step.
-    const atStop = (t: { step: number; phase: string }) => t.step === 1 && t.phase === 'validation';
-    const partsTrajectories = trajectories(parts.runId);
-    assert.equal(partsTrajectories.filter(atStop).length, 16);
-    assert.deepEqual(partsTrajectories.filter((t) => !atStop(t)), wholeTrajectories);
-    const [wholeMetrics, partsMetrics] = [metrics(whole.runId), metrics(parts.runId)];
-    assert.deepEqual(partsMetrics[1]!.filter(([name]) => !/^(val|test)\//.test(name as string)), wholeMetrics[1]);
-    assert.deepEqual(partsMetrics.filter((_, step) => step !== 1), wholeMetrics.filter((_, step) => step !== 1));
+    assert.ok(wholeTrajectories.some((t) => t.step === 3 && t.phase === 'train'), 'steps after the pause sampled training trajectories');
+    assert.deepEqual(trajectories(parts.runId), wholeTrajectories);
+    assert.deepEqual(metrics(parts.runId), metrics(whole.runId));
     assert.deepEqual(partsSummary.finalTest, wholeSummary.finalTest);
 
     const bases = await runBaseWeights(whole.runDir, experiment);
