@@ -45,7 +45,7 @@ export async function fillWarmStartEnds(runs: WarmStartedRun[], cacheRoot: strin
   }
 }
 
-/** One line per run whose warm start ran to its ceiling without reaching its loss target, e.g. "seed 2: base ran all 600 steps …". */
+/** One line per run whose warm start ran to its ceiling without reaching its loss target, e.g. "seed 2: 'base' ran all 600 steps …". */
 export function missedTargetNotes(runs: readonly WarmStartedRun[]): string[] {
   return runs.flatMap((run) => {
     const missed = Object.entries(run.warmStartEnd ?? {}).filter(([, end]) => missedLossTarget(end));
