@@ -5,7 +5,6 @@
  * loss 0.228 against 0.15, then RL collapsed it). Such a seed measures its warm start more than
  * RL, so bench:learning and rl-gain.ts name it beside their tables; they do not drop it.
  */
-import { existsSync } from 'node:fs';
 import { missedLossTarget, missedTargetText, readWarmStartEnd, warmStartCacheDir, type WarmStartEnd } from '../../server/rl/warm-start.ts';
 
 /** A stored run as far as its warm starts go: its seed, cache keys and (once read) how each ended. */
@@ -27,9 +26,7 @@ export async function warmStartEnds(keys: Record<string, string> | null | undefi
   if (keys === null) return null;
   const ends: Record<string, WarmStartEnd> = {};
   for (const [modelId, key] of Object.entries(keys)) {
-    const dir = warmStartCacheDir(cacheRoot, key, modelId);
-    if (!existsSync(dir)) return undefined;
-    const end = await readWarmStartEnd(dir);
+    const end = await readWarmStartEnd(warmStartCacheDir(cacheRoot, key, modelId));
     if (end === null) return undefined;
     if (end.stopAtLoss !== null) ends[modelId] = end;
   }
